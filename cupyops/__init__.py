@@ -1,0 +1,27 @@
+"""cupyops: index-tracking reductions and nonzero compaction as raw CUDA kernels.
+
+argmax / argmin / hardmax over any set of axes with a tie direction, and the nonzero family
+(argwhere, nonzero, count_nonzero, nonzero_coordinates). NumPy inputs run on the CPU by default
+(``device="cpu"``), CuPy inputs run the CUDA kernels on their GPU, and ``device="simt"`` runs the
+same kernels on the CPU's emulation of CUDA. Importing cupyops imports no cupy and compiles
+nothing.
+"""
+from ._api import (argmax, argmin, argwhere, count_nonzero, hardmax, nonzero,
+                   nonzero_coordinates)
+
+__version__ = "0.1.0"
+
+__all__ = ["argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
+           "nonzero_coordinates", "precompile", "available_devices"]
+
+
+def precompile(families=None, dtypes=None, *, device=None):
+    """Compile the kernel modules ahead of time (cold starts, CUDA-graph capture)."""
+    from ._precompile import precompile as _precompile
+    return _precompile(families, dtypes, device=device)
+
+
+def available_devices():
+    """The devices this process can run on, as strings usable for ``device=``."""
+    from ._devices import available_devices as _available
+    return _available()

@@ -1,0 +1,98 @@
+"""Command line: ``python -m cupyops demo`` and ``python -m cupyops bench``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+# The seed examples of SPEC.md (DirectML's reference pages): (label, call, expected)
+_M = [[1, 2, 3], [3, 0, 4], [2, 5, 2]]
+_H = [[[12, 0], [-101, 11]], [[3, 234], [0, -101]]]
+_NZ = [[[[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]]]]
+
+
+def seed_examples():
+    import cupyops as co
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    return [
+        ("argmin axes (0,)", lambda d: co.argmin(f32(_M), 0, keepdims=True, device=d), [[0, 1, 2]]),
+        ("argmin axes (1,)", lambda d: co.argmin(f32(_M), 1, keepdims=True, device=d), [[0], [1], [0]]),
+        ("argmin axes (0,1)", lambda d: co.argmin(f32(_M), (0, 1), keepdims=True, device=d), [[4]]),
+        ("argmax axes (0,)", lambda d: co.argmax(f32(_M), 0, keepdims=True, device=d), [[1, 2, 1]]),
+        ("argmax axes (1,)", lambda d: co.argmax(f32(_M), 1, keepdims=True, device=d), [[2], [2], [1]]),
+        ("argmax axes (0,1)", lambda d: co.argmax(f32(_M), (0, 1), keepdims=True, device=d), [[7]]),
+        ("argmin [1,2,3,2,1] first", lambda d: co.argmin(f32([1, 2, 3, 2, 1]), device=d), 0),
+        ("argmin [1,2,3,2,1] last", lambda d: co.argmin(f32([1, 2, 3, 2, 1]), tie="last", device=d), 4),
+        ("argmax [3,2,1,2,3] first", lambda d: co.argmax(f32([3, 2, 1, 2, 3]), device=d), 0),
+        ("argmax [3,2,1,2,3] last", lambda d: co.argmax(f32([3, 2, 1, 2, 3]), tie="last", device=d), 4),
+        ("hardmax axes (1,)", lambda d: co.hardmax(f32(_H), 1, device=d),
+         [[[1, 0], [0, 1]], [[1, 1], [0, 0]]]),
+        ("hardmax axes (0,)", lambda d: co.hardmax(f32(_H), 0, device=d),
+         [[[1, 0], [0, 1]], [[0, 1], [1, 0]]]),
+        ("hardmax axes (0,2)", lambda d: co.hardmax(f32(_H), (0, 2), device=d),
+         [[[0, 0], [0, 1]], [[0, 1], [0, 0]]]),
+        ("nonzero_coordinates count", lambda d: co.nonzero_coordinates(f32(_NZ), device=d)[1], 4),
+        ("nonzero_coordinates coords", lambda d: co.nonzero_coordinates(f32(_NZ), device=d)[0],
+         [[0, 0, 0, 0], [0, 0, 0, 3], [0, 0, 1, 1], [0, 0, 1, 3]]),
+        ("argwhere sorted {1,0},{1,2},{0,5}",
+         lambda d: co.argwhere(_nz2(), device=d),
+         [[0, 5], [1, 0], [1, 2]]),
+    ]
+
+
+def _nz2():
+    a = np.zeros((2, 6), np.float32)   # nonzeros set out of order: {1,0}, {1,2}, {0,5}
+    a[1, 0], a[1, 2], a[0, 5] = 1, 2, 3
+    return a
+
+
+def _to_numpy(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def demo(device=None) -> int:
+    import cupyops
+    from cupyops import _devices
+    dev = device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
+    print(f"cupyops {cupyops.__version__}")
+    print("devices:")
+    print("  cpu : NumPy path (always available)")
+    ok, why = _devices.simt_status()
+    print(f"  simt: {'yes' if ok else 'no'} - {why}")
+    ok, why = _devices.cuda_status()
+    print(f"  cuda: {'yes' if ok else 'no'} - {why}")
+    print(f"default device: {dev}  (CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r})")
+    print()
+    failures = 0
+    for label, call, expected in seed_examples():
+        try:
+            got = _to_numpy(call(dev))
+            good = got.shape == np.asarray(expected).shape and np.array_equal(got, expected)
+            shown = np.array2string(got, separator=",").replace("\n", "")
+        except Exception as exc:  # report and go on: the demo shows every example
+            good, shown = False, f"{type(exc).__name__}: {exc}"
+        failures += not good
+        print(f"  [{'ok' if good else 'FAIL'}] {label:38s} -> {shown}")
+    print()
+    print("all seed examples match the spec" if not failures else f"{failures} example(s) differ")
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cupyops")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_demo = sub.add_parser("demo", help="list devices and compute the spec's seed examples")
+    p_demo.add_argument("--device", default=None, help="cpu, simt or cuda (default: $CUPYOPS_DEVICE or cpu)")
+    p_bench = sub.add_parser("bench", help="throughput benchmark against the peers (benchmarks/)")
+    p_bench.add_argument("rest", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo(args.device)
+    from . import _bench_entry
+    return _bench_entry.main(args.rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""The public functions: argument rules of SPEC.md, trivial cases, and the choice of path.
+
+Every check happens here, before any work, so the NumPy path and the kernel path receive the
+same normalised arguments (see docs/design.md, "Contracts between the layers").
+"""
+from __future__ import annotations
+
+import math
+import operator
+import sys
+
+import numpy as np
+
+from . import _dispatch
+
+ARGREDUCE_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64))
+NONZERO_DTYPES = ARGREDUCE_DTYPES + (np.dtype(np.complex64), np.dtype(np.complex128))
+INDEX_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64))
+TIES = ("first", "last")
+
+_DTYPE_NAMES = lambda dts: ", ".join(d.name for d in dts)  # noqa: E731
+
+
+# --------------------------------------------------------------------------- argument checks
+
+def _check_value_dtype(x, allowed, opname):
+    dt = x.dtype
+    if dt.kind in "biufc" and dt.newbyteorder("=") in allowed:
+        return
+    raise TypeError(f"{opname}: x has dtype {dt}, which is not supported; supported dtypes are "
+                    f"{_DTYPE_NAMES(allowed)}")
+
+
+def _check_index_dtype(dtype, argname="dtype", opname=""):
+    if dtype is None:
+        return np.dtype(np.int64)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(INDEX_DTYPES)}, "
+                        f"got {dtype!r}") from None
+    if dt not in INDEX_DTYPES:
+        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(INDEX_DTYPES)}, got {dt}")
+    return dt
+
+
+def _index_fits(n_positions: int, dt: np.dtype) -> bool:
+    """An index dtype fits a group of n elements when n - 1 <= its maximum."""
+    return n_positions - 1 <= np.iinfo(dt).max
+
+
+def _normalize_axes(axis, ndim, opname):
+    """None → every axis; int or tuple of ints → sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, tuple) else (axis,)
+    if isinstance(axis, list):
+        raise TypeError(f"{opname}: axis must be None, an int or a tuple of ints, got a list")
+    out = []
+    for a in items:
+        if isinstance(a, (bool, np.bool_)):
+            raise TypeError(f"{opname}: axis must be None, an int or a tuple of ints, got {a!r}")
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"{opname}: axis must be None, an int or a tuple of ints, got {a!r}") from None
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(a, ndim, msg_prefix=f"{opname}: axis")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{opname}: axis {axis!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def _check_tie(tie, opname):
+    if not isinstance(tie, str) or tie not in TIES:
+        raise ValueError(f"{opname}: tie must be 'first' or 'last', got {tie!r}")
+
+
+def _check_bool(value, argname, opname):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{opname}: {argname} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _module_of(arr):
+    return "cupy" if _dispatch.is_cupy_array(arr) else ("numpy" if isinstance(arr, np.ndarray) else None)
+
+
+def _check_out(out, x, shape, dtype, opname):
+    """out must have exactly the result's shape, module and dtype, be writable, and not overlap x."""
+    if out is None:
+        return None
+    want = _module_of(x)
+    got = _module_of(out)
+    if got != want:
+        raise TypeError(f"{opname}: out must be a {want} array like x, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{opname}: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"{opname}: out has dtype {out.dtype}, expected {dtype}")
+    if want == "numpy":
+        if not out.flags.writeable:
+            raise ValueError(f"{opname}: out is read-only")
+        if np.may_share_memory(x, out):
+            try:
+                overlap = np.shares_memory(x, out, max_work=10**6)
+            except np.exceptions.TooHardError:
+                overlap = True  # cannot prove them apart: refuse rather than risk it
+            if overlap:
+                raise ValueError(f"{opname}: out overlaps the input x")
+    else:
+        cupy = sys.modules["cupy"]
+        if out.device != x.device:
+            raise ValueError(f"{opname}: out is on {out.device}, x on {x.device}")
+        if cupy.may_share_memory(x, out):
+            raise ValueError(f"{opname}: out overlaps the input x")
+    return out
+
+
+# --------------------------------------------------------------------------- path selection
+
+def _kernel_backend(placement):
+    from . import _backend
+    if placement.kind == "simt":
+        return _backend.get_backend("simt")
+    return _backend.get_backend("cuda", placement.device_id)
+
+
+def _to_kernel_input(x, placement):
+    """The array the kernel path reads: native byte order; NumPy input for device='cuda' goes to
+    the GPU. Only a non-native or unaligned NumPy array is copied (a GPU cannot read either)."""
+    if placement.cupy_input:
+        return x
+    if not x.dtype.isnative or not x.flags.aligned:
+        x = x.astype(x.dtype.newbyteorder("="), copy=True)
+    if placement.kind == "cuda":
+        cupy = _import_cupy()
+        with cupy.cuda.Device(placement.device_id or 0):
+            return cupy.asarray(x)
+    view = x.view()
+    view.flags.writeable = False  # SIMT then reports any kernel write to the input
+    return view
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        raise RuntimeError("device='cuda' needs CuPy: pip install 'cupyops[cuda13]' "
+                           "(or [cuda12])") from exc
+    return cupy
+
+
+def _from_kernel_result(res, placement):
+    if placement.kind == "cuda" and not placement.cupy_input:
+        if isinstance(res, tuple):
+            return tuple(r.get() for r in res)
+        return res.get()
+    return res
+
+
+def _device_ctx(placement):
+    if placement.kind == "cuda":
+        cupy = _import_cupy()
+        return cupy.cuda.Device(placement.device_id or 0)
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def _deliver(res, out):
+    """Copy a result into out when the implementation did not write it there."""
+    if out is None or res is out:
+        return res
+    out[...] = res
+    return out
+
+
+def _kernel_out(out, placement):
+    """The out the kernel implementation may write directly: a C-contiguous array on the same
+    device. Anything else is filled afterwards by one copy."""
+    if out is None or (placement.kind == "cuda" and not placement.cupy_input):
+        return None
+    return out if out.flags.c_contiguous else None
+
+
+def _xp(placement):
+    if placement.cupy_input:
+        return sys.modules["cupy"]
+    return np
+
+
+# --------------------------------------------------------------------------- argmax / argmin
+
+def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
+    opname = "arg" + kind
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
+    axes = _normalize_axes(axis, x.ndim, opname)
+    keepdims = _check_bool(keepdims, "keepdims", opname)
+    _check_tie(tie, opname)
+    if dtype is None and getattr(out, "dtype", None) in INDEX_DTYPES:
+        dtype = out.dtype  # with dtype=None, out's dtype is the result dtype
+    index_dtype = _check_index_dtype(dtype, "dtype", opname)
+
+    shape = tuple(x.shape)
+    kept_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
+    result_shape = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else kept_shape
+    group = math.prod(shape[a] for a in axes)
+    if any(shape[a] == 0 for a in axes):
+        raise ValueError(f"attempt to get {opname} of an empty sequence (reduced axes {axes} of "
+                         f"shape {shape})")
+    if not _index_fits(group, index_dtype):
+        raise ValueError(f"{opname}: the reduced group has {group} elements, too many for index "
+                         f"dtype {index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
+    out = _check_out(out, x, result_shape, index_dtype, opname)
+    xp = _xp(placement)
+
+    out_kept = None
+    if out is not None:
+        out_kept = out[tuple(0 if i in axes else slice(None) for i in range(len(shape))) + (Ellipsis,)] \
+            if keepdims else out
+
+    with _device_ctx(placement):
+        if not axes or math.prod(kept_shape) == 0:
+            res = xp.zeros(kept_shape, index_dtype)
+        elif placement.kind == "cpu":
+            from . import _cpu_argreduce
+            res = _cpu_argreduce.argreduce(x, axes, kind=kind, tie=tie, index_dtype=index_dtype,
+                                           out=out_kept)
+        else:
+            from . import _gpu_argreduce
+            backend = _kernel_backend(placement)
+            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(x, placement), axes, kind=kind,
+                                           tie=tie, index_dtype=index_dtype,
+                                           out=_kernel_out(out_kept, placement),
+                                           force_64bit=_dispatch.force_64bit.get())
+            res = _from_kernel_result(res, placement)
+        if out is not None:
+            _deliver(res, out_kept)
+            return out
+    res = xp.asarray(res)
+    return res.reshape(result_shape) if keepdims else res
+
+
+def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None):
+    """Index of the largest element over ``axis`` (row-major index within the reduced axes).
+
+    ``tie="first"`` returns the smallest index among equal maxima, ``"last"`` the largest. NaN
+    counts as the maximum. ``dtype`` is the index dtype (int64, int32, uint32 or uint64).
+    """
+    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device)
+
+
+def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None):
+    """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
+    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device)
+
+
+# --------------------------------------------------------------------------- hardmax
+
+def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None):
+    """One-hot of the element ``argmax(..., tie=tie)`` picks in each group spanned by ``axis``.
+
+    The output has x's shape and dtype (``True`` at the chosen place for bool).
+    """
+    opname = "hardmax"
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
+    axes = _normalize_axes(axis, x.ndim, opname)
+    _check_tie(tie, opname)
+    out = _check_out(out, x, x.shape, x.dtype, opname)
+    xp = _xp(placement)
+    with _device_ctx(placement):
+        if x.size == 0:
+            res = xp.empty(x.shape, x.dtype)
+        elif not axes:
+            res = xp.ones(x.shape, x.dtype)
+        elif placement.kind == "cpu":
+            from . import _cpu_argreduce
+            res = _cpu_argreduce.hardmax(x, axes, tie=tie, out=out)
+        else:
+            from . import _gpu_argreduce
+            backend = _kernel_backend(placement)
+            kx = _to_kernel_input(x, placement)
+            res = _gpu_argreduce.hardmax(backend, kx, axes, tie=tie,
+                                         out=_kernel_out(out, placement) if kx.dtype == x.dtype else None,
+                                         force_64bit=_dispatch.force_64bit.get())
+            res = _from_kernel_result(res, placement)
+            if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
+                res = res.astype(x.dtype)
+        if out is not None:
+            return _deliver(res, out)
+    return res
+
+
+# --------------------------------------------------------------------------- nonzero family
+
+def _check_coordinate_dtype(x, dtype, opname):
+    index_dtype = _check_index_dtype(dtype, "dtype", opname)
+    longest = max(x.shape, default=0)
+    if not _index_fits(longest, index_dtype):
+        raise ValueError(f"{opname}: a dimension of length {longest} is too long for index dtype "
+                         f"{index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
+    return index_dtype
+
+
+def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
+    """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
+    opname = "count_nonzero"
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    axes = _normalize_axes(axis, x.ndim, opname)
+    keepdims = _check_bool(keepdims, "keepdims", opname)
+    shape = tuple(x.shape)
+    kept_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
+    result_shape = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else kept_shape
+    xp = _xp(placement)
+    with _device_ctx(placement):
+        if not axes:  # reduces nothing (also every 0-d input): x != 0 itself
+            res = (x != 0).astype(np.int64)
+        elif x.size == 0:
+            res = xp.zeros(kept_shape, np.int64)
+        elif placement.kind == "cpu":
+            from . import _cpu_nonzero
+            res = _cpu_nonzero.count_nonzero(x, axes)
+        else:
+            from . import _gpu_nonzero
+            backend = _kernel_backend(placement)
+            res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement), axes,
+                                             force_64bit=_dispatch.force_64bit.get())
+            res = _from_kernel_result(res, placement)
+    res = xp.asarray(res)
+    return res.reshape(result_shape)
+
+
+def argwhere(x, /, *, dtype=None, device=None):
+    """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
+    opname = "argwhere"
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    index_dtype = _check_coordinate_dtype(x, dtype, opname)
+    xp = _xp(placement)
+    with _device_ctx(placement):
+        if x.ndim == 0:
+            return xp.zeros((int(bool(x != 0)), 0), index_dtype)
+        if x.size == 0:
+            return xp.zeros((0, x.ndim), index_dtype)
+        if placement.kind == "cpu":
+            from . import _cpu_nonzero
+            return _cpu_nonzero.argwhere(x, index_dtype)
+        from . import _gpu_nonzero
+        backend = _kernel_backend(placement)
+        res = _gpu_nonzero.argwhere(backend, _to_kernel_input(x, placement), index_dtype,
+                                    force_64bit=_dispatch.force_64bit.get())
+        return _from_kernel_result(res, placement)
+
+
+def nonzero(x, /, *, device=None):
+    """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
+    opname = "nonzero"
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    if x.ndim == 0:
+        raise ValueError("nonzero: x is 0-d; the array API does not define nonzero for 0-d arrays "
+                         "(use argwhere, or x.reshape(1))")
+    index_dtype = np.dtype(np.int64)
+    xp = _xp(placement)
+    with _device_ctx(placement):
+        if x.size == 0:
+            return tuple(xp.zeros((0,), index_dtype) for _ in range(x.ndim))
+        if placement.kind == "cpu":
+            from . import _cpu_nonzero
+            return _cpu_nonzero.nonzero(x, index_dtype)
+        from . import _gpu_nonzero
+        backend = _kernel_backend(placement)
+        res = _gpu_nonzero.nonzero(backend, _to_kernel_input(x, placement), index_dtype,
+                                   force_64bit=_dispatch.force_64bit.get())
+        return _from_kernel_result(tuple(res), placement)
+
+
+def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, device=None):
+    """DirectML's NonZeroCoordinates: returns ``(coords, count)``.
+
+    ``size=None`` gives exactly ``count`` rows. ``size=k`` always gives ``k`` rows: the first
+    ``min(count, k)`` are coordinates, the rest ``fill_value``; no host synchronisation is needed,
+    and ``count`` is a 0-d int64 array on the input's device.
+    """
+    opname = "nonzero_coordinates"
+    x, placement = _dispatch.place(x, device)
+    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    index_dtype = _check_coordinate_dtype(x, dtype, opname)
+    if size is not None:
+        if isinstance(size, (bool, np.bool_)):
+            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}")
+        try:
+            size = operator.index(size)
+        except TypeError:
+            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
+        if size < 0:
+            raise ValueError(f"{opname}: size must be non-negative, got {size}")
+    if isinstance(fill_value, (bool, np.bool_)):
+        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
+    try:
+        fill_value = operator.index(fill_value)
+    except TypeError:
+        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}") from None
+    info = np.iinfo(index_dtype)
+    if not info.min <= fill_value <= info.max:
+        raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
+                         f"[{info.min}, {info.max}]")
+    xp = _xp(placement)
+    with _device_ctx(placement):
+        if x.ndim == 0 or x.size == 0:
+            count = int(bool(x != 0)) if x.ndim == 0 else 0
+            rows = count if size is None else size
+            coords = xp.full((rows, x.ndim), fill_value, index_dtype)
+            return coords, xp.asarray(count, dtype=np.int64)
+        if placement.kind == "cpu":
+            from . import _cpu_nonzero
+            return _cpu_nonzero.nonzero_coordinates(x, size, fill_value, index_dtype)
+        from . import _gpu_nonzero
+        backend = _kernel_backend(placement)
+        coords, count = _gpu_nonzero.nonzero_coordinates(
+            backend, _to_kernel_input(x, placement), size, fill_value, index_dtype,
+            force_64bit=_dispatch.force_64bit.get())
+        return _from_kernel_result((coords, count), placement)

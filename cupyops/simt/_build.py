@@ -1,0 +1,413 @@
+"""Compilation of kernel sources and of the runtime with the system g++, with caching."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ._errors import CompileError
+
+_HERE = Path(__file__).resolve().parent
+INCLUDE_DIR = _HERE / "include"
+RUNTIME_SOURCES = (_HERE / "simt_runtime.cpp", _HERE / "simt_switch.S")
+
+ASAN_FLAGS = (
+    "-fsanitize=kernel-address",
+    "--param", "asan-instrumentation-with-call-threshold=0",
+    "--param", "asan-stack=0",
+    "--param", "asan-globals=0",
+)
+# ThreadSanitizer instrumentation reports every load and store (ASan drops the check of a store
+# that follows a load of the same address in a basic block, hiding writes to read-only inputs)
+# and marks volatile accesses.  The callbacks are ours (simt_runtime.cpp); libtsan is never linked.
+TSAN_FLAGS = (
+    "-fsanitize=thread",
+    "--param", "tsan-instrument-func-entry-exit=0",
+    "--param", "tsan-distinguish-volatile=1",
+)
+
+
+def instrumentation_flags():
+    return ASAN_FLAGS if os.environ.get("CUPYOPS_SIMT_SANITIZER", "thread") == "address" else TSAN_FLAGS
+KERNEL_FLAGS = (
+    "-std=c++17", "-O2", "-g1", "-fPIC", "-fno-strict-aliasing", "-fstack-clash-protection",
+    "-fno-gnu-unique",
+)
+
+_compiler_id_cache: dict[str, str] = {}
+
+
+def compiler() -> str:
+    return os.environ.get("CUPYOPS_SIMT_CXX", "g++")
+
+
+def compiler_id() -> str:
+    cxx = compiler()
+    if cxx not in _compiler_id_cache:
+        try:
+            out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:  # pragma: no cover - no compiler
+            raise CompileError(f"cupyops.simt needs a C++ compiler ({cxx!r}): {e}") from e
+        _compiler_id_cache[cxx] = out.splitlines()[0] if out else cxx
+    return _compiler_id_cache[cxx]
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("CUPYOPS_SIMT_CACHE")
+    p = Path(d) if d else Path.home() / ".cache" / "cupyops" / "simt"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _support_digest() -> str:
+    h = hashlib.sha256()
+    for f in sorted(INCLUDE_DIR.glob("*.h")) + list(RUNTIME_SOURCES) + [Path(__file__)]:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    h.update(compiler_id().encode())
+    return h.hexdigest()
+
+
+_support_digest_cache: list[str] = []
+
+
+def support_digest() -> str:
+    if not _support_digest_cache:
+        _support_digest_cache.append(_support_digest())
+    return _support_digest_cache[0]
+
+
+def _run_compiler(cmd: list[str], what: str) -> None:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise CompileError(f"cannot run the compiler for {what}: {e}", log=str(e)) from e
+    if r.returncode != 0:
+        log = f"$ {shlex.join(cmd)}\n{r.stdout}{r.stderr}"
+        first = next((ln for ln in (r.stderr or "").splitlines() if "error" in ln), "")
+        raise CompileError(f"compilation of {what} failed: {first}\n{log}", log=log)
+
+
+def _atomic_build(out: Path, build) -> None:
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp.so")
+    os.close(fd)
+    try:
+        build(tmp)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def build_runtime() -> Path:
+    out = cache_dir() / f"simt_runtime-{support_digest()[:24]}.so"
+    if out.exists():
+        return out
+
+    def build(tmp):
+        cmd = [compiler(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+               *map(str, RUNTIME_SOURCES), "-o", tmp, "-ldl"]
+        _run_compiler(cmd, "the cupyops.simt runtime")
+
+    _atomic_build(out, build)
+    return out
+
+
+# ---------------------------------------------------------------- options
+_IGNORED_WITH_VALUE = {
+    "-arch", "--gpu-architecture", "-gencode", "--generate-code", "-maxrregcount", "--maxrregcount",
+    "-dc", "--relocatable-device-code", "-ccbin", "-rdc", "--dopt", "-dopt", "--split-compile",
+    "-split-compile", "--ptxas-options", "-Xptxas", "-time", "--time", "-default-device",
+}
+
+
+def translate_options(options) -> list[str]:
+    """Keep -D/-U/-I (and their long NVRTC spellings); ignore GPU-only options."""
+    out: list[str] = []
+    opts = [str(o) for o in (options or ())]
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        nxt = opts[i + 1] if i + 1 < len(opts) else None
+        if o in ("-D", "--define-macro", "-U", "--undefine-macro", "-I", "--include-path"):
+            if nxt is not None:
+                flag = {"--define-macro": "-D", "--undefine-macro": "-U", "--include-path": "-I"}.get(o, o)
+                out.append(flag + nxt)
+            i += 2
+            continue
+        if o.startswith("--define-macro="):
+            out.append("-D" + o.split("=", 1)[1])
+        elif o.startswith("--undefine-macro="):
+            out.append("-U" + o.split("=", 1)[1])
+        elif o.startswith("--include-path="):
+            out.append("-I" + o.split("=", 1)[1])
+        elif o.startswith(("-D", "-U", "-I")) and len(o) > 2:
+            out.append(o)
+        elif o in ("-std=c++20", "--std=c++20"):
+            out.append("-std=c++20")
+        elif o in _IGNORED_WITH_VALUE and nxt is not None and not nxt.startswith("-"):
+            i += 2
+            continue
+        # everything else (-arch=..., --use_fast_math, -lineinfo, --std=c++17, ...) is ignored
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------- source preprocessing
+def _blank_comments_and_strings(src: str) -> str:
+    """Same length as src, with comments, string and char literals replaced by spaces
+    (newlines kept), so structural regexes see only code."""
+    out = list(src)
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == "/" and i + 1 < n and src[i + 1] == "/":
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            for k in range(i, j):
+                out[k] = " "
+            i = j
+        elif c == "/" and i + 1 < n and src[i + 1] == "*":
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            j = min(j + 1, n)
+            for k in range(i + 1, j - 1):
+                out[k] = " "
+            i = j
+        else:
+            i += 1
+    return "".join(out)
+
+
+_BRACE_NS = re.compile(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C"|\bextern\s*"C\+\+")\s*$')
+
+
+def _scope_map(code: str):
+    """For each '{' position: whether it opens a namespace/extern-"C" scope, and the list
+    of (pos, depth_is_function) for queries.  Returns a function pos -> in_function_body."""
+    events = []  # (pos, +1/-1, is_ns)
+    stack = []
+    for m in re.finditer(r"[{}]", code):
+        if m.group() == "{":
+            head = code[max(0, m.start() - 200):m.start()]
+            # for extern "C" the quotes are blanked: match on the blanked spelling too
+            is_ns = bool(_BRACE_NS.search(head)) or bool(re.search(r'\bextern\s*"\s*"\s*$', head)) \
+                or bool(re.search(r'\bextern\s*"C(\+\+)?"\s*$', head))
+            stack.append(is_ns)
+            events.append((m.start(), tuple(stack)))
+        else:
+            if stack:
+                stack.pop()
+            events.append((m.start(), tuple(stack)))
+    positions = [e[0] for e in events]
+
+    import bisect
+
+    def in_function(pos: int) -> bool:
+        k = bisect.bisect_left(positions, pos) - 1
+        if k < 0:
+            return False
+        st = events[k][1]
+        return any(not ns for ns in st)
+
+    return in_function
+
+
+_PARENS = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # up to 3 levels of nesting
+_EXTERN_SHARED = re.compile(
+    r"\bextern\b(?P<decl>(?:[^;{}()]|" + _PARENS + r")*?\b__shared__\b(?:[^;{}()]|" + _PARENS + r")*?)"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+
+
+def preprocess(src: str) -> str:
+    """Rewrite the few constructs that have no direct C++ equivalent; keeps line numbers."""
+    # 'static __shared__' -> '__shared__' (our __shared__ already means static storage)
+    src = re.sub(r"\bstatic(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)__shared__\b", r"\1__shared__", src)
+    src = re.sub(r"\b__shared__(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)static\b", r"__shared__\1", src)
+    code = _blank_comments_and_strings(src)
+    in_function = _scope_map(code)
+    pieces = []
+    last = 0
+    for m in _EXTERN_SHARED.finditer(code):
+        decl = src[m.start("decl"):m.end("decl")]
+        name = m.group("name")
+        typ = re.sub(r"\b__shared__\b", " ", decl)
+        typ = re.sub(r"\b(?:__align__|alignas|__attribute__)\s*" + _PARENS, " ", typ)
+        typ = " ".join(typ.split())
+        if not typ:
+            continue
+        nl = src.count("\n", m.start(), m.end())
+        if in_function(m.start()):
+            rep = f"{typ} *const {name} = reinterpret_cast<{typ} *>(__simt_dyn_shared());"
+        else:
+            line_end = src.count("\n", 0, m.end()) + 1
+            rep = (f"\n#define {name} (reinterpret_cast<{typ} *>(__simt_dyn_shared()))\n"
+                   f"#line {line_end}\n")
+            nl = 0
+        pieces.append(src[last:m.start()])
+        pieces.append(rep + "\n" * max(nl, 0))
+        last = m.end()
+    pieces.append(src[last:])
+    return "".join(pieces)
+
+
+_GLOBAL_DECL = re.compile(
+    r"\b__global__\b(?P<decl>(?:[^;{}()]|\([^()]*\))*?)"
+    r"\b(?!__launch_bounds__\b|__align__\b|__attribute__\b|__declspec\b)(?P<name>[A-Za-z_]\w*)\s*\(")
+
+
+def _blank_directives(code: str) -> str:
+    """Blank preprocessor directive lines (with their continuations), keeping the length."""
+    out = []
+    cont = False
+    for line in code.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if cont or body.lstrip().startswith("#"):
+            cont = body.endswith("\\")
+            out.append(" " * len(body) + line[len(body):])
+        else:
+            out.append(line)
+    return "".join(out)
+
+
+def extern_c_kernels(src: str) -> list[str]:
+    """Names of the extern "C" __global__ functions of a source (declared or defined)."""
+    code = _blank_directives(_blank_comments_and_strings(src))
+    names = []
+    # extern "C" { ... } blocks (the quotes' contents are blanked: look at the original)
+    blocks = []
+    for m in re.finditer(r'\bextern\s*"C"\s*\{', src):
+        if code[m.start():m.start() + 6] != "extern":
+            continue
+        depth, j = 0, m.end() - 1
+        while j < len(code):
+            if code[j] == "{":
+                depth += 1
+            elif code[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        blocks.append((m.end(), j))
+    for m in _GLOBAL_DECL.finditer(code):
+        name = m.group("name")
+        if name in ("__launch_bounds__", "__align__"):
+            continue
+        # the declaration's start: after the previous ; { or }
+        k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
+        head = src[k + 1:m.start()]
+        head_code = code[k + 1:m.start()]
+        if re.search(r"\btemplate\b", head_code):
+            continue
+        is_c = bool(re.search(r'\bextern\s*"C"', head)) or any(a <= m.start() < b for a, b in blocks)
+        if is_c and name not in names:
+            names.append(name)
+    return names
+
+
+def generated_entries(entries: list[str]) -> str:
+    lines = ["", "#line 1 \"<cupyops.simt generated>\""]
+    attr = 'extern "C" __attribute__((visibility("default"), no_sanitize_address, no_sanitize_thread))'
+    for i, expr in enumerate(entries):
+        lines.append(f"{attr} void __simt_entry_{i}(void **a) {{ __simt_call(&{expr}, a); }}")
+        lines.append(f"{attr} int __simt_sig_{i}(unsigned long long *o, int cap) "
+                     f"{{ return __simt_signature(&{expr}, o, cap); }}")
+        lines.append(f"{attr} void *__simt_kaddr_{i}(void) {{ return reinterpret_cast<void *>(&{expr}); }}")
+    lines.append("static thread_local char __simt_tls_anchor_v;")
+    lines.append(f"{attr} void *__simt_tls_anchor(void) {{ return &__simt_tls_anchor_v; }}")
+    return "\n".join(lines) + "\n"
+
+
+def build_module(source: str, options, entries: list[str], name: str = "kernel") -> Path:
+    """Compile a kernel source (already assembled) into a cached shared object."""
+    opts = translate_options(options)
+    full = f'#line 1 "{name}"\n' + preprocess(source) + generated_entries(entries)
+    h = hashlib.sha256()
+    h.update(full.encode())
+    flags = instrumentation_flags()
+    h.update("\0".join(opts + list(flags)).encode())
+    h.update(support_digest().encode())
+    digest = h.hexdigest()[:32]
+    d = cache_dir()
+    out = d / f"mod-{digest}.so"
+    if out.exists():
+        return out
+    src_path = d / f"mod-{digest}.cpp"
+    src_path.write_text(full)
+
+    def build(tmp):
+        obj = tmp[:-3] + ".o"
+        try:
+            cmd = [compiler(), *KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", "-include",
+                   str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", str(src_path), "-o", obj]
+            _run_compiler(cmd, f"kernel module {name!r}")
+            # link without -fsanitize: the callbacks resolve against the runtime at load time
+            _run_compiler([compiler(), "-shared", "-fPIC", obj, "-o", tmp], f"kernel module {name!r} (link)")
+        finally:
+            if os.path.exists(obj):
+                os.unlink(obj)
+
+    _atomic_build(out, build)
+    return out
+
+
+def source_location(so_path, offset: int, name: str = "kernel.cu") -> str | None:
+    """'file:line (function)' of a code offset in a compiled module (needs binutils' addr2line)."""
+    try:
+        r = subprocess.run(["addr2line", "-C", "-f", "-i", "-e", str(so_path), hex(offset)],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or len(lines) < 2 or lines[1].startswith("??"):
+        return None
+    # innermost frame first; with -i, inlined callers follow
+    src = str(Path(so_path).with_suffix(".cpp"))
+    frames = []
+    for i in range(0, len(lines) - 1, 2):
+        loc = re.sub(r"\s*\(discriminator \d+\)", "", lines[i + 1]).replace(src, name)
+        frames.append(f"{loc} ({lines[i]})")
+    return " <- ".join(frames[:4])
+
+
+def tls_symbols(so_path) -> list[tuple[str, int]]:
+    """(name, size) of the thread-local (= static __shared__) symbols of an ELF64 shared object."""
+    import struct
+    data = Path(so_path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return []
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    out = []
+    for sh in sections:
+        sh_type, sh_offset, sh_size, sh_link, sh_entsize = sh[1], sh[4], sh[5], sh[6], sh[9]
+        if sh_type != 2 or not sh_entsize:  # SHT_SYMTAB
+            continue
+        str_off = sections[sh_link][4]
+        for k in range(sh_size // sh_entsize):
+            st_name, st_info, _, _, _, st_size = struct.unpack_from("<IBBHQQ", data, sh_offset + k * sh_entsize)
+            if st_info & 0xF != 6:  # STT_TLS
+                continue
+            end = data.index(b"\0", str_off + st_name)
+            out.append((data[str_off + st_name:end].decode(errors="replace"), st_size))
+    return out
+
+
+def function_prefix(mangled: str) -> str:
+    """Mangled-name prefix of the static locals of a function ('_ZZ' <encoding> 'E')."""
+    enc = mangled[2:] if mangled.startswith("_Z") else f"{len(mangled)}{mangled}"
+    return "_ZZ" + enc + "E"

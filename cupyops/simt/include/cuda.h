@@ -1,0 +1,1 @@
+#include "simt_cuda.h"

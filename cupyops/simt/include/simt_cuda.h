@@ -1,0 +1,449 @@
+// cupyops.simt: CUDA device built-ins emulated on the CPU.
+//
+// This header is force-included (g++ -include) in front of every kernel
+// translation unit compiled by cupyops.simt.  The kernel TU is compiled with
+// -fsanitize=kernel-address so every memory access calls into the runtime
+// (simt_runtime.cpp, compiled without instrumentation), which checks bounds,
+// counts traffic and may switch fibers.  Built-ins such as threadIdx are calls
+// into the runtime, so no runtime state is ever read by instrumented code.
+#ifndef CUPYOPS_SIMT_CUDA_H
+#define CUPYOPS_SIMT_CUDA_H
+
+// System headers first: the CUDA keyword macros below (e.g. __noinline__)
+// would break libstdc++'s own attribute spellings.
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <type_traits>
+#include <utility>
+
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 900
+#define __CUDACC_RTC__ 1
+#define CUPYOPS_SIMT 1
+
+#define __global__ __attribute__((noinline, used))
+#define __device__
+#define __host__
+#define __managed__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __builtin_align__(n) __attribute__((aligned(n)))
+#define __constant__
+// Static shared memory: thread_local storage of the kernel module.  The
+// runtime knows the module's TLS block bounds, checks accesses against them
+// and swaps the contents when the running block changes.
+#define __shared__ static thread_local
+#define __grid_constant__
+
+#define SIMT_RT extern "C"
+
+struct __simt_uint3 { unsigned int x, y, z; };
+
+SIMT_RT __simt_uint3 __simt_thread_idx(void) __attribute__((const));
+SIMT_RT __simt_uint3 __simt_block_idx(void) __attribute__((const));
+SIMT_RT __simt_uint3 __simt_block_dim(void) __attribute__((const));
+SIMT_RT __simt_uint3 __simt_grid_dim(void) __attribute__((const));
+SIMT_RT void *__simt_dyn_shared(void) __attribute__((const));
+SIMT_RT int __simt_barrier(int kind, int pred, int site, int line);
+SIMT_RT unsigned long long __simt_warp_op(int kind, unsigned mask, unsigned long long val,
+                                          int arg, int width, int line);
+SIMT_RT unsigned long long __simt_atomic(int op, int type, void *addr, unsigned long long val,
+                                         unsigned long long cmp);
+SIMT_RT void __simt_spin_point(int kind);
+SIMT_RT long long __simt_clock(void);
+SIMT_RT void __simt_trap(const char *what, const char *file, int line) __attribute__((noreturn));
+
+#define threadIdx (__simt_thread_idx())
+#define blockIdx (__simt_block_idx())
+#define blockDim (__simt_block_dim())
+#define gridDim (__simt_grid_dim())
+#define warpSize 32
+
+// ---------------------------------------------------------------- vector types
+#define SIMT_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; \
+  static inline N make_##N(T x, T y) { N r; r.x = x; r.y = y; return r; }
+#define SIMT_VEC3(T, N) struct N { T x, y, z; }; \
+  static inline N make_##N(T x, T y, T z) { N r; r.x = x; r.y = y; r.z = z; return r; }
+#define SIMT_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; \
+  static inline N make_##N(T x, T y, T z, T w) { N r; r.x = x; r.y = y; r.z = z; r.w = w; return r; }
+#define SIMT_VEC1(T, N, A) struct __attribute__((aligned(A))) N { T x; }; \
+  static inline N make_##N(T x) { N r; r.x = x; return r; }
+
+SIMT_VEC1(char, char1, 1) SIMT_VEC2(char, char2, 2) SIMT_VEC3(char, char3) SIMT_VEC4(char, char4, 4)
+SIMT_VEC1(unsigned char, uchar1, 1) SIMT_VEC2(unsigned char, uchar2, 2) SIMT_VEC3(unsigned char, uchar3)
+SIMT_VEC4(unsigned char, uchar4, 4)
+SIMT_VEC1(short, short1, 2) SIMT_VEC2(short, short2, 4) SIMT_VEC3(short, short3) SIMT_VEC4(short, short4, 8)
+SIMT_VEC1(unsigned short, ushort1, 2) SIMT_VEC2(unsigned short, ushort2, 4) SIMT_VEC3(unsigned short, ushort3)
+SIMT_VEC4(unsigned short, ushort4, 8)
+SIMT_VEC1(int, int1, 4) SIMT_VEC2(int, int2, 8) SIMT_VEC3(int, int3) SIMT_VEC4(int, int4, 16)
+SIMT_VEC1(unsigned int, uint1, 4) SIMT_VEC2(unsigned int, uint2, 8) SIMT_VEC4(unsigned int, uint4, 16)
+SIMT_VEC1(long long, longlong1, 8) SIMT_VEC2(long long, longlong2, 16) SIMT_VEC3(long long, longlong3)
+SIMT_VEC4(long long, longlong4, 16)
+SIMT_VEC1(unsigned long long, ulonglong1, 8) SIMT_VEC2(unsigned long long, ulonglong2, 16)
+SIMT_VEC3(unsigned long long, ulonglong3) SIMT_VEC4(unsigned long long, ulonglong4, 16)
+SIMT_VEC1(float, float1, 4) SIMT_VEC2(float, float2, 8) SIMT_VEC3(float, float3) SIMT_VEC4(float, float4, 16)
+SIMT_VEC1(double, double1, 8) SIMT_VEC2(double, double2, 16) SIMT_VEC3(double, double3)
+SIMT_VEC4(double, double4, 16)
+
+struct uint3 {
+  unsigned int x, y, z;
+  uint3() = default;
+  constexpr uint3(unsigned int x_, unsigned int y_, unsigned int z_) : x(x_), y(y_), z(z_) {}
+  uint3(__simt_uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+static inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return uint3(x, y, z); }
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+  dim3(__simt_uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  operator uint3() const { return uint3(x, y, z); }
+};
+
+// ---------------------------------------------------------------- bit casts, integer intrinsics
+template <class To, class From>
+static inline To __simt_bitcast(const From &f) {
+  static_assert(sizeof(To) == sizeof(From), "bit cast size mismatch");
+  To t;
+  __builtin_memcpy(&t, &f, sizeof(To));
+  return t;
+}
+static inline int __float_as_int(float x) { return __simt_bitcast<int>(x); }
+static inline unsigned int __float_as_uint(float x) { return __simt_bitcast<unsigned int>(x); }
+static inline float __int_as_float(int x) { return __simt_bitcast<float>(x); }
+static inline float __uint_as_float(unsigned int x) { return __simt_bitcast<float>(x); }
+static inline long long __double_as_longlong(double x) { return __simt_bitcast<long long>(x); }
+static inline double __longlong_as_double(long long x) { return __simt_bitcast<double>(x); }
+static inline int __double2hiint(double x) { return (int)(__simt_bitcast<unsigned long long>(x) >> 32); }
+static inline int __double2loint(double x) { return (int)__simt_bitcast<unsigned long long>(x); }
+static inline double __hiloint2double(int hi, int lo) {
+  return __simt_bitcast<double>(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo);
+}
+
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline unsigned int __brev(unsigned int x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+  return __builtin_bswap32(x);
+}
+static inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+  return (unsigned)(((unsigned long long)a * b) >> 32);
+}
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline int __mul24(int a, int b) { return (int)((long long)((a << 8) >> 8) * ((b << 8) >> 8)); }
+static inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b & 0xFFFFFFu); }
+static inline int __sad(int a, int b, unsigned c) { return (int)((a > b ? (unsigned)(a - b) : (unsigned)(b - a)) + c); }
+static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+  unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+}
+static inline unsigned int __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)((v << (s & 31)) >> 32);
+}
+static inline unsigned int __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (s & 31));
+}
+
+// min/max as CUDA's overload set (same-type and mixed signed/unsigned -> unsigned)
+#define SIMT_MINMAX(T) \
+  static inline T min(T a, T b) { return a < b ? a : b; } \
+  static inline T max(T a, T b) { return a > b ? a : b; }
+SIMT_MINMAX(int) SIMT_MINMAX(unsigned int) SIMT_MINMAX(long) SIMT_MINMAX(unsigned long)
+SIMT_MINMAX(long long) SIMT_MINMAX(unsigned long long)
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline unsigned int min(int a, unsigned int b) { return min((unsigned)a, b); }
+static inline unsigned int min(unsigned int a, int b) { return min(a, (unsigned)b); }
+static inline unsigned int max(int a, unsigned int b) { return max((unsigned)a, b); }
+static inline unsigned int max(unsigned int a, int b) { return max(a, (unsigned)b); }
+static inline unsigned long long min(long long a, unsigned long long b) { return min((unsigned long long)a, b); }
+static inline unsigned long long min(unsigned long long a, long long b) { return min(a, (unsigned long long)b); }
+static inline unsigned long long max(long long a, unsigned long long b) { return max((unsigned long long)a, b); }
+static inline unsigned long long max(unsigned long long a, long long b) { return max(a, (unsigned long long)b); }
+static inline unsigned int umin(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned int umax(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+static inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+
+// float intrinsics (device math is in <math.h>: isnan, isinf, fmaxf, ...; glibc already has
+// __expf, __logf, __log2f, __powf, __sinf, __cosf, __isnanf, __isinff, __finitef)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rn(float x) { return (int)rintf(x); }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline float __int2float_rn(int x) { return (float)x; }
+
+// ---------------------------------------------------------------- synchronisation
+enum { __SIMT_BAR_SYNC = 0, __SIMT_BAR_COUNT = 1, __SIMT_BAR_AND = 2, __SIMT_BAR_OR = 3 };
+#define __simt_mb() __asm__ __volatile__("" ::: "memory")
+static inline int __simt_bar(int kind, int pred, int site, int line) {
+  __simt_mb();
+  int r = __simt_barrier(kind, pred, site, line);
+  __simt_mb();
+  return r;
+}
+// Warp built-ins are functions (template arguments with commas are fine); the line of the call
+// comes from a default argument.  Barriers and __activemask are variadic macros so that __COUNTER__
+// identifies each textual call site.
+#define __syncthreads() ((void)__simt_bar(__SIMT_BAR_SYNC, 1, __COUNTER__, __LINE__))
+#define __syncthreads_count(...) __simt_bar(__SIMT_BAR_COUNT, (__VA_ARGS__) ? 1 : 0, __COUNTER__, __LINE__)
+#define __syncthreads_and(...) __simt_bar(__SIMT_BAR_AND, (__VA_ARGS__) ? 1 : 0, __COUNTER__, __LINE__)
+#define __syncthreads_or(...) __simt_bar(__SIMT_BAR_OR, (__VA_ARGS__) ? 1 : 0, __COUNTER__, __LINE__)
+
+enum {
+  __SIMT_W_SYNCWARP = 1, __SIMT_W_BALLOT, __SIMT_W_ANY, __SIMT_W_ALL, __SIMT_W_SHFL, __SIMT_W_SHFL_UP,
+  __SIMT_W_SHFL_DOWN, __SIMT_W_SHFL_XOR, __SIMT_W_ACTIVEMASK, __SIMT_W_MATCH_ANY, __SIMT_W_MATCH_ALL,
+  __SIMT_W_RED_ADD, __SIMT_W_RED_MIN, __SIMT_W_RED_MAX, __SIMT_W_RED_AND, __SIMT_W_RED_OR, __SIMT_W_RED_XOR
+};
+static inline unsigned long long __simt_wop(int kind, unsigned mask, unsigned long long v, int arg, int width,
+                                            int line) {
+  __simt_mb();
+  unsigned long long r = __simt_warp_op(kind, mask, v, arg, width, line);
+  __simt_mb();
+  return r;
+}
+#define __SIMT_LINE int __simt_line = __builtin_LINE()
+static inline void __syncwarp(unsigned mask = 0xFFFFFFFFu, __SIMT_LINE) {
+  (void)__simt_wop(__SIMT_W_SYNCWARP, mask, 0, 0, 32, __simt_line);
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_BALLOT, mask, pred != 0, 0, 32, __simt_line);
+}
+static inline int __any_sync(unsigned mask, int pred, __SIMT_LINE) {
+  return (int)__simt_wop(__SIMT_W_ANY, mask, pred != 0, 0, 32, __simt_line);
+}
+static inline int __all_sync(unsigned mask, int pred, __SIMT_LINE) {
+  return (int)__simt_wop(__SIMT_W_ALL, mask, pred != 0, 0, 32, __simt_line);
+}
+static inline unsigned __simt_activemask(int site, int line) {
+  return (unsigned)__simt_wop(__SIMT_W_ACTIVEMASK, 0xFFFFFFFFu, 0, site, 32, line);
+}
+#define __activemask() __simt_activemask(__COUNTER__, __LINE__)
+
+template <class T>
+static inline unsigned long long __simt_to_bits(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "unsupported type for a warp shuffle");
+  unsigned long long b = 0;
+  __builtin_memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <class T>
+static inline T __simt_from_bits(unsigned long long b) {
+  T v;
+  __builtin_memcpy(&v, &b, sizeof(T));
+  return v;
+}
+template <class T>
+static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32, __SIMT_LINE) {
+  return __simt_from_bits<T>(__simt_wop(__SIMT_W_SHFL, mask, __simt_to_bits<T>(var), srcLane, width, __simt_line));
+}
+template <class T>
+static inline T __shfl_up_sync(unsigned mask, T var, unsigned int delta, int width = 32, __SIMT_LINE) {
+  return __simt_from_bits<T>(
+      __simt_wop(__SIMT_W_SHFL_UP, mask, __simt_to_bits<T>(var), (int)delta, width, __simt_line));
+}
+template <class T>
+static inline T __shfl_down_sync(unsigned mask, T var, unsigned int delta, int width = 32, __SIMT_LINE) {
+  return __simt_from_bits<T>(
+      __simt_wop(__SIMT_W_SHFL_DOWN, mask, __simt_to_bits<T>(var), (int)delta, width, __simt_line));
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32, __SIMT_LINE) {
+  return __simt_from_bits<T>(
+      __simt_wop(__SIMT_W_SHFL_XOR, mask, __simt_to_bits<T>(var), laneMask, width, __simt_line));
+}
+template <class T>
+static inline unsigned __match_any_sync(unsigned mask, T v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_MATCH_ANY, mask, __simt_to_bits<T>(v), 0, 32, __simt_line);
+}
+template <class T>
+static inline unsigned __match_all_sync(unsigned mask, T v, int *pred, __SIMT_LINE) {
+  unsigned long long r = __simt_wop(__SIMT_W_MATCH_ALL, mask, __simt_to_bits<T>(v), 0, 32, __simt_line);
+  *pred = r != 0;
+  return (unsigned)r;
+}
+static inline unsigned __reduce_add_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_ADD, mask, v, 0, 32, __simt_line);
+}
+static inline int __reduce_add_sync(unsigned mask, int v, __SIMT_LINE) {
+  return (int)(unsigned)__simt_wop(__SIMT_W_RED_ADD, mask, (unsigned)v, 1, 32, __simt_line);
+}
+static inline unsigned __reduce_min_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_MIN, mask, v, 0, 32, __simt_line);
+}
+static inline int __reduce_min_sync(unsigned mask, int v, __SIMT_LINE) {
+  return (int)(unsigned)__simt_wop(__SIMT_W_RED_MIN, mask, (unsigned)v, 1, 32, __simt_line);
+}
+static inline unsigned __reduce_max_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_MAX, mask, v, 0, 32, __simt_line);
+}
+static inline int __reduce_max_sync(unsigned mask, int v, __SIMT_LINE) {
+  return (int)(unsigned)__simt_wop(__SIMT_W_RED_MAX, mask, (unsigned)v, 1, 32, __simt_line);
+}
+static inline unsigned __reduce_and_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_AND, mask, v, 0, 32, __simt_line);
+}
+static inline unsigned __reduce_or_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_OR, mask, v, 0, 32, __simt_line);
+}
+static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v, __SIMT_LINE) {
+  return (unsigned)__simt_wop(__SIMT_W_RED_XOR, mask, v, 0, 32, __simt_line);
+}
+
+// ---------------------------------------------------------------- memory fences, timing
+static inline void __threadfence(void) { __simt_mb(); __simt_spin_point(1); __simt_mb(); }
+static inline void __threadfence_block(void) { __simt_mb(); __simt_spin_point(1); __simt_mb(); }
+static inline void __threadfence_system(void) { __simt_mb(); __simt_spin_point(1); __simt_mb(); }
+static inline void __nanosleep(unsigned) { __simt_mb(); __simt_spin_point(2); __simt_mb(); }
+static inline long long clock64(void) { return __simt_clock(); }
+#define clock() ((long)__simt_clock())
+static inline unsigned long long __globaltimer(void) { return (unsigned long long)__simt_clock(); }
+#define __trap() __simt_trap("__trap()", __FILE__, __LINE__)
+#define __brkpt() __simt_trap("__brkpt()", __FILE__, __LINE__)
+#undef assert
+#define assert(e) ((e) ? (void)0 : __simt_trap("assertion failed: " #e, __FILE__, __LINE__))
+
+// memcpy/memset/memmove with a run-time size become libc calls, which are not instrumented: check
+// their ranges first (constant sizes are expanded into instrumented loads/stores by the compiler).
+SIMT_RT void __tsan_read_range(void *, size_t);
+SIMT_RT void __tsan_write_range(void *, size_t);
+static inline void *__simt_memcpy(void *d, const void *s, size_t n) {
+  if (!__builtin_constant_p(n)) { __tsan_read_range((void *)s, n); __tsan_write_range(d, n); }
+  return __builtin_memcpy(d, s, n);
+}
+static inline void *__simt_memmove(void *d, const void *s, size_t n) {
+  if (!__builtin_constant_p(n)) { __tsan_read_range((void *)s, n); __tsan_write_range(d, n); }
+  return __builtin_memmove(d, s, n);
+}
+static inline void *__simt_memset(void *d, int c, size_t n) {
+  if (!__builtin_constant_p(n)) __tsan_write_range(d, n);
+  return __builtin_memset(d, c, n);
+}
+#define memcpy(d, s, n) __simt_memcpy((d), (s), (n))
+#define memmove(d, s, n) __simt_memmove((d), (s), (n))
+#define memset(d, c, n) __simt_memset((d), (c), (n))
+
+// cache-hinted loads/stores: plain (instrumented) accesses
+template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldcg(const T *p) { return *p; }
+template <class T> static inline T __ldca(const T *p) { return *p; }
+template <class T> static inline T __ldcs(const T *p) { return *p; }
+template <class T> static inline T __ldlu(const T *p) { return *p; }
+template <class T> static inline T __ldcv(const T *p) { return *(const volatile T *)p; }
+template <class T> static inline void __stcg(T *p, T v) { *p = v; }
+template <class T> static inline void __stcs(T *p, T v) { *p = v; }
+template <class T> static inline void __stwb(T *p, T v) { *p = v; }
+template <class T> static inline void __stwt(T *p, T v) { *(volatile T *)p = v; }
+
+// ---------------------------------------------------------------- atomics
+enum { __SIMT_A_ADD = 0, __SIMT_A_SUB, __SIMT_A_MAX, __SIMT_A_MIN, __SIMT_A_CAS, __SIMT_A_EXCH, __SIMT_A_OR,
+       __SIMT_A_AND, __SIMT_A_XOR, __SIMT_A_INC, __SIMT_A_DEC };
+enum { __SIMT_T_I32 = 0, __SIMT_T_U32, __SIMT_T_I64, __SIMT_T_U64, __SIMT_T_F32, __SIMT_T_F64, __SIMT_T_U16 };
+template <class T> struct __simt_atype;
+template <> struct __simt_atype<int> { enum { v = __SIMT_T_I32 }; };
+template <> struct __simt_atype<unsigned int> { enum { v = __SIMT_T_U32 }; };
+template <> struct __simt_atype<long long> { enum { v = __SIMT_T_I64 }; };
+template <> struct __simt_atype<unsigned long long> { enum { v = __SIMT_T_U64 }; };
+template <> struct __simt_atype<float> { enum { v = __SIMT_T_F32 }; };
+template <> struct __simt_atype<double> { enum { v = __SIMT_T_F64 }; };
+template <> struct __simt_atype<unsigned short> { enum { v = __SIMT_T_U16 }; };
+template <class T>
+static inline T __simt_aop(int op, T *p, T v, T c = T()) {
+  __simt_mb();
+  unsigned long long r =
+      __simt_atomic(op, __simt_atype<T>::v, (void *)p, __simt_to_bits<T>(v), __simt_to_bits<T>(c));
+  __simt_mb();
+  return __simt_from_bits<T>(r);
+}
+#define SIMT_ATOM(NAME, OP, T) \
+  static inline T NAME(T *p, T v) { return __simt_aop<T>(OP, p, v); } \
+  static inline T NAME##_block(T *p, T v) { return __simt_aop<T>(OP, p, v); } \
+  static inline T NAME##_system(T *p, T v) { return __simt_aop<T>(OP, p, v); }
+SIMT_ATOM(atomicAdd, __SIMT_A_ADD, int) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, unsigned int)
+SIMT_ATOM(atomicAdd, __SIMT_A_ADD, unsigned long long) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, long long)
+SIMT_ATOM(atomicAdd, __SIMT_A_ADD, float) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, double)
+SIMT_ATOM(atomicSub, __SIMT_A_SUB, int) SIMT_ATOM(atomicSub, __SIMT_A_SUB, unsigned int)
+SIMT_ATOM(atomicMax, __SIMT_A_MAX, int) SIMT_ATOM(atomicMax, __SIMT_A_MAX, unsigned int)
+SIMT_ATOM(atomicMax, __SIMT_A_MAX, long long) SIMT_ATOM(atomicMax, __SIMT_A_MAX, unsigned long long)
+SIMT_ATOM(atomicMin, __SIMT_A_MIN, int) SIMT_ATOM(atomicMin, __SIMT_A_MIN, unsigned int)
+SIMT_ATOM(atomicMin, __SIMT_A_MIN, long long) SIMT_ATOM(atomicMin, __SIMT_A_MIN, unsigned long long)
+SIMT_ATOM(atomicExch, __SIMT_A_EXCH, int) SIMT_ATOM(atomicExch, __SIMT_A_EXCH, unsigned int)
+SIMT_ATOM(atomicExch, __SIMT_A_EXCH, unsigned long long) SIMT_ATOM(atomicExch, __SIMT_A_EXCH, float)
+SIMT_ATOM(atomicOr, __SIMT_A_OR, int) SIMT_ATOM(atomicOr, __SIMT_A_OR, unsigned int)
+SIMT_ATOM(atomicOr, __SIMT_A_OR, unsigned long long)
+SIMT_ATOM(atomicAnd, __SIMT_A_AND, int) SIMT_ATOM(atomicAnd, __SIMT_A_AND, unsigned int)
+SIMT_ATOM(atomicAnd, __SIMT_A_AND, unsigned long long)
+SIMT_ATOM(atomicXor, __SIMT_A_XOR, int) SIMT_ATOM(atomicXor, __SIMT_A_XOR, unsigned int)
+SIMT_ATOM(atomicXor, __SIMT_A_XOR, unsigned long long)
+SIMT_ATOM(atomicInc, __SIMT_A_INC, unsigned int) SIMT_ATOM(atomicDec, __SIMT_A_DEC, unsigned int)
+#define SIMT_CAS(T) \
+  static inline T atomicCAS(T *p, T c, T v) { return __simt_aop<T>(__SIMT_A_CAS, p, v, c); } \
+  static inline T atomicCAS_block(T *p, T c, T v) { return __simt_aop<T>(__SIMT_A_CAS, p, v, c); } \
+  static inline T atomicCAS_system(T *p, T c, T v) { return __simt_aop<T>(__SIMT_A_CAS, p, v, c); }
+SIMT_CAS(int) SIMT_CAS(unsigned int) SIMT_CAS(unsigned long long) SIMT_CAS(unsigned short)
+
+// ---------------------------------------------------------------- kernel entry glue
+template <class T> struct __simt_param_info {
+  enum { is_pointer = std::is_pointer<T>::value ? 1 : 0 };
+};
+template <class... P, size_t... I>
+__attribute__((no_sanitize_address, no_sanitize_thread, noinline)) static void __simt_call_impl(void (*k)(P...), void **a,
+                                                                          std::index_sequence<I...>) {
+  k(*reinterpret_cast<typename std::remove_reference<P>::type *>(a[I])...);
+}
+template <class... P>
+__attribute__((no_sanitize_address, no_sanitize_thread)) static inline void __simt_call(void (*k)(P...), void **a) {
+  __simt_call_impl(k, a, std::index_sequence_for<P...>{});
+}
+// Writes 2 entries per parameter (sizeof, is_pointer); returns the arity.
+template <class... P>
+__attribute__((no_sanitize_address, no_sanitize_thread)) static inline int __simt_signature(void (*)(P...), unsigned long long *out,
+                                                                       int cap) {
+  const unsigned long long sz[] = {0ull, (unsigned long long)sizeof(P)...};
+  const unsigned long long ptr[] = {0ull, (unsigned long long)__simt_param_info<P>::is_pointer...};
+  int n = (int)sizeof...(P);
+  for (int i = 0; i < n && 2 * i + 1 < cap; ++i) {
+    out[2 * i] = sz[i + 1];
+    out[2 * i + 1] = ptr[i + 1];
+  }
+  return n;
+}
+
+#endif  // CUPYOPS_SIMT_CUDA_H

@@ -1,0 +1,38 @@
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# CI: fast and deterministic. "thorough": run before closing an issue (--hypothesis-profile=thorough).
+settings.register_profile("ci", deadline=None, derandomize=True, max_examples=40,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", deadline=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", deadline=None, max_examples=1000,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("CUPYOPS_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run tests marked slow (big sweeps, wheel build)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: big sweeps; run with --run-slow")
+    config.addinivalue_line("markers", "gpu: needs a real CUDA GPU through CuPy")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--run-slow"):
+        skip = pytest.mark.skip(reason="slow: run with --run-slow")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+    from cupyops._devices import cuda_status
+    ok, why = cuda_status()
+    if not ok:
+        skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip_gpu)

@@ -1,0 +1,215 @@
+"""Every error of SPEC.md: the exception type, a message naming the argument, and the input
+left untouched."""
+import numpy as np
+import pytest
+
+import cupyops
+
+ALL_OPS = ("argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
+           "nonzero_coordinates")
+
+
+def _call(op, x, **kw):
+    return getattr(cupyops, op)(x, **kw)
+
+
+@pytest.fixture
+def x():
+    a = np.array([[3, 1, 2], [0, 5, 5]], np.float32)
+    return a
+
+
+def _snapshot(a):
+    return a.copy(), a.__array_interface__["data"][0], a.strides, a.flags.writeable
+
+
+def _assert_untouched(a, snap):
+    values, ptr, strides, writeable = snap
+    np.testing.assert_array_equal(a, values)
+    assert a.__array_interface__["data"][0] == ptr and a.strides == strides
+    assert a.flags.writeable == writeable
+
+
+def raises_untouched(a, exc, match, fn):
+    snap = _snapshot(a)
+    with pytest.raises(exc, match=match):
+        fn()
+    _assert_untouched(a, snap)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("op", ["argmax", "argmin", "hardmax"])
+def test_complex_refused_by_argreduce(op, dtype):
+    a = np.ones((2, 2), dtype)
+    raises_untouched(a, TypeError, "dtype complex", lambda: _call(op, a))
+
+
+@pytest.mark.parametrize("op", ALL_OPS)
+@pytest.mark.parametrize("a", [np.array(["a", "b"]), np.array([1, None], object),
+                               np.array(["2020-01-01"], "datetime64[D]"),
+                               np.array([1], "timedelta64[s]"), np.array([b"x"])],
+                         ids=["str", "object", "datetime", "timedelta", "bytes"])
+def test_unsupported_dtypes(op, a):
+    with pytest.raises(TypeError, match="supported dtypes are"):
+        _call(op, a)
+
+
+@pytest.mark.parametrize("op", ALL_OPS)
+def test_masked_array_refused(op):
+    a = np.ma.masked_array([1.0, 0.0, 2.0], mask=[0, 1, 0])
+    raises_untouched(a, TypeError, "masked", lambda: _call(op, a))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "hardmax", "count_nonzero"])
+def test_axis_errors(op, x):
+    raises_untouched(x, np.exceptions.AxisError, "axis", lambda: _call(op, x, axis=2))
+    raises_untouched(x, np.exceptions.AxisError, "axis", lambda: _call(op, x, axis=(0, -3)))
+    # AxisError is both a ValueError and an IndexError, as NumPy raises
+    with pytest.raises(ValueError):
+        _call(op, x, axis=5)
+    with pytest.raises(IndexError):
+        _call(op, x, axis=-5)
+    raises_untouched(x, ValueError, "repeats", lambda: _call(op, x, axis=(0, 0)))
+    raises_untouched(x, ValueError, "repeats", lambda: _call(op, x, axis=(1, -1)))
+    raises_untouched(x, TypeError, "axis must be", lambda: _call(op, x, axis=1.0))
+    raises_untouched(x, TypeError, "axis must be", lambda: _call(op, x, axis=[0]))
+    raises_untouched(x, TypeError, "axis must be", lambda: _call(op, x, axis=True))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "hardmax"])
+def test_tie_errors(op, x):
+    raises_untouched(x, ValueError, "tie must be", lambda: _call(op, x, tie="middle"))
+    raises_untouched(x, ValueError, "tie must be", lambda: _call(op, x, tie=None))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_index_dtype_errors(op, x):
+    for bad in (np.int16, np.float32, np.uint8, "int8", bool):
+        raises_untouched(x, TypeError, "dtype must be one of", lambda: _call(op, x, dtype=bad))
+    raises_untouched(x, TypeError, "dtype must be one of", lambda: _call(op, x, dtype="nonsense"))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_empty_group_refused(op):
+    for shape, axis in (((3, 0), 1), ((0,), None), ((0, 0), 0), ((2, 0, 3), (0, 1))):
+        a = np.zeros(shape, np.float32)
+        with pytest.raises(ValueError, match="empty sequence"):
+            _call(op, a, axis=axis)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_keepdims_must_be_bool(op, x):
+    raises_untouched(x, TypeError, "keepdims", lambda: _call(op, x, keepdims="yes"))
+
+
+def test_index_dtype_boundary_uint32_without_reading():
+    # a zero-stride view: 2**32 + 1 elements that take no memory
+    big = np.broadcast_to(np.float32(1), (2**32 + 1,))
+    with pytest.raises(ValueError, match="too many for index dtype uint32"):
+        cupyops.argmax(big, dtype=np.uint32)
+    with pytest.raises(ValueError, match="too many for index dtype int32"):
+        cupyops.argmin(np.broadcast_to(np.float32(1), (2**31 + 1,)), dtype="int32")
+    ok = np.broadcast_to(np.float32(1), (2**32,))
+    assert cupyops.argmax(ok, dtype=np.uint32) == 0
+    assert cupyops.argmax(ok, dtype=np.uint32, tie="last") == 2**32 - 1
+    assert cupyops.argmin(np.broadcast_to(np.float32(1), (2**31,)), dtype=np.int32, tie="last") == 2**31 - 1
+
+
+def test_index_dtype_refused_before_any_work(monkeypatch):
+    import cupyops._cpu_argreduce as impl
+
+    def boom(*a, **k):
+        raise AssertionError("work started before the index dtype was checked")
+    monkeypatch.setattr(impl, "argreduce", boom)
+    with pytest.raises(ValueError, match="too many"):
+        cupyops.argmax(np.broadcast_to(np.int8(1), (2**32 + 1,)), dtype=np.uint32)
+
+
+def test_coordinate_dtype_too_small():
+    a = np.broadcast_to(np.int8(1), (2**31 + 1,))
+    with pytest.raises(ValueError, match="too long for index dtype int32"):
+        cupyops.argwhere(a, dtype=np.int32)
+    with pytest.raises(ValueError, match="too long for index dtype int32"):
+        cupyops.nonzero_coordinates(a, dtype=np.int32, size=2)
+
+
+@pytest.mark.parametrize("op", ["argwhere", "nonzero_coordinates"])
+def test_coordinate_dtype_errors(op, x):
+    raises_untouched(x, TypeError, "dtype must be one of", lambda: _call(op, x, dtype=np.int8))
+
+
+def test_nonzero_of_0d_refused():
+    a = np.array(1.0)
+    raises_untouched(a, ValueError, "0-d", lambda: cupyops.nonzero(a))
+
+
+def test_nonzero_coordinates_argument_errors(x):
+    raises_untouched(x, ValueError, "size must be non-negative",
+                     lambda: cupyops.nonzero_coordinates(x, size=-1))
+    raises_untouched(x, TypeError, "size must be",
+                     lambda: cupyops.nonzero_coordinates(x, size=2.5))
+    raises_untouched(x, ValueError, "fill_value .* does not fit",
+                     lambda: cupyops.nonzero_coordinates(x, size=2, fill_value=-1, dtype=np.uint32))
+    raises_untouched(x, ValueError, "fill_value .* does not fit",
+                     lambda: cupyops.nonzero_coordinates(x, size=2, fill_value=2**31, dtype=np.int32))
+    raises_untouched(x, TypeError, "fill_value must be",
+                     lambda: cupyops.nonzero_coordinates(x, size=2, fill_value=0.5))
+
+
+def test_out_errors(x):
+    good = np.empty(3, np.int64)
+    cupyops.argmax(x, axis=0, out=good)
+    raises_untouched(x, ValueError, "out has shape",
+                     lambda: cupyops.argmax(x, axis=0, out=np.empty(2, np.int64)))
+    raises_untouched(x, ValueError, "out has shape",
+                     lambda: cupyops.argmax(x, axis=0, keepdims=True, out=np.empty(3, np.int64)))
+    raises_untouched(x, TypeError, "out has dtype",
+                     lambda: cupyops.argmax(x, axis=0, dtype=np.int32, out=np.empty(3, np.int64)))
+    raises_untouched(x, TypeError, "out must be a numpy array",
+                     lambda: cupyops.argmax(x, axis=0, out=[0, 0, 0]))
+    ro = np.empty(3, np.int64)
+    ro.flags.writeable = False
+    raises_untouched(x, ValueError, "read-only", lambda: cupyops.argmax(x, axis=0, out=ro))
+    raises_untouched(x, TypeError, "out has dtype",
+                     lambda: cupyops.hardmax(x, out=np.empty(x.shape, np.float64)))
+
+
+def test_out_overlapping_input_refused():
+    a = np.array([[3, 1, 2], [0, 5, 5]], np.int64)
+    snap = a.copy()
+    with pytest.raises(ValueError, match="overlaps"):
+        cupyops.argmax(a, axis=0, out=a[0])
+    with pytest.raises(ValueError, match="overlaps"):
+        cupyops.hardmax(a, out=a)
+    np.testing.assert_array_equal(a, snap)
+    b = np.zeros(8, np.int64)
+    # disjoint halves of one buffer are fine
+    cupyops.argmax(b[:4].reshape(2, 2), axis=0, out=b[4:6])
+
+
+@pytest.mark.parametrize("op", ALL_OPS)
+def test_device_errors(op, x, monkeypatch):
+    raises_untouched(x, ValueError, "device must be", lambda: _call(op, x, device="tpu"))
+    raises_untouched(x, TypeError, "device must be", lambda: _call(op, x, device=3))
+    monkeypatch.setenv("CUPYOPS_DEVICE", "quantum")
+    raises_untouched(x, ValueError, "CUPYOPS_DEVICE", lambda: _call(op, x))
+
+
+def test_import_does_not_import_cupy_or_compile():
+    import subprocess
+    import sys
+    code = ("import sys, cupyops, numpy as np; cupyops.argwhere(np.eye(3)); "
+            "cupyops.count_nonzero(np.eye(3), axis=0); "
+            "assert 'cupy' not in sys.modules, 'cupy imported'; "
+            "assert 'cupyops.simt' not in sys.modules or True; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_cuda_device_without_gpu_is_a_clear_error():
+    from cupyops._devices import cuda_status
+    if cuda_status()[0]:
+        pytest.skip("a GPU is present")
+    x = np.ones(3, np.float32)
+    raises_untouched(x, RuntimeError, "device='cuda' is not available", lambda: cupyops.argmax(x, device="cuda"))
+    raises_untouched(x, RuntimeError, "not available", lambda: cupyops.argwhere(x, device="cuda:0"))

@@ -1,0 +1,127 @@
+"""The nonzero family through the public API, against the brute-force reference."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import cupyops
+import cupyops._cpu_nonzero as cpu_nonzero
+from ref_nonzero import ref_argwhere, ref_count_nonzero
+from strategies import COMPLEX_DTYPES, REAL_DTYPES, arrays, axis_args
+from _devices import NONZERO_KERNEL_DEVICES
+
+DTYPES = REAL_DTYPES + COMPLEX_DTYPES
+DEVICES = ["cpu"] + NONZERO_KERNEL_DEVICES
+
+
+@pytest.fixture(params=[1 << 20, 7, 1], ids=["chunk-default", "chunk-7", "chunk-1"])
+def chunk(request, monkeypatch):
+    monkeypatch.setattr(cpu_nonzero, "CHUNK_ELEMENTS", request.param)
+    return request.param
+
+
+def _normalize(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axis))
+
+
+@given(x=arrays(DTYPES), data=st.data(), index_dtype=st.sampled_from([None, "int32", "uint32", "uint64"]))
+def test_argwhere_and_nonzero(x, data, index_dtype):
+    before = x.copy()
+    want = ref_argwhere(x)
+    for device in DEVICES:
+        got = cupyops.argwhere(x, dtype=index_dtype, device=device)
+        assert got.dtype == np.dtype(index_dtype or "int64")
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        if x.ndim:
+            nz = cupyops.nonzero(x, device=device)
+            assert isinstance(nz, tuple) and len(nz) == x.ndim
+            for axis, arr in enumerate(nz):
+                assert arr.dtype == np.int64 and arr.ndim == 1 and arr.flags.c_contiguous
+                np.testing.assert_array_equal(arr, want[:, axis])
+    np.testing.assert_array_equal(x, before)
+
+
+@given(x=arrays(DTYPES), data=st.data())
+def test_count_nonzero(x, data):
+    axis = data.draw(axis_args(x.ndim))
+    keepdims = data.draw(st.booleans())
+    axes = _normalize(axis, x.ndim)
+    want = ref_count_nonzero(x, axes)
+    if keepdims:
+        want = want.reshape([1 if i in axes else n for i, n in enumerate(x.shape)])
+    for device in DEVICES:
+        got = cupyops.count_nonzero(x, axis=axis, keepdims=keepdims, device=device)
+        assert isinstance(got, np.ndarray) and got.dtype == np.int64
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@given(x=arrays(DTYPES), size=st.integers(0, 40), fill=st.integers(-3, 3),
+       index_dtype=st.sampled_from([None, "int32", "int64"]))
+def test_nonzero_coordinates_fixed_size(x, size, fill, index_dtype):
+    want = ref_argwhere(x)
+    for device in DEVICES:
+        coords, count = cupyops.nonzero_coordinates(x, size=size, fill_value=fill,
+                                                    dtype=index_dtype, device=device)
+        assert count.shape == () and count.dtype == np.int64 and int(count) == want.shape[0]
+        assert coords.shape == (size, x.ndim) and coords.dtype == np.dtype(index_dtype or "int64")
+        k = min(size, want.shape[0])
+        np.testing.assert_array_equal(coords[:k], want[:k])
+        assert (coords[k:] == fill).all()
+        exact, count2 = cupyops.nonzero_coordinates(x, device=device)
+        np.testing.assert_array_equal(exact, want)
+        assert int(count2) == want.shape[0]
+
+
+@pytest.mark.parametrize("n", [31, 32, 33, 1023, 1025])
+def test_chunk_seams(n, chunk):
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, 3, size=(n, 3)).astype(np.float32)
+    x[rng.random(x.shape) < 0.2] = -0.0
+    for view in (x, x[::-1], np.asfortranarray(x), x[:, ::-2], x.T):
+        want = ref_argwhere(view)
+        np.testing.assert_array_equal(cupyops.argwhere(view), want)
+        np.testing.assert_array_equal(np.stack(cupyops.nonzero(view), 1), want)
+        np.testing.assert_array_equal(cupyops.count_nonzero(view, axis=0), ref_count_nonzero(view, (0,)))
+        np.testing.assert_array_equal(cupyops.count_nonzero(view, axis=1), ref_count_nonzero(view, (1,)))
+        c, cnt = cupyops.nonzero_coordinates(view, size=7, fill_value=-1)
+        np.testing.assert_array_equal(c[: min(7, len(want))], want[:7])
+
+
+def test_rules_of_nonzero():
+    x = np.array([0.0, -0.0, np.nan, 1.0, -np.inf], np.float32)
+    np.testing.assert_array_equal(cupyops.argwhere(x)[:, 0], [2, 3, 4])
+    c = np.array([0, 1j, -0.0 - 0j, complex(np.nan, 0), 2], np.complex64)
+    np.testing.assert_array_equal(cupyops.nonzero(c)[0], [1, 3, 4])
+    assert int(cupyops.count_nonzero(np.array([True, False, True]))) == 2
+
+
+def test_seed_order_and_0d():
+    a = np.zeros((2, 6))
+    a[1, 0], a[1, 2], a[0, 5] = 1, 1, 1
+    np.testing.assert_array_equal(cupyops.argwhere(a), [[0, 5], [1, 0], [1, 2]])
+    assert cupyops.argwhere(np.array(3.0)).shape == (1, 0)
+    assert cupyops.argwhere(np.array(0.0)).shape == (0, 0)
+    assert cupyops.count_nonzero(np.array(2.0)).shape == ()
+    coords, count = cupyops.nonzero_coordinates(np.array(5), size=3)
+    assert coords.shape == (3, 0) and int(count) == 1
+
+
+def test_axis_empty_tuple_gives_mask():
+    x = np.array([[0, 2], [3, 0]], np.int8)
+    got = cupyops.count_nonzero(x, axis=())
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, [[0, 1], [1, 0]])
+
+
+def test_broadcast_input_is_not_copied(monkeypatch):
+    # 2**33 logical elements, one byte of memory: chunked reads never materialise it
+    x = np.broadcast_to(np.int8(0), (2**13, 2**20))
+    assert int(cupyops.count_nonzero(x[:64])) == 0
+    coords, count = cupyops.nonzero_coordinates(np.broadcast_to(np.int8(1), (2**31 + 5,)), size=4,
+                                                dtype=np.int64)
+    np.testing.assert_array_equal(coords[:, 0], [0, 1, 2, 3])
+    assert int(count) == 2**31 + 5

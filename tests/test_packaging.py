@@ -1,0 +1,74 @@
+"""The wheel ships kernels/ inside the package: build it, install it into a fresh venv outside
+the checkout, and load a .cu file through the installed package."""
+import os
+import pathlib
+import subprocess
+import sys
+import venv
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_kernels_reachable_through_importlib_resources():
+    import importlib.resources
+    files = [p.name for p in importlib.resources.files("cupyops.kernels").iterdir()]
+    assert any(name.endswith(".cu") for name in files), files
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                        "-w", str(out), str(ROOT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = out.glob("cupyops-*.whl")
+    return whl
+
+
+def test_wheel_contains_kernels(wheel):
+    import zipfile
+    names = zipfile.ZipFile(wheel).namelist()
+    cu = [n for n in names if n.startswith("cupyops/kernels/") and n.endswith((".cu", ".cuh"))]
+    assert cu, names
+    src = ROOT / "kernels"
+    for f in src.iterdir():
+        if f.suffix in (".cu", ".cuh"):
+            assert f"cupyops/kernels/{f.name}" in names
+
+
+def test_installed_wheel_loads_kernel_source(wheel, tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, system_site_packages=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    # numpy comes from this interpreter's site-packages, cupyops only from the wheel
+    import numpy
+    site = pathlib.Path(numpy.__file__).parents[1]
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target",
+                        str(target), str(wheel)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    code = (
+        "import importlib.resources, cupyops, numpy as np\n"
+        "assert 'site' in cupyops.__file__, cupyops.__file__\n"
+        "names = sorted(p.name for p in importlib.resources.files('cupyops.kernels').iterdir() if p.name.endswith('.cu'))\n"
+        "text = importlib.resources.files('cupyops.kernels').joinpath(names[0]).read_text()\n"
+        "assert '__global__' in text\n"
+        "print(cupyops.argwhere(np.eye(2)).tolist(), names)\n")
+    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{site}")
+    r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[[0, 0], [1, 1]]" in r.stdout
+
+
+def test_sdist_ships_kernels(tmp_path):
+    import tarfile
+    r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o",
+                        str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (sdist,) = tmp_path.glob("cupyops-*.tar.gz")
+    names = tarfile.open(sdist).getnames()
+    for f in (ROOT / "kernels").iterdir():
+        if f.suffix in (".cu", ".cuh"):
+            assert any(n.endswith(f"kernels/{f.name}") for n in names), f.name
