@@ -1,0 +1,368 @@
+"""Backends: where kernels run — a GPU through CuPy (``"cuda"``), or the CPU through
+``cupyops.simt`` (``"simt"``).
+
+Launch code is written once against :class:`Backend`::
+
+    be = get_backend("simt")                      # or "cuda"
+    out = be.empty((n,), np.int64)
+    fn = be.kernel("argreduce", x.dtype, expr)    # expr: a name expression the family declares
+    fn(grid, block, (x, out, params), shared_mem=0)
+    count = be.read_scalar(count_arr)             # the only device-to-host read
+
+``kernel()`` returns a launcher that records the launch in :mod:`cupyops._trace` and then runs
+it: on the current CuPy stream for ``"cuda"``, synchronously on the CPU for ``"simt"``.
+CuPy is imported only when the ``"cuda"`` backend is asked for.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from cupyops import _modules, _trace
+
+__all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
+           "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProps:
+    name: str
+    cc: tuple                       # (major, minor)
+    sm_count: int
+    max_threads_per_block: int
+    max_shared_per_block: int       # without opt-in (48 KiB on every arch we support)
+    max_shared_per_block_optin: int
+    max_threads_per_sm: int
+    max_shared_per_sm: int
+    regs_per_sm: int
+    max_blocks_per_sm: int
+    warp_size: int = 32
+
+
+#: H100 SXM5 (sm_90): the SIMT backend plans with these.
+H100_PROPS = DeviceProps(
+    name="NVIDIA H100 80GB HBM3 (simulated)",
+    cc=(9, 0),
+    sm_count=132,
+    max_threads_per_block=1024,
+    max_shared_per_block=48 * 1024,
+    max_shared_per_block_optin=227 * 1024,
+    max_threads_per_sm=2048,
+    max_shared_per_sm=228 * 1024,
+    regs_per_sm=65536,
+    max_blocks_per_sm=32,
+    warp_size=32,
+)
+
+#: Oldest compute capability each CUDA major version still compiles for.
+MIN_CC_FOR_CUDA_MAJOR = {11: (3, 5), 12: (7, 0), 13: (7, 5)}
+
+
+class UnsupportedDeviceError(RuntimeError):
+    """The GPU is older than the installed CUDA can compile for."""
+
+
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_BLOCK_LIMITS = (1024, 1024, 64)
+
+
+def _dims(v, what: str) -> tuple:
+    if isinstance(v, (int, np.integer)):
+        t = (int(v),)
+    else:
+        t = tuple(int(d) for d in v)
+    if not 1 <= len(t) <= 3:
+        raise ValueError(f"{what} must have 1 to 3 dimensions, got {v!r}")
+    return t
+
+
+class Backend:
+    """Common interface; see the module docstring. Subclasses set ``name``, ``xp``, ``props``,
+    ``device_id`` and implement ``_launcher``."""
+
+    name: str
+    xp: object
+    props: DeviceProps
+    device_id: int
+
+    def __init__(self):
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
+
+    # -- kernels ---------------------------------------------------------------------------
+    def function(self, family: str, value_dtype, expr: str):
+        """The raw compiled function (``cupy.RawKernel`` / simt kernel), compiled on first use."""
+        family = getattr(family, "name", family)
+        return _modules.get_function(self.name, family, value_dtype, expr, self.device_id)
+
+    def kernel(self, family: str, value_dtype, expr: str):
+        """``fn(grid, block, args, shared_mem=0)`` for kernel ``expr`` of ``family``'s module
+        for ``value_dtype``. Each call records ``(expr, grid, block, shared_mem)`` in the
+        trace, checks the launch configuration against ``props`` and launches."""
+        family = getattr(family, "name", family)       # a KernelFamily or its name
+        key = (family, np.dtype(value_dtype), expr)
+        k = self._kernels.get(key)
+        if k is None:
+            raw = self.function(family, value_dtype, expr)
+            k = self._launcher(raw, expr)
+            self._kernels[key] = k
+        return k
+
+    def _check_launch(self, expr, grid, block, shared_mem) -> tuple:
+        grid = _dims(grid, "grid")
+        block = _dims(block, "block")
+        shared_mem = int(shared_mem)
+        nthreads = 1
+        for d in block:
+            nthreads *= d
+        if (nthreads > self.props.max_threads_per_block or nthreads < 1
+                or any(b < 1 or b > lim for b, lim in zip(block, _BLOCK_LIMITS))):
+            raise ValueError(f"{expr}: block {block} ({nthreads} threads) is invalid on "
+                             f"{self.props.name} (at most {self.props.max_threads_per_block} "
+                             f"threads, dimension limits {_BLOCK_LIMITS})")
+        if any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS)):
+            raise ValueError(f"{expr}: grid {grid} is out of range (limits {_GRID_LIMITS})")
+        if shared_mem < 0 or shared_mem > self.props.max_shared_per_block_optin:
+            raise ValueError(f"{expr}: shared_mem={shared_mem} bytes exceeds the "
+                             f"{self.props.max_shared_per_block_optin} bytes a block may use")
+        return grid, block, shared_mem
+
+    def _launcher(self, raw, expr):
+        raise NotImplementedError
+
+    # -- arrays ----------------------------------------------------------------------------
+    def empty(self, shape, dtype):
+        return self.xp.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return self.xp.zeros(shape, dtype=dtype)
+
+    def full(self, shape, fill, dtype):
+        return self.xp.full(shape, fill, dtype=dtype)
+
+    def read_scalar(self, arr) -> int:
+        """Read a one-element array to the host as an int (counted by ``_trace``)."""
+        raise NotImplementedError
+
+    def asarray_input(self, x):
+        raise NotImplementedError
+
+    def asnumpy(self, arr):
+        """A NumPy array with the contents of ``arr`` (a copy from the device for CUDA)."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name}:{self.device_id} {self.props.name}>"
+
+
+class SimtBackend(Backend):
+    """Kernels from ``cupyops.simt.RawModule``, run on the CPU; arrays are NumPy arrays."""
+
+    name = "simt"
+
+    def __init__(self, props: DeviceProps = H100_PROPS):
+        super().__init__()
+        self.xp = np
+        self.props = props
+        self.device_id = 0
+
+    def _launcher(self, raw, expr):
+        check = self._check_launch
+
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            _trace.record_launch(expr, grid, block, shared_mem)
+            return raw(grid, block, tuple(args), shared_mem=shared_mem)
+
+        launch.__name__ = f"launch[{expr}]"
+        launch.raw = raw
+        return launch
+
+    def read_scalar(self, arr) -> int:
+        _trace.record_d2h()
+        a = np.asarray(arr)
+        if a.size != 1:
+            raise ValueError(f"read_scalar needs a one-element array, got shape {a.shape}")
+        return int(a.reshape(()))
+
+    def asarray_input(self, x):
+        """A read-only view of the NumPy input (never a copy), so a kernel writing its input
+        fails."""
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"the simt backend takes NumPy arrays, got {type(x).__name__}")
+        v = x.view(np.ndarray)
+        v.flags.writeable = False
+        return v
+
+    def asnumpy(self, arr):
+        return np.asarray(arr)
+
+
+class CupyBackend(Backend):
+    """Kernels from ``cupy.RawModule`` on one GPU, launched on CuPy's current stream."""
+
+    name = "cuda"
+
+    def __init__(self, device_id: int):
+        super().__init__()
+        import cupy
+
+        self.xp = cupy
+        self._cupy = cupy
+        self.device_id = int(device_id)
+        self.props = _cupy_device_props(self.device_id)
+        _check_supported(self.props)
+        self._optin_set: dict = {}
+
+    def _device(self):
+        # a fresh Device per use: a Device object keeps its own stack of previous devices, so
+        # one shared between threads would mix them up
+        return self._cupy.cuda.Device(self.device_id)
+
+    def _launcher(self, raw, expr):
+        check = self._check_launch
+        Device = self._cupy.cuda.Device
+        device_id = self.device_id
+        default_max = self.props.max_shared_per_block
+        optin_set = self._optin_set
+
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            _trace.record_launch(expr, grid, block, shared_mem)
+            with Device(device_id):
+                if shared_mem > default_max and optin_set.get(expr, 0) < shared_mem:
+                    # dynamic shared memory above 48 KiB must be opted into per function
+                    raw.max_dynamic_shared_size_bytes = shared_mem
+                    optin_set[expr] = shared_mem
+                return raw(grid, block, tuple(args), shared_mem=shared_mem)
+
+        launch.__name__ = f"launch[{expr}]"
+        launch.raw = raw
+        return launch
+
+    def empty(self, shape, dtype):
+        with self._device():
+            return self._cupy.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        with self._device():
+            return self._cupy.zeros(shape, dtype=dtype)
+
+    def full(self, shape, fill, dtype):
+        with self._device():
+            return self._cupy.full(shape, fill, dtype=dtype)
+
+    def read_scalar(self, arr) -> int:
+        """``int(arr.get())``: the one implicit synchronisation the library makes."""
+        _trace.record_d2h()
+        if arr.size != 1:
+            raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
+        with self._device():
+            return int(arr.get().reshape(()))
+
+    def asarray_input(self, x):
+        """A CuPy array is used as it is; a NumPy array is copied to this device (native byte
+        order)."""
+        cp = self._cupy
+        if isinstance(x, cp.ndarray):
+            return x
+        x = np.asarray(x)
+        if x.dtype.byteorder not in ("=", "|"):
+            x = x.astype(x.dtype.newbyteorder("="))
+        with self._device():
+            return cp.asarray(x)
+
+    def asnumpy(self, arr):
+        with self._device():
+            return self._cupy.asnumpy(arr)
+
+
+def _check_supported(props: DeviceProps) -> None:
+    import cupy
+
+    majors = []
+    try:
+        majors.append(cupy.cuda.runtime.runtimeGetVersion() // 1000)
+    except Exception:  # pragma: no cover - depends on the installation
+        pass
+    try:
+        majors.append(cupy.cuda.nvrtc.getVersion()[0])
+    except Exception:  # pragma: no cover
+        pass
+    if not majors:
+        return
+    need = max(MIN_CC_FOR_CUDA_MAJOR.get(m, (7, 5)) for m in majors)
+    if tuple(props.cc) < need:
+        raise UnsupportedDeviceError(
+            f"GPU {props.name!r} has compute capability {props.cc[0]}.{props.cc[1]}, but the "
+            f"installed CUDA {max(majors)} compiles for sm_{need[0]}{need[1]} and newer only; "
+            f"use a CUDA {12 if need >= (7, 5) else 11} build of CuPy (cupy-cuda12x) for this "
+            f"GPU, or device='cpu'")
+
+
+def _cupy_device_props(device_id: int) -> DeviceProps:
+    import cupy
+
+    p = cupy.cuda.runtime.getDeviceProperties(device_id)
+    attrs = None
+
+    def get(key, attr, default=None):
+        nonlocal attrs
+        if key in p:
+            return int(p[key])
+        if attrs is None:
+            attrs = cupy.cuda.Device(device_id).attributes
+        if attr in attrs:
+            return int(attrs[attr])
+        if default is None:
+            raise KeyError(f"device property {key!r} unavailable")
+        return default
+
+    name = p.get("name", b"CUDA device")
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return DeviceProps(
+        name=str(name),
+        cc=(int(p["major"]), int(p["minor"])),
+        sm_count=get("multiProcessorCount", "MultiProcessorCount"),
+        max_threads_per_block=get("maxThreadsPerBlock", "MaxThreadsPerBlock", 1024),
+        max_shared_per_block=get("sharedMemPerBlock", "MaxSharedMemoryPerBlock", 48 * 1024),
+        max_shared_per_block_optin=get("sharedMemPerBlockOptin",
+                                       "MaxSharedMemoryPerBlockOptin", 48 * 1024),
+        max_threads_per_sm=get("maxThreadsPerMultiProcessor",
+                               "MaxThreadsPerMultiProcessor", 1024),
+        max_shared_per_sm=get("sharedMemPerMultiprocessor",
+                              "MaxSharedMemoryPerMultiprocessor", 64 * 1024),
+        regs_per_sm=get("regsPerMultiprocessor", "MaxRegistersPerMultiprocessor", 65536),
+        max_blocks_per_sm=get("maxBlocksPerMultiProcessor", "MaxBlocksPerMultiprocessor", 16),
+        warp_size=get("warpSize", "WarpSize", 32),
+    )
+
+
+_backends: dict = {}
+_backends_lock = threading.Lock()
+
+
+def get_backend(name: str, device_id: int | None = None) -> Backend:
+    """The backend ``"simt"`` or ``"cuda"`` (CuPy's current device unless ``device_id``),
+    cached per (name, device)."""
+    if name == "simt":
+        key = ("simt", 0)
+    elif name == "cuda":
+        if device_id is None:
+            import cupy
+            device_id = cupy.cuda.runtime.getDevice()
+        key = ("cuda", int(device_id))
+    else:
+        raise ValueError(f"unknown backend {name!r}; expected 'cuda' or 'simt'")
+    be = _backends.get(key)
+    if be is not None:
+        return be
+    with _backends_lock:
+        be = _backends.get(key)
+        if be is None:
+            be = SimtBackend() if name == "simt" else CupyBackend(key[1])
+            _backends[key] = be
+    return be

@@ -1,0 +1,209 @@
+"""Kernel path of argmin / argmax / hardmax (backend-generic launch code).
+
+Plans with :func:`cupyops._plan_argreduce.plan_argreduce`, records the plan in
+:mod:`cupyops._trace`, packs the plan into the ``ArParams`` struct of ``kernels/argreduce.cu``
+and launches at most two kernels. No host synchronisation, no copy of the input.
+
+Family ``"argreduce"`` (registered at import): per value dtype, the kernels ``argreduce_row``,
+``argreduce_col`` and ``argreduce_finish``, each for ``I = int`` and ``I = long long``
+(6 expressions a dtype, 72 in all).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _modules, _trace
+from ._plan_argreduce import MAX_DIMS, ArgreducePlan, plan_argreduce, step_digits
+
+__all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressions",
+           "build_params"]
+
+FAMILY = "argreduce"
+DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64))
+KERNELS = ("argreduce_row", "argreduce_col", "argreduce_finish")
+INDEX_CTYPES = {False: "int", True: "long long"}
+
+MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX = 0, 1, 2
+
+#: extra keywords for plan_argreduce (tests set e.g. ``min_split_elements=0`` to split small
+#: inputs across blocks); empty in normal use.
+PLAN_OPTIONS: dict = {}
+
+_D = MAX_DIMS
+#: Mirrors ``struct ArParams`` in kernels/argreduce.cu (same order; align=True = C layout).
+PARAMS_DTYPE = np.dtype([
+    ("n_out", np.int64), ("group", np.int64), ("chunk", np.int64), ("nchunks", np.int64),
+    ("in_base", np.int64), ("out_base", np.int64), ("index_base", np.int64),
+    ("wgroup", np.int64), ("wchunk", np.int64),
+    ("nk", np.int32), ("nd", np.int32), ("nw", np.int32), ("mode", np.int32),
+    ("last", np.int32), ("is_min", np.int32), ("out_width", np.int32), ("team", np.int32),
+    ("vec", np.int32), ("pad0", np.int32),
+    ("k_size", np.int64, (_D,)), ("k_in", np.int64, (_D,)), ("k_out", np.int64, (_D,)),
+    ("d_size", np.int64, (_D,)), ("d_in", np.int64, (_D,)), ("d_w", np.int64, (_D,)),
+    ("d_step", np.int64, (_D,)),
+    ("w_size", np.int64, (_D,)), ("w_out", np.int64, (_D,)), ("w_w", np.int64, (_D,)),
+    ("w_step", np.int64, (_D,)),
+], align=True)
+
+
+def _expr(kernel: str, dtype, use_64bit: bool) -> str:
+    return _modules.name_expression(kernel, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+
+
+def expressions(dtype) -> tuple:
+    """Every name expression of the module for one value dtype."""
+    return tuple(_expr(k, dtype, b) for k in KERNELS for b in (False, True))
+
+
+def _block_sizes(expr: str) -> tuple:
+    return (256,)
+
+
+def _dynamic_shared(dtype, expr: str, block: int) -> int:
+    # column combine: up to 4 (key, index) pairs per thread; finish: one pair per thread;
+    # row: (block/32 + 1) pairs
+    if expr.startswith("argreduce_col"):
+        return block * 4 * 16
+    if expr.startswith("argreduce_finish"):
+        return block * 16
+    return (block // 32 + 1) * 16
+
+
+FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
+    name=FAMILY, source="argreduce.cu", dtypes=DTYPES, expressions=expressions,
+    block_sizes=_block_sizes, dynamic_shared=_dynamic_shared, min_occupancy=0.5))
+
+
+def _fill(arr, values):
+    arr[:] = 0
+    for i, v in enumerate(values):
+        arr[i] = int(v)
+
+
+def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_width: int = 8,
+                 finish: bool = False) -> np.void:
+    """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``."""
+    p = np.zeros((), PARAMS_DTYPE)
+    last = tie == "last"
+    p["n_out"] = plan.n_out
+    p["group"] = plan.group
+    p["chunk"] = plan.chunk
+    p["nchunks"] = plan.nchunks
+    p["in_base"] = plan.in_base
+    p["out_base"] = plan.out_base
+    p["index_base"] = plan.index_base + (plan.zero_last_offset if last else 0)
+    p["wgroup"] = plan.group_full
+    p["wchunk"] = plan.write_chunk
+    p["nk"] = len(plan.kept)
+    p["nd"] = len(plan.red)
+    p["nw"] = len(plan.write)
+    p["mode"] = mode
+    p["last"] = int(last)
+    p["is_min"] = int(kind == "min")
+    p["out_width"] = out_width
+    p["team"] = plan.team
+    p["vec"] = plan.vec
+    _fill(p["k_size"], [d[0] for d in plan.kept])
+    _fill(p["k_in"], [d[1] for d in plan.kept])
+    _fill(p["k_out"], [d[2] for d in plan.kept])
+    sizes = [d[0] for d in plan.red]
+    _fill(p["d_size"], sizes)
+    _fill(p["d_in"], [d[1] for d in plan.red])
+    _fill(p["d_w"], [d[2] for d in plan.red])
+    _fill(p["d_step"], step_digits(plan.step, sizes))
+    wsizes = [d[0] for d in plan.write]
+    _fill(p["w_size"], wsizes)
+    _fill(p["w_out"], [d[1] for d in plan.write])
+    _fill(p["w_w"], [d[2] for d in plan.write])
+    wstep = plan.finish_block[1] if finish else plan.write_step
+    _fill(p["w_step"], step_digits(wstep, wsizes))
+    return p[()]
+
+
+def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
+    ptr = _data_ptr(x)
+    plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
+                          force_64bit=force_64bit, hardmax=hardmax, base_address=ptr % 4096,
+                          **PLAN_OPTIONS)
+    _trace.record_plan(plan)
+    return plan
+
+
+def _data_ptr(x) -> int:
+    data = getattr(x, "data", None)
+    ptr = getattr(data, "ptr", None)   # CuPy
+    if ptr is None:
+        ptr = x.__array_interface__["data"][0]
+    return int(ptr)
+
+
+def _key_dtype(plan):
+    return np.dtype(np.uint64 if plan.key_itemsize == 8 else np.uint32)
+
+
+def _index_dtype(plan):
+    return np.dtype(np.int64 if plan.use_64bit else np.int32)
+
+
+def _run(backend, x, plan: ArgreducePlan, out, *, kind: str, tie: str, final_mode: int,
+         out_width: int):
+    dt = x.dtype
+    main = "argreduce_row" if plan.kernel == "row" else "argreduce_col"
+    if plan.passes == 1:
+        pk = backend.empty((1,), _key_dtype(plan))
+        pi = backend.empty((1,), _index_dtype(plan))
+        params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width)
+        fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
+        fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
+        return out
+    slots = plan.n_out * plan.nchunks
+    pk = backend.empty((slots,), _key_dtype(plan))
+    pi = backend.empty((slots,), _index_dtype(plan))
+    params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width)
+    fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
+    fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
+    params2 = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
+                           finish=True)
+    fin = backend.kernel(FAMILY, dt, _expr("argreduce_finish", dt, plan.use_64bit))
+    fin(plan.finish_grid, plan.finish_block, (out, pk, pi, params2),
+        shared_mem=plan.finish_shared_mem)
+    return out
+
+
+def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False):
+    """argmin (``kind="min"``) / argmax (``"max"``) over ``axes`` (sorted, non-empty); the
+    result has the kept shape and ``index_dtype``. ``out``, when given, is C-contiguous of that
+    shape and dtype and is written directly."""
+    axes = tuple(int(a) for a in axes)
+    index_dtype = np.dtype(index_dtype)
+    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    plan = _plan(backend, x, axes, False, force_64bit)
+    res = out
+    if res is None or not _c_contiguous(res):
+        res = backend.empty(kept_shape, index_dtype)
+    _run(backend, x, plan, res, kind=kind, tie=tie, final_mode=MODE_INDEX,
+         out_width=index_dtype.itemsize)
+    if out is not None and res is not out:
+        out[...] = res
+        return out
+    return res
+
+
+def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False):
+    """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
+    axes = tuple(int(a) for a in axes)
+    plan = _plan(backend, x, axes, True, force_64bit)
+    res = out
+    if res is None or not _c_contiguous(res):
+        res = backend.empty(x.shape, x.dtype)
+    _run(backend, x, plan, res, kind="max", tie=tie, final_mode=MODE_HARDMAX, out_width=0)
+    if out is not None and res is not out:
+        out[...] = res
+        return out
+    return res
+
+
+def _c_contiguous(a) -> bool:
+    return bool(a.flags.c_contiguous)

@@ -1,0 +1,158 @@
+"""Kernel path of the nonzero family: argwhere, nonzero, nonzero_coordinates, count_nonzero.
+
+Launch code written once against :mod:`cupyops._backend` (CuPy on a GPU, or ``cupyops.simt``
+on the CPU); the kernels are in ``kernels/nonzero.cu``, planned by
+:mod:`cupyops._plan_nonzero`.
+
+* Exact size (``argwhere``, ``nonzero``, ``nonzero_coordinates(size=None)``): pass 1 (SCAN)
+  counts each tile by warp ballots and scans the tile counts with a decoupled look-back; the
+  host reads the total once (``backend.read_scalar``) and allocates exactly ``count`` rows;
+  pass 2 (PLACE) re-reads the input and writes each tile from its stored offset. The input is
+  therefore read twice: that is the price of an exact allocation without a worst-case buffer.
+* Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch after zeroing the tile
+  counter and status words; ``count`` stays a 0-d device array, no host read.
+* ``count_nonzero``: one launch (plus zeroing the output when chunks add atomically).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _modules, _trace
+from . import _plan_nonzero as plan
+
+__all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "FAMILY",
+           "NONZERO_DTYPES", "expressions"]
+
+NONZERO_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+
+TILES = "nonzero_tiles"
+COUNT = "count_nonzero_axes"
+
+
+def kernel_value_dtype(dtype) -> np.dtype:
+    """The type the kernels are instantiated on for ``dtype``. For bool and integers the
+    nonzero test only looks at the bit pattern, so each size shares one unsigned
+    instantiation (bool/int8/uint8 -> unsigned char, ...): 9 distinct instantiations per
+    kernel instead of 14, and identical modules hit the compile caches. Floats and complex
+    keep their own type (the sign bit of -0.0 is masked)."""
+    dt = np.dtype(dtype)
+    if dt.kind in "biu":
+        return np.dtype(f"u{dt.itemsize}")
+    return dt
+
+
+def expressions(dtype) -> tuple:
+    """Every name expression of the module for one value dtype: 2 kernels x {32, 64}-bit."""
+    vt = kernel_value_dtype(dtype)
+    return tuple(_modules.name_expression(k, vt, wide)
+                 for k in (TILES, COUNT) for wide in (False, True))
+
+
+FAMILY = _modules.register_family(_modules.KernelFamily(
+    name="nonzero",
+    source="nonzero.cu",
+    dtypes=NONZERO_DTYPES,
+    expressions=expressions,
+    block_sizes=(plan.NZ_BLOCK,),
+    dynamic_shared=0,
+    min_occupancy=0.5,
+))
+
+
+def _native(x):
+    dt = x.dtype
+    return dt if dt.isnative else dt.newbyteorder("=")
+
+
+def _kernel(backend, dtype, name, wide):
+    expr = _modules.name_expression(name, kernel_value_dtype(dtype), wide)
+    return backend.kernel(FAMILY.name, dtype, expr)
+
+
+# ------------------------------------------------------------------------------ count_nonzero
+
+def count_nonzero(backend, x, axes, *, force_64bit=False):
+    """int64 counts of ``x != 0`` over ``axes`` (sorted, distinct, non-empty), kept shape."""
+    dtype = _native(x)
+    p = plan.plan_count(x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
+                        max_threads_per_sm=backend.props.max_threads_per_sm,
+                        force_64bit=force_64bit)
+    _trace.record_plan(p)
+    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
+    out = (backend.zeros if p.atomic else backend.empty)(kept_shape, np.int64)
+    fn = _kernel(backend, dtype, COUNT, p.wide)
+    fn((p.grid,), (p.block,), (x, p.params(), out))
+    return out
+
+
+# ------------------------------------------------------------------------------ coordinates
+
+def _scratch(backend, cp):
+    """Tile counter (element 0) and per-tile status words, zeroed: the one small initialisation."""
+    s = backend.zeros((cp.num_tiles + 1,), np.uint64)
+    return s[0:1], s[1:]
+
+
+def _setup(backend, x, index_dtype, force_64bit, stats):
+    """Plan, kernel, zeroed scratch, the 0-d count and the stats pointer (a dummy when off)."""
+    cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
+                               force_64bit=force_64bit)
+    _trace.record_plan(cp)
+    fn = _kernel(backend, _native(x), TILES, cp.wide)
+    counter, status = _scratch(backend, cp)
+    count_dev = backend.empty((), np.int64)
+    st = stats if stats is not None else counter
+    return cp, fn, counter, status, count_dev, st
+
+
+def _exact(backend, x, index_dtype, layout, force_64bit, stats=None):
+    """SCAN, one host read, PLACE. Returns (out, count, count_dev)."""
+    cp, fn, counter, status, count_dev, st = _setup(backend, x, index_dtype, force_64bit, stats)
+    fn((cp.grid(plan.MODE_SCAN),), (cp.block,),
+       (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter, status, counter,
+        count_dev, st))
+    count = backend.read_scalar(count_dev)               # the one device-to-host read
+    shape = (count, cp.ndim) if layout == plan.LAYOUT_ROWS else (cp.ndim, count)
+    out = backend.empty(shape, index_dtype)
+    if count:
+        fn((cp.grid(plan.MODE_PLACE),), (cp.block,),
+           (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter, status, out,
+            count_dev, counter))
+    return out, count, count_dev
+
+
+def argwhere(backend, x, index_dtype, *, force_64bit=False):
+    """(count, ndim) coordinates of the nonzero elements, row-major order; one host read."""
+    out, _, _ = _exact(backend, x, np.dtype(index_dtype), plan.LAYOUT_ROWS, force_64bit)
+    return out
+
+
+def nonzero(backend, x, index_dtype, *, force_64bit=False):
+    """Tuple of ndim contiguous 1-D index arrays: the rows of one (ndim, count) array."""
+    out, _, _ = _exact(backend, x, np.dtype(index_dtype), plan.LAYOUT_COLS, force_64bit)
+    return tuple(out[d] for d in range(out.shape[0]))
+
+
+def nonzero_coordinates(backend, x, size, fill_value, index_dtype, *, force_64bit=False,
+                        stats=None):
+    """``(coords, count)``: ``size=None`` exact (one host read); ``size=k``: ``k`` rows, the
+    first ``min(count, k)`` coordinates and the rest ``fill_value``, with no host read.
+
+    ``stats``: optional zeroed uint64 array of 4 to collect look-back statistics (tests):
+    [0] predecessor aggregates summed, [1] waits on a predecessor with no status yet,
+    [2] the most aggregates one tile summed, [3] tiles that summed at least one aggregate.
+    """
+    index_dtype = np.dtype(index_dtype)
+    if size is None:
+        out, _, count_dev = _exact(backend, x, index_dtype, plan.LAYOUT_ROWS, force_64bit, stats)
+        return out, count_dev
+    k = int(size)
+    cp, fn, counter, status, count_dev, st = _setup(backend, x, index_dtype, force_64bit, stats)
+    out = backend.empty((k, cp.ndim), index_dtype)
+    fn((cp.grid(plan.MODE_FIXED, k),), (cp.block,),
+       (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
+                     stats=stats is not None),
+        counter, status, out, count_dev, st))
+    return out, count_dev

@@ -1,0 +1,494 @@
+"""Kernel modules: C++ type names, name expressions, source inlining and the module cache.
+
+This is the one place that
+
+* turns NumPy dtypes into the C++ type names the kernels are templated on (:data:`CTYPES`),
+* builds name expressions such as ``"argreduce_row<float, true, false>"``
+  (:func:`name_expression`),
+* reads ``kernels/*.cu`` through :mod:`importlib.resources` and inlines their quoted
+  ``#include "x.cuh"`` headers (:func:`module_source`) — CuPy's on-disk kernel cache hashes the
+  source text but not headers found through ``-I``, so a header edit would otherwise be served a
+  stale cubin,
+* keeps one compiled module per ``(backend, device, family, value dtype)``
+  (:func:`get_module`, :func:`get_function`).
+
+A *kernel family* (:class:`KernelFamily`) is one ``.cu`` file plus the list of every name
+expression a module for one value dtype holds. Launch code (``cupyops/_gpu_*.py``) registers its
+families at import with :func:`register_family`; ``precompile()`` and the NVRTC compile checks
+iterate over exactly those lists, so a launch that asks for an expression its family did not
+declare is an error (:func:`get_function` raises ``KeyError``).
+
+Nothing here compiles at import: a module is built on the first :func:`get_module` for its key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import posixpath
+import re
+import threading
+from typing import Callable, Union
+
+import numpy as np
+
+__all__ = [
+    "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "KernelCompileError",
+    "ctype", "name_expression", "register_family", "families", "get_family",
+    "read_kernel_file", "inline_includes", "module_source", "compile_options",
+    "get_module", "get_function", "clear_cache", "register_module_factory",
+]
+
+# --------------------------------------------------------------------------------------------
+# C++ types
+# --------------------------------------------------------------------------------------------
+
+CTYPES: dict = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int8): "signed char",
+    np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.int16): "short",
+    np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.int64): "long long",
+    np.dtype(np.uint64): "unsigned long long",
+    np.dtype(np.float16): "__half",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+    np.dtype(np.complex64): "cupyops_complex64",     # struct defined in kernels/common.cuh
+    np.dtype(np.complex128): "cupyops_complex128",   # struct defined in kernels/common.cuh
+}
+
+
+def _native(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.byteorder not in ("=", "|"):
+        dt = dt.newbyteorder("=")
+    return dt
+
+
+def ctype(dtype) -> str:
+    """The C++ type name of ``dtype`` (byte order ignored). ``TypeError`` if unsupported."""
+    try:
+        dt = _native(dtype)
+    except TypeError as e:
+        raise TypeError(f"not a dtype: {dtype!r}") from e
+    try:
+        return CTYPES[dt]
+    except KeyError:
+        supported = ", ".join(str(d) for d in CTYPES)
+        raise TypeError(f"no C++ type for dtype {dt}; supported: {supported}") from None
+
+
+def _template_arg(arg) -> str:
+    # bool before int: bool is an int subclass.
+    if isinstance(arg, (bool, np.bool_)):
+        return "true" if arg else "false"
+    if isinstance(arg, (int, np.integer)):
+        return str(int(arg))
+    if isinstance(arg, str):
+        return arg
+    if isinstance(arg, np.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)):
+        return ctype(arg)
+    raise TypeError(f"cannot turn {arg!r} ({type(arg).__name__}) into a template argument")
+
+
+def name_expression(template: str, *args) -> str:
+    """``name_expression("f", np.float32, True, 4) == "f<float, true, 4>"``.
+
+    Arguments: a dtype (``np.dtype`` or scalar type such as ``np.int64``) gives its C++ type,
+    a bool gives ``true``/``false``, an int its decimal form, a str is used as it is. Without
+    arguments the bare template name is returned.
+    """
+    if not args:
+        return template
+    return f"{template}<{', '.join(_template_arg(a) for a in args)}>"
+
+
+# --------------------------------------------------------------------------------------------
+# Families
+# --------------------------------------------------------------------------------------------
+
+BlockSizes = Union[tuple, Callable[[str], tuple]]
+DynamicShared = Union[int, Callable[[np.dtype, str, int], int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFamily:
+    """One kernel source file and every instantiation a module of it holds.
+
+    name: registry key, e.g. ``"argreduce"``.
+    source: file in ``kernels/``, e.g. ``"argreduce.cu"``.
+    dtypes: the value dtypes it serves (one module per dtype).
+    expressions: ``dtype -> tuple[str, ...]``: EVERY name expression the module for one value
+        dtype holds. Build them with :func:`name_expression`.
+    options: extra compile options, e.g. ``("-DFOO=1",)``.
+
+    Metadata for the compile checks (``cupyops._nvrtc``), optional:
+
+    block_sizes: the block sizes launch code uses: a tuple for every expression, or
+        ``expr -> tuple``. The occupancy check runs each entry function at each of them.
+    dynamic_shared: planned dynamic shared memory in bytes at launch: an int, or
+        ``(dtype, expr, block_size) -> int``.
+    min_occupancy: the occupancy (active warps / max warps per SM) the check asks for on
+        sm_80 and sm_90 at those block sizes.
+    """
+
+    name: str
+    source: str
+    dtypes: tuple
+    expressions: Callable[[np.dtype], tuple]
+    options: tuple = ()
+    block_sizes: BlockSizes = (256,)
+    dynamic_shared: DynamicShared = 0
+    min_occupancy: float = 0.5
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtypes", tuple(_native(d) for d in self.dtypes))
+        object.__setattr__(self, "options", tuple(self.options))
+
+    def expressions_for(self, dtype) -> tuple:
+        """The name expressions of the module for ``dtype``, checked and de-duplicated."""
+        dt = _native(dtype)
+        if dt not in self.dtypes:
+            raise TypeError(f"kernel family {self.name!r} does not serve dtype {dt}; "
+                            f"it serves {', '.join(map(str, self.dtypes))}")
+        exprs = tuple(dict.fromkeys(self.expressions(dt)))
+        if not exprs or not all(isinstance(e, str) and e for e in exprs):
+            raise ValueError(f"kernel family {self.name!r}: expressions({dt}) must be a "
+                             f"non-empty sequence of non-empty strings, got {exprs!r}")
+        return exprs
+
+    def block_sizes_for(self, expr: str) -> tuple:
+        bs = self.block_sizes(expr) if callable(self.block_sizes) else self.block_sizes
+        return tuple(int(b) for b in bs)
+
+    def dynamic_shared_for(self, dtype, expr: str, block_size: int) -> int:
+        ds = self.dynamic_shared
+        return int(ds(_native(dtype), expr, int(block_size)) if callable(ds) else ds)
+
+
+_families: dict[str, KernelFamily] = {}
+_families_lock = threading.Lock()
+
+
+def register_family(family: KernelFamily) -> KernelFamily:
+    """Register ``family`` under ``family.name`` and return it.
+
+    Registering again under the same name (a module reload) replaces the entry and drops its
+    compiled modules; a second family with the same name but another source file is an error.
+    """
+    if not isinstance(family, KernelFamily):
+        raise TypeError(f"expected a KernelFamily, got {type(family).__name__}")
+    with _families_lock:
+        old = _families.get(family.name)
+        if old is not None and old.source != family.source:
+            raise ValueError(f"kernel family {family.name!r} is already registered with source "
+                             f"{old.source!r}; refusing {family.source!r}")
+        _families[family.name] = family
+    if old is not None and old is not family:
+        clear_cache(family.name)
+    return family
+
+
+def families() -> dict[str, KernelFamily]:
+    """A copy of the registry: name -> family."""
+    with _families_lock:
+        return dict(_families)
+
+
+def get_family(name: str) -> KernelFamily:
+    try:
+        return _families[name]
+    except KeyError:
+        raise KeyError(f"unknown kernel family {name!r}; registered: "
+                       f"{', '.join(sorted(_families)) or '(none)'}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Sources
+# --------------------------------------------------------------------------------------------
+
+KERNELS_PACKAGE = "cupyops.kernels"
+
+
+def read_kernel_file(name: str) -> str:
+    """Text of ``kernels/<name>`` (a path relative to the kernels package, ``/``-separated)."""
+    name = posixpath.normpath(name)
+    if name.startswith("../") or name == ".." or name.startswith("/"):
+        raise ValueError(f"kernel file {name!r} is outside the kernels package")
+    res = importlib.resources.files(KERNELS_PACKAGE)
+    for part in name.split("/"):
+        res = res.joinpath(part)
+    try:
+        return res.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"kernel file {name!r} not found in {KERNELS_PACKAGE}") from None
+
+
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+_PRAGMA_ONCE_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*(//[^\n]*)?$", re.M)
+
+
+def inline_includes(source: str, name: str, reader: Callable[[str], str] = read_kernel_file) -> str:
+    """Inline every quoted ``#include "x"`` of ``source`` (file ``name``), recursively.
+
+    Each file is inlined at most once per result (the first time it is met; later includes of it
+    become a comment), which is what ``#pragma once`` or include guards would give. Paths are
+    relative to the including file. ``#pragma once`` lines are dropped and ``#line`` directives
+    keep compiler messages pointing at the original file and line. ``<system>`` includes stay.
+    """
+    seen: set[str] = set()
+
+    def expand(text: str, fname: str, stack: tuple) -> str:
+        seen.add(fname)
+        base = posixpath.dirname(fname)
+        text = _PRAGMA_ONCE_RE.sub("", text)
+        out = []
+        pos = 0
+        for m in _INCLUDE_RE.finditer(text):
+            out.append(text[pos:m.start()])
+            pos = m.end()
+            inc = posixpath.normpath(posixpath.join(base, m.group(1)))
+            if inc in stack:
+                raise ValueError(f"include cycle: {' -> '.join(stack + (inc,))}")
+            if inc in seen:
+                out.append(f'// #include "{m.group(1)}" (already inlined)')
+                continue
+            line_after = text.count("\n", 0, m.end()) + 2
+            body = expand(reader(inc), inc, stack + (inc,))
+            if not body.endswith("\n"):
+                body += "\n"
+            out.append(f'// begin #include "{m.group(1)}"\n#line 1 "{inc}"\n{body}'
+                       f'// end #include "{m.group(1)}"\n#line {line_after} "{fname}"')
+        out.append(text[pos:])
+        return "".join(out)
+
+    return expand(source, posixpath.normpath(name), (posixpath.normpath(name),))
+
+
+@functools.lru_cache(maxsize=None)
+def _module_source_cached(source_file: str) -> str:
+    return inline_includes(read_kernel_file(source_file), source_file)
+
+
+def module_source(family_name: str) -> str:
+    """The family's ``.cu`` with its quoted includes inlined (cached per process)."""
+    return _module_source_cached(get_family(family_name).source)
+
+
+# --------------------------------------------------------------------------------------------
+# Compile options
+# --------------------------------------------------------------------------------------------
+
+#: Options every backend gets. The CUDA path passes them to ``cupy.RawModule``, which adds
+#: ``-ftz=true``, ``-arch=sm_XX`` (the current device, capped at what NVRTC knows),
+#: ``--device-as-default-execution-space`` and its include directories (bundled CCCL, CuPy's
+#: headers, the CUDA headers). ``cupyops._nvrtc`` mirrors that list (:data:`CUPY_ADDED_OPTIONS`).
+NVRTC_OPTIONS: tuple = ("--std=c++17",)
+
+#: What ``cupy.RawModule`` appends after our options (CuPy 13/14, NVRTC backend), besides the
+#: ``-arch`` and ``-I`` options. Note ``-ftz=true`` comes last, so a family cannot switch it off:
+#: float32 comparisons compile to ``setp.*.ftz.f32`` and treat subnormals as zero unless the
+#: kernel compares bit patterns.
+CUPY_ADDED_OPTIONS: tuple = ("-ftz=true", "--device-as-default-execution-space")
+
+
+def compile_options(family: KernelFamily | str) -> tuple:
+    """``NVRTC_OPTIONS`` + the family's own options."""
+    fam = get_family(family) if isinstance(family, str) else family
+    return NVRTC_OPTIONS + tuple(fam.options)
+
+
+# --------------------------------------------------------------------------------------------
+# Module cache
+# --------------------------------------------------------------------------------------------
+
+class KernelCompileError(RuntimeError):
+    """A kernel module failed to compile; ``log`` holds the compiler output."""
+
+    def __init__(self, message: str, *, log: str = "", backend: str = "", family: str = "",
+                 dtype=None, options: tuple = (), source: str = ""):
+        super().__init__(message)
+        self.log = log
+        self.backend = backend
+        self.family = family
+        self.dtype = dtype
+        self.options = options
+        self.source = source
+
+
+def _compile_error(backend, fam, dt, options, source, exc) -> KernelCompileError:
+    log = getattr(exc, "log", None) or getattr(exc, "_msg", None) or str(exc)
+    if isinstance(log, bytes):
+        log = log.decode("utf-8", "replace")
+    used = getattr(exc, "options", None)
+    if isinstance(used, (tuple, list)) and used and all(isinstance(o, str) for o in used):
+        options = tuple(used)          # the full list the compiler got (CuPy adds to ours)
+    msg = (f"compiling kernel family {fam.name!r} ({fam.source}) for dtype {dt} on backend "
+           f"{backend!r} failed ({type(exc).__name__}).\noptions: {' '.join(options)}\n"
+           f"compiler log:\n{str(log).rstrip()}")
+    return KernelCompileError(msg, log=str(log), backend=backend, family=fam.name, dtype=dt,
+                              options=options, source=source)
+
+
+def _is_compile_exception(exc: BaseException) -> bool:
+    return any("Compile" in t.__name__ for t in type(exc).__mro__)
+
+
+ModuleFactory = Callable[[str, tuple, tuple, int], object]
+
+
+def _cuda_factory(source: str, options: tuple, name_expressions: tuple, device_id: int):
+    import cupy
+    from cupy.cuda.compiler import CompileException
+
+    with cupy.cuda.Device(device_id):
+        mod = cupy.RawModule(code=source, options=options, name_expressions=name_expressions)
+        try:
+            mod.compile()   # compile (or load from CuPy's disk cache) now, under our lock
+        except CompileException as e:
+            raise _RawCompileFailure(str(e), tuple(getattr(e, "options", ()) or ())) from e
+    return mod
+
+
+def _simt_factory(source: str, options: tuple, name_expressions: tuple, device_id: int):
+    from cupyops import simt
+
+    mod = simt.RawModule(code=source, options=options, name_expressions=name_expressions)
+    compile_ = getattr(mod, "compile", None)
+    if callable(compile_):
+        compile_()
+    return mod
+
+
+class _RawCompileFailure(Exception):
+    """Internal carrier of a compiler log from a factory."""
+
+    def __init__(self, log: str, options: tuple = ()):
+        super().__init__(log)
+        self.log = log
+        self.options = options
+
+
+_factories: dict[str, ModuleFactory] = {"cuda": _cuda_factory, "simt": _simt_factory}
+
+
+def register_module_factory(backend_name: str, factory: ModuleFactory | None) -> None:
+    """Install ``factory(source, options, name_expressions, device_id) -> module`` for a
+    backend name (``None`` removes it). The module must have ``get_function(expr)``. A factory
+    signals a compile failure by raising an exception whose class name contains "Compile"
+    and whose ``log`` attribute (or message) holds the compiler output. For tests."""
+    if factory is None:
+        _factories.pop(backend_name, None)
+    else:
+        _factories[backend_name] = factory
+
+
+_modules: dict[tuple, object] = {}
+_functions: dict[tuple, object] = {}
+_key_locks: dict[tuple, threading.Lock] = {}
+_cache_lock = threading.Lock()
+
+
+def _key(backend_name: str, family_name: str, dtype, device_id) -> tuple:
+    return (backend_name, int(device_id or 0), family_name, _native(dtype))
+
+
+def get_module(backend_name: str, family_name: str, dtype, device_id: int = 0):
+    """The compiled module of ``family_name`` for value ``dtype`` on a backend and device.
+
+    ``cupy.RawModule`` for ``"cuda"`` (compiled for and loaded on ``device_id``),
+    ``cupyops.simt.RawModule`` for ``"simt"``. Built on first use and cached; threads asking
+    for the same key at once compile once. A compile failure raises
+    :class:`KernelCompileError` whose message carries the compiler log (and is not cached, so
+    a later call tries again).
+    """
+    key = _key(backend_name, family_name, dtype, device_id)
+    mod = _modules.get(key)
+    if mod is not None:
+        return mod
+    with _cache_lock:
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:
+        mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        fam = get_family(family_name)
+        dt = key[3]
+        exprs = fam.expressions_for(dt)
+        try:
+            factory = _factories[backend_name]
+        except KeyError:
+            raise ValueError(f"unknown backend {backend_name!r}; known: "
+                             f"{', '.join(sorted(_factories))}") from None
+        source = module_source(family_name)
+        options = compile_options(fam)
+        try:
+            mod = factory(source, options, exprs, key[1])
+        except Exception as e:
+            if _is_compile_exception(e):
+                raise _compile_error(backend_name, fam, dt, options, source, e) from e
+            raise
+        _modules[key] = mod
+        return mod
+
+
+def get_function(backend_name: str, family_name: str, dtype, expr: str, device_id: int = 0):
+    """The kernel ``expr`` of the module :func:`get_module` gives (cached).
+
+    ``KeyError`` if the family did not declare ``expr`` for ``dtype``: precompile and the
+    compile checks only know declared expressions.
+    """
+    fkey = _key(backend_name, family_name, dtype, device_id) + (expr,)
+    fn = _functions.get(fkey)
+    if fn is not None:
+        return fn
+    mod = get_module(backend_name, family_name, dtype, device_id)
+    fam = get_family(family_name)
+    if expr not in fam.expressions_for(dtype):
+        raise KeyError(f"kernel family {family_name!r} does not declare {expr!r} for dtype "
+                       f"{_native(dtype)}; declared: {', '.join(fam.expressions_for(dtype))}")
+    fn = mod.get_function(expr)
+    _functions[fkey] = fn
+    return fn
+
+
+def cached_keys() -> list:
+    """Keys ``(backend, device, family, dtype)`` of the modules built so far."""
+    return list(_modules)
+
+
+def clear_cache(family_name: str | None = None) -> None:
+    """Forget compiled modules (of one family, or all) and the inlined sources. For tests."""
+    with _cache_lock:
+        for d in (_modules, _functions):
+            for k in [k for k in d if family_name is None or k[2] == family_name]:
+                del d[k]
+    _module_source_cached.cache_clear()
+
+
+# --------------------------------------------------------------------------------------------
+# The self-test family (kernels/selftest.cu). Not registered by the library: tests register
+# it to exercise this module, the backends and the compile checks before real families exist.
+# --------------------------------------------------------------------------------------------
+
+SELFTEST_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+    np.float16, np.float32, np.float64))
+
+
+def _selftest_expressions(dtype) -> tuple:
+    return (name_expression("selftest_count", dtype, False),
+            name_expression("selftest_count", dtype, True),
+            name_expression("selftest_iota", dtype, 3))
+
+
+SELFTEST_FAMILY = KernelFamily(
+    name="selftest",
+    source="selftest.cu",
+    dtypes=SELFTEST_DTYPES,
+    expressions=_selftest_expressions,
+    block_sizes=(256,),
+)

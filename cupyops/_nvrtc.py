@@ -1,0 +1,709 @@
+"""Compile checks without a GPU or a driver: NVRTC through ``cuda.bindings.nvrtc``.
+
+``compile_cubin(source, arch, options, name_expressions)`` compiles like the CuPy path does
+(:func:`cupy_options`: our options, then what ``cupy.RawModule`` appends: ``-ftz=true``,
+``--device-as-default-execution-space``, the CUDA include directory) for ``sm_<arch>`` with
+``--ptxas-options=-v`` and parses ptxas's report: per entry function (mapped back to its name
+expression through ``nvrtcGetLoweredName``) registers, spill stores/loads, static shared memory,
+stack frame, and from the PTX the instructions that flush subnormals (``.ftz``).
+
+:func:`occupancy` turns registers + shared memory + block size into active warps per SM with
+the per-architecture limits of :data:`ARCH_LIMITS`.
+
+CLI::
+
+    python -m cupyops._nvrtc --table docs/kernels.md     # every family x dtype x arch
+    python -m cupyops._nvrtc --family selftest --arch 90 # print, don't write
+
+Needs ``cuda-bindings`` and ``nvidia-cuda-nvrtc`` (+ ``nvidia-cuda-runtime`` for
+``cuda_fp16.h``): the ``test`` extra. Nothing here imports CuPy.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cupyops import _modules
+
+__all__ = [
+    "NvrtcError", "KernelStats", "CompileResult", "ArchLimits", "ARCH_LIMITS", "Occupancy",
+    "REQUIRED_ARCHS", "available", "nvrtc_version", "supported_archs", "check_archs",
+    "cuda_include_dir", "cupy_options", "compile_cubin", "compile_ptx", "compile_family",
+    "occupancy", "load_family_modules", "family_report", "render_table", "main",
+]
+
+#: Architectures the checks must cover whatever else NVRTC offers.
+REQUIRED_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+
+_FAMILY_MODULES = ("cupyops._gpu_argreduce", "cupyops._gpu_nonzero")
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC failed; ``log`` holds the program log."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+# --------------------------------------------------------------------------------------------
+# NVRTC plumbing
+# --------------------------------------------------------------------------------------------
+
+def _nvrtc():
+    from cuda.bindings import nvrtc   # cuda-bindings >= 12.8
+    return nvrtc
+
+
+def available() -> tuple[bool, str]:
+    """(True, "") when cuda.bindings.nvrtc imports and NVRTC loads; else (False, why)."""
+    try:
+        nvrtc_version()
+    except Exception as e:  # ImportError, or the NVRTC shared library missing
+        return False, f"{type(e).__name__}: {e}"
+    return True, ""
+
+
+def _check(result, what: str, prog=None):
+    err = result[0]
+    nv = _nvrtc()
+    if err != nv.nvrtcResult.NVRTC_SUCCESS:
+        log = _program_log(prog) if prog is not None else ""
+        _, msg = nv.nvrtcGetErrorString(err)
+        raise NvrtcError(f"{what} failed: {msg.decode() if isinstance(msg, bytes) else msg}"
+                         + (f"\n{log}" if log else ""), log)
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def _program_log(prog) -> str:
+    nv = _nvrtc()
+    err, n = nv.nvrtcGetProgramLogSize(prog)
+    if err != nv.nvrtcResult.NVRTC_SUCCESS or n <= 1:
+        return ""
+    buf = b" " * n
+    nv.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\x00").decode("utf-8", "replace")
+
+
+def nvrtc_version() -> tuple[int, int]:
+    major, minor = _check(_nvrtc().nvrtcVersion(), "nvrtcVersion")
+    return int(major), int(minor)
+
+
+def supported_archs() -> tuple[int, ...]:
+    """What ``nvrtcGetSupportedArchs()`` reports, e.g. (75, 80, ..., 121)."""
+    return tuple(int(a) for a in _check(_nvrtc().nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
+
+
+def min_arch() -> int:
+    """Oldest architecture the installed CUDA supports for us: 70 for NVRTC 12, else 75."""
+    return 70 if nvrtc_version()[0] == 12 else 75
+
+
+def check_archs() -> tuple[int, ...]:
+    """Every supported architecture from :func:`min_arch` up (``REQUIRED_ARCHS`` must be
+    among them; :func:`missing_required_archs` says which are not)."""
+    lo = min_arch()
+    return tuple(a for a in supported_archs() if a >= lo)
+
+
+def missing_required_archs() -> tuple[int, ...]:
+    have = set(supported_archs())
+    return tuple(a for a in REQUIRED_ARCHS if a not in have)
+
+
+def cuda_include_dir() -> str | None:
+    """``<site-packages>/nvidia/cu13/include`` (or cu12, or the older ``nvidia/cuda_runtime``
+    layout) from the pip package nvidia-cuda-runtime; ``CUDA_PATH/include`` as a fallback."""
+    for pkg, sub in (("nvidia.cu13", "include"), ("nvidia.cu12", "include"),
+                     ("nvidia.cuda_runtime", "include")):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for loc in spec.submodule_search_locations:
+            d = os.path.join(loc, sub)
+            if os.path.isfile(os.path.join(d, "cuda_fp16.h")):
+                return d
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        root = os.environ.get(env)
+        if root and os.path.isfile(os.path.join(root, "include", "cuda_fp16.h")):
+            return os.path.join(root, "include")
+    return None
+
+
+def cupy_options(options: tuple = ()) -> tuple:
+    """The options the CuPy path ends up passing to NVRTC, minus ``-arch``: ``options``
+    (``_modules.compile_options(family)``), then CuPy's additions."""
+    opts = tuple(options) + _modules.CUPY_ADDED_OPTIONS
+    inc = cuda_include_dir()
+    if inc:
+        opts += (f"-I{inc}",)
+    return opts
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class KernelStats:
+    name: str                 # the name expression, or the mangled name for other entries
+    mangled: str
+    registers: int
+    spill_stores: int         # bytes
+    spill_loads: int          # bytes
+    shared_static: int        # bytes
+    stack_frame: int          # bytes
+    barriers: int = 0
+    ftz_instructions: int = -1   # PTX instructions with .ftz; -1 when PTX was not looked at
+
+
+@dataclasses.dataclass
+class CompileResult:
+    arch: int
+    options: tuple
+    kernels: dict             # name -> KernelStats
+    lowered_names: dict       # name expression -> mangled name
+    log: str
+    seconds: float
+    cubin: bytes | None = None
+    ptx: str | None = None
+
+    def to_json(self) -> dict:
+        return {"arch": self.arch, "options": list(self.options), "log": self.log,
+                "seconds": self.seconds, "lowered_names": self.lowered_names,
+                "kernels": {k: dataclasses.asdict(v) for k, v in self.kernels.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CompileResult":
+        return cls(arch=d["arch"], options=tuple(d["options"]), log=d["log"],
+                   seconds=d["seconds"], lowered_names=dict(d["lowered_names"]),
+                   kernels={k: KernelStats(**v) for k, v in d["kernels"].items()})
+
+
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_BARRIERS_RE = re.compile(r"used (\d+) barriers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_log(log: str) -> dict:
+    """mangled entry name -> dict(registers, spill_stores, spill_loads, shared_static,
+    stack_frame, barriers) from a ``--ptxas-options=-v`` report."""
+    out: dict = {}
+    current = None       # entry whose "Used ..." line comes next
+    props_for = None     # function whose "Function properties" frame line comes next
+    for line in log.splitlines():
+        m = _ENTRY_RE.search(line)
+        if m:
+            current = m.group(1)
+            out.setdefault(current, dict(registers=0, spill_stores=0, spill_loads=0,
+                                         shared_static=0, stack_frame=0, barriers=0))
+            continue
+        m = _PROPS_RE.search(line)
+        if m:
+            props_for = m.group(1)
+            continue
+        m = _FRAME_RE.search(line)
+        if m and props_for is not None:
+            if props_for in out:
+                out[props_for].update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                                      spill_loads=int(m.group(3)))
+            props_for = None
+            continue
+        m = _USED_RE.search(line)
+        if m and current is not None:
+            st = out[current]
+            st["registers"] = int(m.group(1))
+            b = _BARRIERS_RE.search(line)
+            if b:
+                st["barriers"] = int(b.group(1))
+            s = _SMEM_RE.search(line)
+            if s:
+                st["shared_static"] = int(s.group(1))
+            current = None
+    return out
+
+
+_PTX_ENTRY_RE = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([\w$]+)\s*\(", re.M)
+_PTX_FTZ_RE = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.]*\.ftz\b[\w.]*", re.M)
+
+
+def ptx_ftz_counts(ptx: str) -> dict:
+    """mangled entry name -> number of instructions carrying ``.ftz`` (subnormal flushing:
+    ``setp.lt.ftz.f32`` treats a subnormal float as zero) in the entry's body."""
+    counts = {}
+    starts = [(m.start(), m.group(1)) for m in _PTX_ENTRY_RE.finditer(ptx)]
+    for i, (pos, name) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(ptx)
+        counts[name] = len(_PTX_FTZ_RE.findall(ptx, pos, end))
+    # device functions that are not inlined (.func) are not attributed; rare with templates
+    return counts
+
+
+def _compile(source: str, arch_opt: str, options: tuple, name_expressions: tuple,
+             want_cubin: bool, want_ptx: bool, filename: str = "kernel.cu"):
+    nv = _nvrtc()
+    t0 = time.perf_counter()
+    prog = _check(nv.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], []),
+                  "nvrtcCreateProgram")
+    try:
+        for e in name_expressions:
+            _check(nv.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
+        opts = tuple(options) + (arch_opt,)
+        err = nv.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
+        log = _program_log(prog)
+        if err != nv.nvrtcResult.NVRTC_SUCCESS:
+            _, msg = nv.nvrtcGetErrorString(err)
+            msg = msg.decode() if isinstance(msg, bytes) else str(msg)
+            raise NvrtcError(f"NVRTC compile for {arch_opt} failed ({msg}); options: "
+                             f"{' '.join(opts)}\n{log}", log)
+        lowered = {}
+        for e in name_expressions:
+            name = _check(nv.nvrtcGetLoweredName(prog, e.encode()), f"nvrtcGetLoweredName({e})")
+            lowered[e] = name.decode() if isinstance(name, bytes) else str(name)
+        cubin = ptx = None
+        if want_cubin:
+            n = _check(nv.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+            buf = b" " * n
+            _check(nv.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
+            cubin = buf
+        if want_ptx:
+            n = _check(nv.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            buf = b" " * n
+            _check(nv.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+            ptx = buf.rstrip(b"\x00").decode("utf-8", "replace")
+        return opts, log, lowered, cubin, ptx, time.perf_counter() - t0
+    finally:
+        nv.nvrtcDestroyProgram(prog)
+
+
+def compile_cubin(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
+                  *, keep_binaries: bool = False, filename: str = "kernel.cu") -> CompileResult:
+    """Compile ``source`` for ``sm_<arch>`` with ``options`` (give the full list, e.g.
+    ``cupy_options(_modules.compile_options(fam))``) plus ``--ptxas-options=-v``; parse the
+    ptxas report and the PTX. Raises :class:`NvrtcError` (with the log) on failure."""
+    arch = int(arch)
+    opts = tuple(o for o in options if not o.startswith(("-arch", "--gpu-architecture")))
+    opts += ("--ptxas-options=-v",)
+    opts, log, lowered, cubin, ptx, secs = _compile(
+        source, f"--gpu-architecture=sm_{arch}", opts, tuple(name_expressions), keep_binaries,
+        True, filename)
+    stats = parse_ptxas_log(log)
+    ftz = ptx_ftz_counts(ptx or "")
+    by_mangled = {v: k for k, v in lowered.items()}
+    kernels = {}
+    for mangled, st in stats.items():
+        name = by_mangled.get(mangled, mangled)
+        kernels[name] = KernelStats(name=name, mangled=mangled,
+                                    ftz_instructions=ftz.get(mangled, -1), **st)
+    return CompileResult(arch=arch, options=opts, kernels=kernels, lowered_names=lowered, log=log,
+                         seconds=secs, cubin=cubin if keep_binaries else None,
+                         ptx=ptx if keep_binaries else None)
+
+
+def compile_ptx(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
+                *, filename: str = "kernel.cu") -> CompileResult:
+    """Compile to PTX for ``compute_<arch>`` (no ptxas, so no register report; ``kernels``
+    holds only the ``.ftz`` counts). ``result.ptx`` holds the text."""
+    arch = int(arch)
+    opts = tuple(o for o in options if not o.startswith(("-arch", "--gpu-architecture")))
+    opts, log, lowered, _, ptx, secs = _compile(
+        source, f"--gpu-architecture=compute_{arch}", opts, tuple(name_expressions), False, True,
+        filename)
+    by_mangled = {v: k for k, v in lowered.items()}
+    kernels = {}
+    for mangled, n in ptx_ftz_counts(ptx).items():
+        name = by_mangled.get(mangled, mangled)
+        kernels[name] = KernelStats(name=name, mangled=mangled, registers=-1, spill_stores=-1,
+                                    spill_loads=-1, shared_static=-1, stack_frame=-1,
+                                    ftz_instructions=n)
+    return CompileResult(arch=arch, options=opts, kernels=kernels, lowered_names=lowered,
+                         log=log, seconds=secs, ptx=ptx)
+
+
+# --------------------------------------------------------------------------------------------
+# Families, with an on-disk cache keyed by everything that goes into the compile
+# --------------------------------------------------------------------------------------------
+
+def default_cache_dir() -> Path:
+    root = os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops")
+    return Path(root) / "nvrtc-checks"
+
+
+def _cache_key(source: str, arch: int, options: tuple, exprs: tuple) -> str:
+    h = hashlib.sha256()
+    for part in (source, str(arch), "\0".join(options), "\0".join(exprs),
+                 "%d.%d" % nvrtc_version(), "v1"):
+        h.update(part.encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+def _compile_job(job: tuple) -> dict:
+    """Process-pool entry: (source, arch, options, exprs) -> CompileResult JSON, or error."""
+    source, arch, options, exprs = job
+    try:
+        return {"ok": True, "result": compile_cubin(source, arch, options, exprs,
+                                                    filename="module.cu").to_json()}
+    except NvrtcError as e:
+        return {"ok": False, "error": str(e), "log": e.log}
+
+
+def compile_family(family, dtype, arch: int, *, cache_dir: Path | str | None = None
+                   ) -> CompileResult:
+    """Compile the module of ``family`` (a KernelFamily or a registered name) for ``dtype``
+    and ``sm_<arch>`` as the CuPy path would; cached on disk (``cache_dir``, default
+    :func:`default_cache_dir`; ``cache_dir=False`` for no cache)."""
+    return compile_many([(family, dtype, arch)], cache_dir=cache_dir, jobs=1)[0]
+
+
+def _job_for(family, dtype, arch, sources=None):
+    fam = _modules.get_family(family) if isinstance(family, str) else family
+    sources = {} if sources is None else sources
+    source = sources.get(fam.source)
+    if source is None:
+        source = _modules.inline_includes(_modules.read_kernel_file(fam.source), fam.source)
+        sources[fam.source] = source
+    options = cupy_options(_modules.compile_options(fam))
+    exprs = fam.expressions_for(dtype)
+    return fam, (source, int(arch), options, exprs)
+
+
+def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
+                 progress=None) -> list:
+    """Compile ``[(family, dtype, arch), ...]`` (one module each) with a process pool of
+    ``jobs``; results in order. Every job runs; then with ``errors="raise"`` the failures are
+    raised as one :class:`NvrtcError` carrying their logs, with ``errors="return"`` a failed
+    item's place holds its :class:`NvrtcError`. Successful results are cached on disk.
+    ``progress(done, total, label, ok)`` is called as each compile finishes."""
+    if cache_dir is None:
+        cache_dir = default_cache_dir()
+    cache = Path(cache_dir) if cache_dir else None
+    if cache:
+        cache.mkdir(parents=True, exist_ok=True)
+    results: list = [None] * len(items)
+    todo = []
+    sources: dict = {}
+    for i, (family, dtype, arch) in enumerate(items):
+        fam, job = _job_for(family, dtype, arch, sources)
+        key = _cache_key(*job)
+        path = cache / f"{key}.json" if cache else None
+        if path is not None and path.is_file():
+            try:
+                results[i] = CompileResult.from_json(json.loads(path.read_text()))
+                continue
+            except (ValueError, KeyError, TypeError):
+                pass
+        todo.append((i, job, path, f"{fam.name} {np.dtype(dtype)} sm_{arch}"))
+    failures = []
+    done = [0]
+
+    def finish(entry, out):
+        i, job, path, label = entry
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(todo), label, out["ok"])
+        if not out["ok"]:
+            failures.append(f"{label}: {out['error']}")
+            results[i] = NvrtcError(f"{label}: {out['error']}", out["log"])
+            return
+        results[i] = CompileResult.from_json(out["result"])
+        if path is not None:          # written as each finishes: an interrupted run keeps them
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(out["result"]))
+            os.replace(tmp, path)
+
+    if jobs > 1 and len(todo) > 1:
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")   # fork + NVRTC threads is unsafe
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                                                    mp_context=ctx) as ex:
+            futures = {ex.submit(_compile_job, t[1]): t for t in todo}
+            for fut in concurrent.futures.as_completed(futures):
+                finish(futures[fut], fut.result())
+    else:
+        for t in todo:
+            finish(t, _compile_job(t[1]))
+    if failures and errors == "raise":
+        raise NvrtcError("\n\n".join(failures), "\n\n".join(failures))
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# Occupancy
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ArchLimits:
+    """Per-SM limits of one architecture (CUDA C++ Programming Guide, "Technical
+    Specifications per Compute Capability"; occupancy calculator granularities)."""
+    arch: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    max_shared_per_sm: int          # bytes, largest carveout
+    max_shared_per_block_optin: int
+    regs_per_sm: int = 65536
+    max_regs_per_thread: int = 255
+    reg_alloc_unit: int = 256       # registers per warp are allocated in units of 256
+    shared_alloc_unit: int = 128    # bytes
+    reserved_shared_per_block: int = 1024   # the driver's per-block reservation (sm_80+)
+    warp_size: int = 32
+    note: str = ""
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // self.warp_size
+
+
+KiB = 1024
+ARCH_LIMITS: dict[int, ArchLimits] = {a.arch: a for a in (
+    ArchLimits(70, 2048, 32, 96 * KiB, 96 * KiB, shared_alloc_unit=256,
+               reserved_shared_per_block=0, note="Volta (NVRTC 12 only)"),
+    ArchLimits(75, 1024, 16, 64 * KiB, 64 * KiB, shared_alloc_unit=256,
+               reserved_shared_per_block=0, note="Turing"),
+    ArchLimits(80, 2048, 32, 164 * KiB, 163 * KiB, note="A100"),
+    ArchLimits(86, 1536, 16, 100 * KiB, 99 * KiB, note="GA10x"),
+    ArchLimits(87, 1536, 16, 164 * KiB, 163 * KiB, note="Orin"),
+    ArchLimits(88, 1536, 16, 100 * KiB, 99 * KiB, note="assumed like sm_86"),
+    ArchLimits(89, 1536, 24, 100 * KiB, 99 * KiB, note="Ada"),
+    ArchLimits(90, 2048, 32, 228 * KiB, 227 * KiB, note="H100/H200"),
+    ArchLimits(100, 2048, 32, 228 * KiB, 227 * KiB, note="B200"),
+    ArchLimits(103, 2048, 32, 228 * KiB, 227 * KiB, note="B300"),
+    ArchLimits(107, 1536, 32, 128 * KiB, 99 * KiB, note="assumed like sm_120"),
+    ArchLimits(110, 1536, 32, 228 * KiB, 227 * KiB, note="Thor (assumed 48 warps/SM)"),
+    ArchLimits(120, 1536, 32, 128 * KiB, 99 * KiB, note="RTX 50 / RTX PRO Blackwell"),
+    ArchLimits(121, 1536, 32, 128 * KiB, 99 * KiB, note="GB10"),
+)}
+
+
+def arch_limits(arch: int) -> ArchLimits:
+    """Limits of ``arch``; an unknown one takes the closest older known one (noted)."""
+    arch = int(arch)
+    if arch in ARCH_LIMITS:
+        return ARCH_LIMITS[arch]
+    older = [a for a in ARCH_LIMITS if a < arch]
+    base = ARCH_LIMITS[max(older) if older else min(ARCH_LIMITS)]
+    return dataclasses.replace(base, arch=arch, note=f"unknown; assumed like sm_{base.arch}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Occupancy:
+    arch: int
+    block_size: int
+    registers: int
+    shared_per_block: int       # static + dynamic, before the reservation and rounding
+    blocks_per_sm: int
+    active_warps: int
+    max_warps: int
+    limiter: str                # "warps", "blocks", "registers", "shared" or "invalid"
+
+    @property
+    def fraction(self) -> float:
+        return self.active_warps / self.max_warps if self.max_warps else 0.0
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def occupancy(registers: int, block_size: int, arch: int, shared_static: int = 0,
+              shared_dynamic: int = 0) -> Occupancy:
+    """Resident warps per SM for a kernel with ``registers`` per thread, launched with
+    ``block_size`` threads and ``shared_static + shared_dynamic`` bytes of shared memory."""
+    lim = arch_limits(arch)
+    warps_per_block = -(-int(block_size) // lim.warp_size)
+    smem = int(shared_static) + int(shared_dynamic)
+    invalid = Occupancy(lim.arch, block_size, registers, smem, 0, 0, lim.max_warps_per_sm,
+                        "invalid")
+    if (block_size < 1 or block_size > 1024 or registers > lim.max_regs_per_thread
+            or smem > lim.max_shared_per_block_optin):
+        return invalid
+    limits = {
+        "warps": lim.max_warps_per_sm // warps_per_block,
+        "blocks": lim.max_blocks_per_sm,
+    }
+    if registers > 0:
+        regs_per_warp = _round_up(registers * lim.warp_size, lim.reg_alloc_unit)
+        limits["registers"] = (lim.regs_per_sm // regs_per_warp) // warps_per_block
+    smem_alloc = _round_up(smem + lim.reserved_shared_per_block, lim.shared_alloc_unit)
+    if smem_alloc > 0:
+        limits["shared"] = lim.max_shared_per_sm // smem_alloc
+    limiter = min(limits, key=lambda k: (limits[k], list(limits).index(k)))
+    blocks = max(0, limits[limiter])
+    return Occupancy(lim.arch, int(block_size), int(registers), smem, blocks,
+                     blocks * warps_per_block, lim.max_warps_per_sm,
+                     limiter if blocks else "invalid")
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------
+
+def load_family_modules() -> list:
+    """Import the launch modules that register families (those that exist)."""
+    loaded = []
+    for name in _FAMILY_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+            loaded.append(name)
+    return loaded
+
+
+@dataclasses.dataclass
+class Row:
+    family: str
+    dtype: str
+    arch: int
+    kernel: str
+    stats: KernelStats
+    occupancies: tuple        # Occupancy per planned block size
+
+
+def family_report(families=None, dtypes=None, archs=None, *, cache_dir=None, jobs: int = 2,
+                  progress=None):
+    """Rows for every (family, dtype, arch, entry function). ``families``: names or
+    KernelFamily objects (default: every registered one)."""
+    if families is None:
+        fams = list(_modules.families().values())
+    else:
+        fams = [_modules.get_family(f) if isinstance(f, str) else f for f in families]
+    archs = tuple(archs) if archs is not None else check_archs()
+    items = []
+    for fam in fams:
+        for dt in fam.dtypes:
+            if dtypes is not None and dt not in {np.dtype(d) for d in dtypes}:
+                continue
+            for arch in archs:
+                items.append((fam, dt, arch))
+    results = compile_many(items, cache_dir=cache_dir, jobs=jobs, progress=progress)
+    rows = []
+    for (fam, dt, arch), res in zip(items, results):
+        for name in fam.expressions_for(dt):
+            st = res.kernels.get(name)
+            if st is None:
+                continue
+            occ = tuple(occupancy(st.registers, b, arch, st.shared_static,
+                                  fam.dynamic_shared_for(dt, name, b))
+                        for b in fam.block_sizes_for(name))
+            rows.append(Row(fam.name, str(dt), arch, name, st, occ))
+    return rows
+
+
+def render_table(rows, archs=None) -> str:
+    """Markdown: the register/spill/occupancy table."""
+    archs = sorted({r.arch for r in rows}) if archs is None else list(archs)
+    lines = [
+        "# Kernel resources",
+        "",
+        "Generated by `python -m cupyops._nvrtc --table docs/kernels.md`; do not edit by hand.",
+        "",
+        f"NVRTC {'%d.%d' % nvrtc_version()}, options as the CuPy path passes them: "
+        f"`{' '.join(o for o in cupy_options(_modules.NVRTC_OPTIONS) if not o.startswith('-I'))}"
+        f" -I<cuda include> --gpu-architecture=sm_XX --ptxas-options=-v`.",
+        "",
+        "Registers are per thread; spills, static shared memory and stack in bytes. "
+        "Occupancy = active warps per SM / maximum warps per SM at each planned block size "
+        "(registers allocated per warp in units of 256, shared memory incl. the planned dynamic "
+        "amount and the 1 KiB per-block reservation of sm_80+), with the limiting resource. "
+        "`ftz` counts PTX instructions that flush subnormals to zero (CuPy compiles with "
+        "`-ftz=true`); it should be 0.",
+        "",
+        "| arch | threads/SM | blocks/SM | smem/SM KiB | note |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for a in archs:
+        lim = arch_limits(a)
+        lines.append(f"| sm_{a} | {lim.max_threads_per_sm} | {lim.max_blocks_per_sm} | "
+                     f"{lim.max_shared_per_sm // KiB} | {lim.note} |")
+    by_family: dict = {}
+    for r in rows:
+        by_family.setdefault(r.family, []).append(r)
+    if by_family:
+        lines += ["", "## Summary", "",
+                  "| family | arch | kernels | max regs | spills | max stack | min occupancy |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for fam, frows in by_family.items():
+            for a in archs:
+                ar = [r for r in frows if r.arch == a]
+                if not ar:
+                    continue
+                worst = min((o for r in ar for o in r.occupancies), key=lambda o: o.fraction,
+                            default=None)
+                spills = sum(1 for r in ar if r.stats.spill_stores or r.stats.spill_loads)
+                occ = (f"{worst.fraction:.0%} ({worst.limiter})" if worst is not None else "-")
+                lines.append(f"| {fam} | sm_{a} | {len(ar)} | "
+                             f"{max(r.stats.registers for r in ar)} | {spills} | "
+                             f"{max(r.stats.stack_frame for r in ar)} | {occ} |")
+    for fam, frows in by_family.items():
+        lines += ["", f"## {fam}", "",
+                  "| kernel | arch | regs | spill st/ld | smem | stack | ftz | occupancy (block: warps, limiter) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in sorted(frows, key=lambda r: (r.dtype, r.kernel, r.arch)):
+            s = r.stats
+            occ = "; ".join(f"{o.block_size}: {o.fraction:.0%} ({o.active_warps}/{o.max_warps}, "
+                            f"{o.limiter})" for o in r.occupancies)
+            lines.append(f"| `{r.kernel}` | sm_{r.arch} | {s.registers} | {s.spill_stores}/"
+                         f"{s.spill_loads} | {s.shared_static} | {s.stack_frame} | "
+                         f"{s.ftz_instructions} | {occ} |")
+    if not by_family:
+        lines += ["", "(no kernel families registered)"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cupyops._nvrtc",
+                                description="NVRTC compile checks: registers, spills, occupancy")
+    p.add_argument("--table", metavar="PATH", help="write the markdown table to PATH")
+    p.add_argument("--family", action="append", help="family name (repeatable; default all)")
+    p.add_argument("--dtype", action="append", help="value dtype (repeatable; default all)")
+    p.add_argument("--arch", action="append", type=int, help="arch, e.g. 90 (default: all checked)")
+    p.add_argument("--selftest", action="store_true", help="include the selftest family")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--no-cache", action="store_true")
+    args = p.parse_args(argv)
+    load_family_modules()
+    if args.selftest:
+        _modules.register_family(_modules.SELFTEST_FAMILY)
+    t0 = time.perf_counter()
+    def progress(done, total, label, ok):
+        print(f"[{done}/{total}] {label}{'' if ok else ' FAILED'} "
+              f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+
+    rows = family_report(args.family, args.dtype, args.arch, jobs=args.jobs,
+                         cache_dir=False if args.no_cache else None, progress=progress)
+    text = render_table(rows, args.arch)
+    if args.table:
+        Path(args.table).write_text(text)
+        print(f"wrote {args.table}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    bad = [r for r in rows if r.stats.spill_stores or r.stats.spill_loads]
+    for r in bad:
+        print(f"SPILLS: {r.family} {r.kernel} sm_{r.arch}: {r.stats.spill_stores}/"
+              f"{r.stats.spill_loads} bytes", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

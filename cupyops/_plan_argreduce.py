@@ -1,0 +1,386 @@
+"""Planning of the argmin / argmax / hardmax kernels: a pure function of shape, strides, axes and
+the device properties. No GPU is needed, so the SIMT backend plans exactly as an H100 would and
+the planner is tested anywhere (tests/test_plan_argreduce.py).
+
+Vocabulary (all lists innermost first, strides in elements; see cupyops._layout):
+
+* ``kept``  — the kept (output) dimensions after normalisation: ``(size, in_stride, out_stride)``.
+  ``out_stride`` is the stride of the result array (argmin/argmax: a C-contiguous array of the
+  kept shape; hardmax: a C-contiguous array of x's shape, taken along the kept axes).
+* ``red``   — the reduced dimensions that are read (zero-stride ones removed), sorted by memory
+  stride, negative strides flipped, merged only where both the memory stride *and* the logical
+  index weight are contiguous: ``(size, in_stride, weight)``. A position ``p`` in
+  ``[0, group)`` is the mixed-radix number over these sizes; element ``p`` sits at
+  ``in_base + kept_offset + sum(digit * in_stride)`` and has logical index
+  ``index_base + sum(digit * weight)`` — the row-major index over the reduced axes in
+  increasing axis order, whatever the memory order.
+* ``red_mem`` — the same list merged on memory strides alone (a coarser partition): how
+  contiguous the group is in memory. It decides the case, not the arithmetic.
+* ``write`` — hardmax only: the reduced axes in logical order with the result's strides and
+  the logical weights, merged where contiguous: ``(size, out_stride, weight)``. The one-hot
+  write walks it and compares each element's logical index with the winner.
+
+The kernels walk both lists with 32-bit digits for every dimension but the outermost, so a
+dimension of 2**31 elements or more is moved outermost (the walking order is free).
+
+A reduced axis of stride 0 holds equal values: it is not read; the tie rule picks index 0 along
+it (``tie="first"``) or its last index (``"last"``): ``zero_last_offset`` is added to
+``index_base`` for ``tie="last"``.
+
+Cases (``plan.case``) and kernels (``plan.kernel``):
+
+* ``"row"``     — kernel ``row``: the innermost memory dimension is reduced and contiguous. A
+  *team* of ``team`` threads (1..32 lanes of a warp, or the whole block) reduces one group,
+  with vector loads of ``vec`` elements; warp shuffles, then shared memory across warps.
+* ``"column"``  — kernel ``col``: the innermost memory dimension is kept and contiguous.
+  Threads ``x`` run over outputs (coalesced loads across the warp), threads ``y`` interleave
+  over the group; combine across ``y`` in shared memory.
+* ``"general"`` — the same two kernels when the innermost stride is not 1 (strided, sliced,
+  broadcast): offsets are decoded per dimension (at most 8 a side).
+* ``"split"``   — either kernel with the group cut into ``nchunks`` chunks along grid.y (few
+  outputs, big groups): pass 1 writes per-chunk (key, index) partials, pass 2 (kernel
+  ``finish``) reduces them in a fixed order and writes the index — or, for hardmax, the one-hot
+  output. Two launches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from . import _layout
+from ._layout import Dim
+
+__all__ = ["ArgreducePlan", "plan_argreduce", "MAX_DIMS", "LIMIT_32"]
+
+#: dimensions a side the kernels decode
+MAX_DIMS = 8
+#: 32-bit indexing is used when every offset, position and index stays below this (headroom
+#: for a thread's last stride past the end of its range).
+LIMIT_32 = 2**31 - 2**20
+#: threads per block of every launch
+BLOCK = 256
+#: the finish pass's block size
+FINISH_BLOCK = 256
+#: minimum positions per thread before splitting a group across blocks pays
+MIN_WORK_PER_THREAD = 16
+#: a group of at least this many vector loads gets a whole block (else 1..32 lanes)
+MIN_BLOCK_TEAM_VECS = 1024
+#: below this many elements read, one launch beats splitting groups across blocks
+MIN_SPLIT_ELEMENTS = 1 << 20
+#: the largest grid.y
+MAX_GRID_Y = 65535
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgreducePlan:
+    case: str                    # "row" | "column" | "general" | "split"
+    kernel: str                  # "row" | "col"
+    hardmax: bool
+    use_64bit: bool
+    itemsize: int
+    n_out: int                   # number of groups (outputs of argmin/argmax)
+    group: int                   # positions read per group (zero-stride axes removed)
+    group_full: int              # logical group size (product of the reduced axes)
+    in_base: int                 # element offset of the walk's base from x's element 0
+    out_base: int                # element offset in the result array
+    index_base: int              # logical index of position 0 (flips included)
+    zero_last_offset: int        # added to index_base for tie="last" (zero-stride reduced axes)
+    kept: tuple                  # ((size, in_stride, out_stride), ...) innermost first
+    red: tuple                   # ((size, in_stride, weight), ...) innermost first
+    red_mem: tuple               # ((size, in_stride), ...) memory-merged view of red
+    write: tuple                 # ((size, out_stride, weight), ...) hardmax write side
+    vec: int                     # row kernel: elements per vector load; column kernel: groups
+                                 # per thread (one load of vec * itemsize bytes per position)
+    team: int                    # row kernel: threads per group (block size = whole block)
+    step: int                    # positions a thread advances per iteration (main kernel)
+    write_step: int              # positions q a thread advances in the fused one-hot write
+    block: tuple                 # main kernel block (x, y, z)
+    grid: tuple                  # main kernel grid (x, y, z)
+    shared_mem: int              # main kernel dynamic shared memory, bytes
+    chunk: int                   # positions per grid.y chunk (== group when not split)
+    nchunks: int
+    passes: int                  # launches: 1, or 2 for "split"
+    finish_block: tuple = (1, 1, 1)
+    finish_grid: tuple = (1, 1, 1)
+    finish_shared_mem: int = 0
+    write_chunk: int = 0         # hardmax split: positions q per finish block
+    key_itemsize: int = 4        # bytes of an ordering key (4, or 8 for 8-byte values)
+
+    @property
+    def index_itemsize(self) -> int:
+        return 8 if self.use_64bit else 4
+
+    @property
+    def fused(self) -> bool:
+        return self.passes == 1
+
+
+#: the kernels' odometer keeps 32-bit digits for every dimension but the outermost
+MAX_INNER_DIM = 2**31 - 1
+
+
+def _outermost_big(dims: list) -> list:
+    """Move a dimension too long for a 32-bit digit (>= 2**31 elements) to the outermost place.
+
+    The order in which a group is walked is free (the comparison is a total order, and the
+    logical index travels with each position), so this only costs the vector loads of that
+    layout. Two such dimensions would make a group of 2**62 elements."""
+    big = [d for d in dims[:-1] if d.size > MAX_INNER_DIM]
+    if not big:
+        return dims
+    return [d for d in dims if d is not big[0]] + [big[0]]
+
+
+def _pow2ceil(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _smem(entries: int, key_size: int, idx_size: int) -> int:
+    keys = (entries * key_size + 7) // 8 * 8
+    return keys + entries * idx_size
+
+
+def _digits(value: int, sizes) -> tuple:
+    """Mixed-radix digits of ``value`` over ``sizes`` (innermost first), top digit unbounded."""
+    out = []
+    for i, n in enumerate(sizes):
+        if i == len(sizes) - 1:
+            out.append(value)
+        else:
+            out.append(value % n)
+            value //= n
+    return tuple(out)
+
+
+def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=False,
+                   hardmax=False, base_address=0, min_split_elements=MIN_SPLIT_ELEMENTS,
+                   min_work_per_thread=MIN_WORK_PER_THREAD,
+                   min_block_team_vecs=MIN_BLOCK_TEAM_VECS) -> ArgreducePlan:
+    """Plan argmin/argmax (``hardmax=False``) or hardmax over ``axes`` of an array.
+
+    shape, strides_bytes: the input's (any strides: negative, zero, overlapping).
+    itemsize: bytes per element; every stride must be a multiple of it.
+    axes: the reduced axes (non-empty); every axis must be non-empty, and so must the output.
+    props: a DeviceProps (sm_count, max_threads_per_sm, max_threads_per_block, ...).
+    force_64bit: plan 64-bit internal indexing even where 32 bits would do (tests).
+    base_address: the data pointer of element 0 (only its low bits matter: vector loads need
+        the walk's base aligned to a vector).
+    min_split_elements, min_work_per_thread, min_block_team_vecs: when a block per group and
+        splitting groups across blocks pay (the defaults); tests lower them to exercise those
+        paths on small inputs.
+
+    ``ValueError`` when more than 8 dimensions a side remain after merging.
+    """
+    shape = tuple(int(n) for n in shape)
+    ndim = len(shape)
+    itemsize = int(itemsize)
+    if len(strides_bytes) != ndim:
+        raise ValueError("strides and shape differ in length")
+    axes = tuple(sorted(set(int(a) for a in axes)))
+    if not axes:
+        raise ValueError("plan_argreduce needs at least one reduced axis")
+    if axes[0] < 0 or axes[-1] >= ndim:
+        raise ValueError(f"axes {axes} out of range for {ndim} dimensions")
+    if any(n <= 0 for n in shape):
+        raise ValueError(f"plan_argreduce needs a non-empty array, got shape {shape}")
+    strides = []
+    for s in strides_bytes:
+        s = int(s)
+        if s % itemsize:
+            raise ValueError(f"stride {s} is not a multiple of the itemsize {itemsize}")
+        strides.append(s // itemsize)
+
+    kept_axes = tuple(a for a in range(ndim) if a not in axes)
+    red_shape = [shape[a] for a in axes]
+    kept_shape = [shape[a] for a in kept_axes]
+    weights = _layout.row_major_strides(red_shape)
+    if hardmax:
+        xs = _layout.row_major_strides(shape)
+        kout = [xs[a] for a in kept_axes]
+    else:
+        kout = list(_layout.row_major_strides(kept_shape))
+
+    # ---- kept side: (in_stride, out_stride), merged on both ---------------------------------
+    kdims = [Dim(shape[a], (strides[a], kout[i]), a) for i, a in enumerate(kept_axes)][::-1]
+    kdims, (in_base_k, out_base) = _layout.normalize(kdims, zeros="outer", nops=2)
+
+    # ---- reduced side: (in_stride, weight) -------------------------------------------------
+    rdims = [Dim(shape[a], (strides[a], weights[i]), a) for i, a in enumerate(axes)][::-1]
+    rdims = _layout.drop_unit(rdims)
+    rdims, zdims = _layout.split_by_zero_stride(rdims)
+    zero_last = sum((d.size - 1) * d.strides[1] for d in zdims)
+    rdims, (in_base_r, index_base) = _layout.flip_negative(rdims) if rdims else ([], (0, 0))
+    rdims = _layout.sort_by_stride(rdims)
+    red = _layout.merge(rdims)                    # finer: memory and weight contiguous
+    red_mem = _layout.merge(rdims, operands=[0])  # coarser: memory contiguous
+    red = _outermost_big(red)
+
+    # ---- hardmax write side: logical order, (out_stride, weight) ---------------------------
+    write: list = []
+    if hardmax:
+        xs = _layout.row_major_strides(shape)
+        wdims = [Dim(shape[a], (xs[a], weights[i]), a) for i, a in enumerate(axes)][::-1]
+        write = _outermost_big(_layout.merge(_layout.drop_unit(wdims)))
+
+    for what, lst in (("kept", kdims), ("reduced", red), ("hardmax write", write)):
+        if len(lst) > MAX_DIMS:
+            raise ValueError(
+                f"the GPU kernels handle at most {MAX_DIMS} dimensions a side after merging; "
+                f"this layout (shape {shape}, strides {tuple(strides_bytes)}, axes {axes}) "
+                f"leaves {len(lst)} {what} dimensions")
+
+    n_out = math.prod(kept_shape)
+    group = math.prod(d.size for d in red)
+    group_full = math.prod(red_shape)
+    in_base = in_base_k + in_base_r
+    key_size = 8 if itemsize == 8 else 4
+
+    # ---- kernel choice ---------------------------------------------------------------------
+    r0 = red[0].strides[0] if red else None
+    k0 = kdims[0].strides[0] if kdims else None
+    use_row = r0 is not None and (k0 is None or k0 == 0 or r0 < k0)
+    target_threads = props.sm_count * props.max_threads_per_sm
+    block_threads = min(BLOCK, props.max_threads_per_block)
+
+    vec = 1
+    if use_row:
+        if r0 == 1:
+            # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars
+            others = [d.strides[0] for d in kdims] + [d.strides[0] for d in red[1:]]
+            for v in (16 // itemsize, 4 // itemsize, 1):
+                if v < 1:
+                    continue
+                if (v == 1 or (red[0].size % v == 0 and all(s % v == 0 for s in others)
+                               and (int(base_address) + in_base * itemsize) % (v * itemsize) == 0)):
+                    vec = v
+                    break
+        inner_vecs = red_mem[0].size // vec if r0 == 1 else red[0].size
+        group_vecs = group // vec
+        # hardmax writes its group with the same team, one element per lane: size the team by
+        # elements so a warp's stores cover whole sectors
+        team = min(32, _pow2ceil(red_mem[0].size if hardmax else inner_vecs))
+        if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
+            team = block_threads
+        per_block = max(1, block_threads // team)
+        block = (block_threads, 1, 1)
+        grid_x = -(-n_out // per_block)
+        threads = n_out * team
+        step = team * vec
+        # split across blocks: few outputs, big groups
+        nchunks = 1
+        if (team == block_threads and threads < target_threads
+                and n_out * group >= min_split_elements):
+            want = -(-target_threads // threads)
+            most = group_vecs // (block_threads * min_work_per_thread)
+            nchunks = max(1, min(want, most, MAX_GRID_Y))
+        unit = vec
+        kernel = "row"
+        if team == block_threads:
+            shared = _smem(block_threads // 32 + 1, key_size, 8)
+        else:
+            shared = 0
+        write_step = team
+    else:
+        k0n = kdims[0].size if kdims else 1
+        # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
+        # contiguous innermost kept dimension and reads them with one 4-byte load
+        if itemsize < 4 and k0 == 1 and not hardmax:   # (hardmax stores one element a lane)
+            v = 4 // itemsize
+            others = [d.strides[0] for d in kdims[1:]] + [d.strides[0] for d in red]
+            if (k0n % v == 0 and all(s % v == 0 for s in others)
+                    and (int(base_address) + in_base * itemsize) % (v * itemsize) == 0):
+                vec = v
+        n_vec_out = n_out // vec
+        bx = min(32, _pow2ceil(min(k0n // vec, n_vec_out)))
+        by = max(1, min(block_threads // bx, _pow2ceil(group)))
+        block = (bx, by, 1)
+        grid_x = -(-n_vec_out // bx)
+        threads = grid_x * bx * by
+        step = by
+        nchunks = 1
+        if threads < target_threads and n_out * group >= min_split_elements:
+            want = -(-target_threads // threads)
+            most = group // (by * min_work_per_thread)
+            nchunks = max(1, min(want, most, MAX_GRID_Y))
+        unit = 1
+        kernel = "col"
+        team = 1
+        shared = _smem(bx * by * vec, key_size, 8) if by > 1 else 0
+        write_step = by
+
+    if nchunks > 1:
+        chunk = -(-group // nchunks)
+        chunk = -(-chunk // unit) * unit
+        nchunks = -(-group // chunk)
+    else:
+        chunk = group
+    if nchunks <= 1:
+        nchunks, chunk = 1, group
+
+    passes = 2 if nchunks > 1 else 1
+    if passes == 2:
+        case = "split"
+    elif kernel == "row":
+        case = "row" if r0 == 1 else "general"
+    else:
+        case = "column" if (k0 == 1) else "general"
+
+    finish_block = (1, 1, 1)
+    finish_grid = (1, 1, 1)
+    finish_shared = 0
+    write_chunk = 0
+    if passes == 2:
+        # threads x over groups, y over the partials (and the one-hot positions): a group of
+        # a row layout is written along y (contiguous positions), a column layout along x
+        if hardmax and kernel == "row":
+            fbx = 1
+        else:
+            fbx = min(32, _pow2ceil(n_out))
+        fby = FINISH_BLOCK // fbx
+        if not hardmax:
+            fby = max(1, min(fby, _pow2ceil(nchunks)))
+        finish_block = (fbx, fby, 1)
+        finish_shared = _smem(fbx * fby, key_size, 8) if fby > 1 else 0
+        fgx = -(-n_out // fbx)
+        if hardmax:
+            wblocks_want = max(1, -(-target_threads // (FINISH_BLOCK * fgx)))
+            wblocks_most = max(1, group_full // (fby * 4))
+            wsplit = min(wblocks_want, wblocks_most, MAX_GRID_Y)
+            write_chunk = -(-group_full // wsplit)
+            wsplit = -(-group_full // write_chunk)
+        else:
+            wsplit = 1
+        finish_grid = (fgx, wsplit, 1)
+
+    # ---- 32 or 64-bit internal indexing -----------------------------------------------------
+    all_in = [Dim(shape[a], (strides[a],)) for a in range(ndim)]
+    extents = [
+        _layout.span(all_in) + abs(in_base) + vec,
+        group + step + chunk,
+        group_full + max(write_step, FINISH_BLOCK) + write_chunk,
+        n_out * nchunks + n_out,
+        (math.prod(shape) if hardmax else n_out),
+        abs(index_base) + abs(zero_last) + _layout.span(red, 1),
+    ]
+    use_64bit = bool(force_64bit) or max(extents) >= LIMIT_32
+
+    return ArgreducePlan(
+        case=case, kernel=kernel, hardmax=bool(hardmax), use_64bit=use_64bit, itemsize=itemsize,
+        n_out=n_out, group=group, group_full=group_full, in_base=in_base, out_base=out_base,
+        index_base=index_base, zero_last_offset=zero_last,
+        kept=tuple((d.size, d.strides[0], d.strides[1]) for d in kdims),
+        red=tuple((d.size, d.strides[0], d.strides[1]) for d in red),
+        red_mem=tuple((d.size, d.strides[0]) for d in red_mem),
+        write=tuple((d.size, d.strides[0], d.strides[1]) for d in write),
+        vec=vec, team=team, step=step, write_step=write_step,
+        block=tuple(block), grid=(grid_x, nchunks, 1), shared_mem=shared,
+        chunk=chunk, nchunks=nchunks, passes=passes,
+        finish_block=finish_block, finish_grid=finish_grid, finish_shared_mem=finish_shared,
+        write_chunk=write_chunk, key_itemsize=key_size,
+    )
+
+
+def step_digits(step: int, sizes) -> tuple:
+    """The mixed-radix digits of a constant per-thread stride over ``sizes`` (what the kernels'
+    odometer adds each iteration)."""
+    return _digits(int(step), list(sizes)) if sizes else ()

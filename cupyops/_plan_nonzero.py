@@ -1,0 +1,351 @@
+"""Planning for the nonzero family's kernels (kernels/nonzero.cu). Pure Python, no GPU.
+
+Two planners:
+
+* :func:`plan_coordinates` for ``nonzero_tiles`` (argwhere, nonzero, nonzero_coordinates):
+  tiles of ``NZ_BLOCK * items`` elements of the *logical* row-major order, 32- or 64-bit
+  indexing, the reading dimensions (unit dims dropped, row-major neighbours merged, order kept),
+  the coordinate divisors, and the launch grids of the three modes (SCAN + PLACE for the exact
+  forms, FIXED for ``size=k``).
+* :func:`plan_count` for ``count_nonzero_axes``: kept dims (merged, order kept), reduced dims
+  normalised through :mod:`cupyops._layout` (sorted by stride, flipped, merged), a warp or a
+  thread per output, and how the reduced range is split over chunks.
+
+The C structs ``nz_fastdiv``, ``nz_params`` and ``nz_count_params`` (kernels/nonzero.cuh) are
+mirrored here by NumPy dtypes built with ``align=True``; their sizes are pinned on both sides.
+Divisions by runtime extents use Granlund-Montgomery magic numbers (:func:`fastdiv`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from . import _layout
+
+NZ_BLOCK = 256
+NZ_WARPS = NZ_BLOCK // 32
+MAX_DIMS = 8            # per side after merging (reading dims, non-unit coordinate dims, kept, reduced)
+MAX_OUT_NDIM = 64       # columns of the coordinate output (a 64-bit unit mask)
+
+MODE_SCAN, MODE_PLACE, MODE_FIXED = 0, 1, 2
+LAYOUT_ROWS, LAYOUT_COLS = 0, 1
+
+_I32_MAX = 2**31 - 1
+
+# ---------------------------------------------------------------------------------- structs
+
+FASTDIV_DTYPE = np.dtype([("d", "<u8"), ("m64", "<u8"), ("m32", "<u4"), ("sh1", "u1"),
+                          ("sh2", "u1")], align=True)
+
+PARAMS_DTYPE = np.dtype([
+    ("in_div", FASTDIV_DTYPE, (MAX_DIMS,)),
+    ("in_stride", "<i8", (MAX_DIMS,)),
+    ("co_suffix", FASTDIV_DTYPE, (MAX_DIMS,)),
+    ("co_shape", FASTDIV_DTYPE, (MAX_DIMS,)),
+    ("ndim_div", FASTDIV_DTYPE),
+    ("unit_mask", "<u8"),
+    ("size", "<i8"),
+    ("num_tiles", "<i8"),
+    ("k", "<i8"),
+    ("fill", "<i8"),
+    ("row_stride", "<i8"),
+    ("fill_rows", "<i8"),
+    ("in_ndim", "<i4"),
+    ("out_ndim", "<i4"),
+    ("mode", "<i4"),
+    ("layout", "<i4"),
+    ("index_bytes", "<i4"),
+    ("stats_on", "<i4"),
+], align=True)
+
+COUNT_PARAMS_DTYPE = np.dtype([
+    ("kept_div", FASTDIV_DTYPE, (MAX_DIMS,)),
+    ("kept_stride", "<i8", (MAX_DIMS,)),
+    ("red_div", FASTDIV_DTYPE, (MAX_DIMS,)),
+    ("red_stride", "<i8", (MAX_DIMS,)),
+    ("split_div", FASTDIV_DTYPE),
+    ("n_out", "<i8"),
+    ("red_size", "<i8"),
+    ("chunk_len", "<i8"),
+    ("n_chunks", "<i8"),
+    ("units", "<i8"),
+    ("base", "<i8"),
+    ("kept_ndim", "<i4"),
+    ("red_ndim", "<i4"),
+    ("mode", "<i4"),
+    ("atomic", "<i4"),
+], align=True)
+
+# The same numbers as the static_asserts of kernels/nonzero.cuh.
+FASTDIV_SIZE = 24
+PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 6
+COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 4
+
+
+def fastdiv(d: int) -> tuple:
+    """``(d, m64, m32, sh1, sh2)``: Granlund-Montgomery magic numbers for unsigned division by
+    ``d`` (1 <= d < 2**63). ``n // d == (t + ((n - t) >> sh1)) >> sh2`` with
+    ``t = (m * n) >> N`` for every N-bit ``n`` (N = 64 with m64; N = 32 with m32, d < 2**32)."""
+    d = int(d)
+    if not 1 <= d < 2**63:
+        raise ValueError(f"fastdiv: divisor {d} out of range")
+    ell = (d - 1).bit_length()          # ceil(log2 d)
+    m64 = ((2**64 * (2**ell - d)) // d) + 1
+    m32 = ((2**32 * (2**ell - d)) // d) + 1 if d < 2**32 else 0
+    assert m64 < 2**64 and m32 < 2**32
+    return (d, m64, m32, min(ell, 1), max(ell - 1, 0))
+
+
+def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
+    """Emulate the kernel's division (for tests)."""
+    d, m64, m32, sh1, sh2 = f
+    m = m64 if bits == 64 else m32
+    t = (m * n) >> bits
+    return (t + ((n - t) >> sh1)) >> sh2
+
+
+def _set_div(arr, d, i=None):
+    """Store fastdiv(d) into field array ``arr`` (element ``i``, or the 0-d field itself)."""
+    if i is None:
+        arr[...] = fastdiv(d)
+    else:
+        arr[i] = fastdiv(d)
+
+
+def items_per_thread(itemsize: int) -> int:
+    """``nz_items<T>`` of the kernel."""
+    return 16 if itemsize <= 4 else (8 if itemsize == 8 else 4)
+
+
+def tile_elements(itemsize: int) -> int:
+    return NZ_BLOCK * items_per_thread(itemsize)
+
+
+def _byte_strides(x_strides, itemsize):
+    return tuple(int(s) for s in x_strides)
+
+
+# ---------------------------------------------------------------------------------- coordinates
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatePlan:
+    """How ``nonzero_tiles`` runs over one input."""
+
+    shape: tuple
+    strides: tuple            # bytes
+    itemsize: int
+    wide: bool                # 64-bit linear indices and offsets
+    forced_64bit: bool
+    items: int                # per thread
+    tile: int                 # elements per tile
+    num_tiles: int
+    read_dims: tuple          # ((size, byte stride), ...) outermost first, merged, order kept
+    coord_dims: tuple         # ((size, suffix), ...) of the non-unit dims, in order
+    unit_mask: int
+    index_bytes: int
+    block: int = NZ_BLOCK
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def fill_rows(self) -> int:
+        """Rows written by one fill tile (FIXED)."""
+        return max(1, 16384 // max(self.ndim, 1))
+
+    def fill_tiles(self, k: int) -> int:
+        return -(-int(k) // self.fill_rows())
+
+    def grid(self, mode: int, k: int = 0) -> int:
+        if mode == MODE_FIXED:
+            return self.num_tiles + self.fill_tiles(k)
+        return self.num_tiles
+
+    def params(self, mode: int, layout: int = LAYOUT_ROWS, *, k: int = 0, fill: int = 0,
+               row_stride: int = 0, stats: bool = False) -> np.void:
+        p = np.zeros((), PARAMS_DTYPE)
+        for i, (n, s) in enumerate(self.read_dims):
+            _set_div(p["in_div"], i=i, d=n)
+            p["in_stride"][i] = s
+        for i in range(len(self.read_dims), MAX_DIMS):
+            _set_div(p["in_div"], i=i, d=1)
+        for i, (n, suffix) in enumerate(self.coord_dims):
+            _set_div(p["co_suffix"], i=i, d=suffix)
+            _set_div(p["co_shape"], i=i, d=n)
+        for i in range(len(self.coord_dims), MAX_DIMS):
+            _set_div(p["co_suffix"], i=i, d=1)
+            _set_div(p["co_shape"], i=i, d=1)
+        _set_div(p["ndim_div"], max(self.ndim, 1))
+        p["unit_mask"] = self.unit_mask
+        p["size"] = self.size
+        p["num_tiles"] = self.num_tiles
+        p["k"] = k
+        fill = int(fill) & (2**64 - 1)                  # uint64 fill values above 2**63 too
+        p["fill"] = fill - 2**64 if fill >= 2**63 else fill
+        p["row_stride"] = row_stride
+        p["fill_rows"] = self.fill_rows()
+        p["in_ndim"] = len(self.read_dims)
+        p["out_ndim"] = self.ndim
+        p["mode"] = mode
+        p["layout"] = layout
+        p["index_bytes"] = self.index_bytes
+        p["stats_on"] = int(bool(stats))
+        return p[()]
+
+
+def reading_dims(shape, strides) -> tuple:
+    """Logical dims with unit dims dropped and row-major neighbours merged, order kept:
+    ``((size, byte stride), ...)`` outermost first (at least one dim)."""
+    dims = _layout.dims_from(shape, strides)          # innermost first
+    dims = _layout.merge(_layout.drop_unit(dims))
+    if not dims:
+        return ((1, 0),)
+    return tuple((d.size, d.strides[0]) for d in reversed(dims))
+
+
+def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False) -> CoordinatePlan:
+    """Plan ``nonzero_tiles`` for an input of ``shape`` / byte ``strides`` (size > 0, ndim >= 1)."""
+    shape = tuple(int(n) for n in shape)
+    strides = _byte_strides(strides, itemsize)
+    size = math.prod(shape)
+    if size <= 0 or not shape:
+        raise ValueError("plan_coordinates needs a non-empty input of at least one dimension")
+    if len(shape) > MAX_OUT_NDIM:
+        raise ValueError(f"the GPU nonzero path handles at most {MAX_OUT_NDIM} dimensions")
+    read = reading_dims(shape, strides)
+    if len(read) > MAX_DIMS:
+        raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions after "
+                         f"merging; this layout has {len(read)}")
+    nonunit = [n for n in shape if n != 1]
+    if len(nonunit) > MAX_DIMS:
+        raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions of extent "
+                         f"> 1; this input has {len(nonunit)}")
+    coord = []
+    suffix = 1
+    for n in reversed(nonunit):
+        coord.append((n, suffix))
+        suffix *= n
+    coord.reverse()
+    unit_mask = sum(1 << i for i, n in enumerate(shape) if n == 1)
+    items = items_per_thread(itemsize)
+    tile = NZ_BLOCK * items
+    num_tiles = -(-size // tile)
+    span = sum((n - 1) * abs(s) for n, s in read)      # largest |byte offset|
+    wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
+    return CoordinatePlan(shape=shape, strides=strides, itemsize=int(itemsize), wide=wide,
+                          forced_64bit=bool(force_64bit), items=items, tile=tile,
+                          num_tiles=num_tiles, read_dims=read, coord_dims=tuple(coord),
+                          unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize)
+
+
+# ---------------------------------------------------------------------------------- count_nonzero
+
+@dataclasses.dataclass(frozen=True)
+class CountPlan:
+    """How ``count_nonzero_axes`` runs."""
+
+    shape: tuple
+    strides: tuple            # bytes
+    axes: tuple
+    itemsize: int
+    wide: bool
+    forced_64bit: bool
+    kept_dims: tuple          # ((size, byte stride), ...) outermost first, order kept
+    red_dims: tuple           # ((size, byte stride >= 0), ...) outermost first, sorted by stride
+    base: int                 # bytes added to x (reduced dims flipped)
+    n_out: int
+    red_size: int
+    mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
+    chunk_len: int
+    n_chunks: int
+    block: int = NZ_BLOCK
+
+    @property
+    def units(self) -> int:
+        return self.n_out * self.n_chunks
+
+    @property
+    def atomic(self) -> bool:
+        return self.n_chunks > 1
+
+    @property
+    def grid(self) -> int:
+        per_block = NZ_WARPS if self.mode == 0 else NZ_BLOCK
+        return -(-self.units // per_block)
+
+    def params(self) -> np.void:
+        p = np.zeros((), COUNT_PARAMS_DTYPE)
+        for name, dims in (("kept", self.kept_dims), ("red", self.red_dims)):
+            for i in range(MAX_DIMS):
+                n, s = dims[i] if i < len(dims) else (1, 0)
+                _set_div(p[f"{name}_div"], i=i, d=n)
+                p[f"{name}_stride"][i] = s
+        _set_div(p["split_div"], self.n_chunks if self.mode == 0 else self.n_out)
+        p["n_out"] = self.n_out
+        p["red_size"] = self.red_size
+        p["chunk_len"] = self.chunk_len
+        p["n_chunks"] = self.n_chunks
+        p["units"] = self.units
+        p["base"] = self.base
+        p["kept_ndim"] = len(self.kept_dims)
+        p["red_ndim"] = len(self.red_dims)
+        p["mode"] = self.mode
+        p["atomic"] = int(self.atomic)
+        return p[()]
+
+
+def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_sm=2048,
+               force_64bit=False) -> CountPlan:
+    """Plan ``count_nonzero_axes`` over ``axes`` (sorted, distinct, non-empty) of a non-empty input."""
+    shape = tuple(int(n) for n in shape)
+    strides = _byte_strides(strides, itemsize)
+    axes = tuple(sorted(int(a) for a in axes))
+    kept_axes = [i for i in range(len(shape)) if i not in axes]
+    kept = _layout.merge(_layout.drop_unit(_layout.dims_from(shape, strides, axes=kept_axes)))
+    kept_dims = tuple((d.size, d.strides[0]) for d in reversed(kept)) or ((1, 0),)
+    red, base = _layout.normalize(_layout.dims_from(shape, strides, axes=axes))
+    red_dims = tuple((d.size, d.strides[0]) for d in reversed(red)) or ((1, 0),)
+    base = int(base[0]) if base else 0
+    if len(kept_dims) > MAX_DIMS or len(red_dims) > MAX_DIMS:
+        raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
+                         f"{MAX_DIMS} reduced dimensions after merging; this layout has "
+                         f"{len(kept_dims)} and {len(red_dims)}")
+    n_out = math.prod(shape[i] for i in kept_axes)
+    red_size = math.prod(shape[i] for i in axes)
+
+    red_inner = abs(red_dims[-1][1])
+    kept_inner = abs(kept_dims[-1][1])
+    # a warp per output reads the reduced range 32 consecutive positions a round: best when the
+    # reduced dims hold the smallest stride (or there is one output); else a thread per output,
+    # lanes on consecutive outputs.
+    if n_out == 1 or (red_size >= 32 and (kept_inner == 0 or 0 < red_inner <= kept_inner)):
+        mode = 0
+        target = sm_count * (max_threads_per_sm // 32) * 2            # warps for ~2 waves
+        min_chunk = max(1024, 8192 // itemsize)                       # atomics stay <= 1 %
+        n_chunks = max(1, min(-(-target // n_out), -(-red_size // min_chunk)))
+        chunk_len = -(-red_size // n_chunks)
+        chunk_len = -(-chunk_len // 32) * 32
+    else:
+        mode = 1
+        target = sm_count * max_threads_per_sm * 2
+        n_chunks = max(1, min(-(-target // n_out), -(-red_size // 256)))
+        chunk_len = -(-red_size // n_chunks)
+    n_chunks = -(-red_size // chunk_len)
+
+    def spanb(dims):
+        return sum((n - 1) * abs(s) for n, s in dims)
+
+    units = n_out * n_chunks
+    wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
+            or spanb(kept_dims) > _I32_MAX or spanb(red_dims) > _I32_MAX
+            or abs(base) > _I32_MAX)
+    return CountPlan(shape=shape, strides=strides, axes=axes, itemsize=int(itemsize), wide=wide,
+                     forced_64bit=bool(force_64bit), kept_dims=kept_dims, red_dims=red_dims,
+                     base=base, n_out=n_out, red_size=red_size, mode=mode, chunk_len=chunk_len,
+                     n_chunks=n_chunks)

@@ -1,0 +1,105 @@
+"""Ahead-of-time compilation (exported as ``cupyops.precompile``).
+
+Kernels are otherwise compiled on first use. ``precompile()`` builds (or loads from CuPy's
+disk cache) every module of the chosen families and dtypes for one device and resolves every
+kernel function, so that
+
+* the first real call pays no NVRTC time (cold starts, benchmarks), and
+* nothing is compiled or loaded while a CUDA graph is being captured.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+
+import numpy as np
+
+from cupyops import _modules
+
+__all__ = ["precompile"]
+
+
+def _resolve_device(device):
+    """-> (backend name, device id or None) ; None for "cpu"."""
+    if device is None or device == "cuda":
+        return "cuda", None
+    if isinstance(device, str):
+        if device == "simt":
+            return "simt", 0
+        if device == "cpu":
+            return None, None
+        if device.startswith("cuda:"):
+            return "cuda", int(device[5:])
+        raise ValueError(f"unknown device {device!r}; expected 'cuda', 'cuda:N', 'simt' or 'cpu'")
+    if isinstance(device, (int, np.integer)):
+        return "cuda", int(device)
+    dev_id = getattr(device, "id", None)      # cupy.cuda.Device
+    if isinstance(dev_id, int):
+        return "cuda", dev_id
+    raise TypeError(f"device must be None, a str, an int or a cupy.cuda.Device, got {device!r}")
+
+
+def _load_families():
+    from cupyops import _nvrtc
+    _nvrtc.load_family_modules()
+
+
+def precompile(families=None, dtypes=None, *, device=None, max_workers: int | None = None):
+    """Compile every module of ``families`` (names; default: all registered) for ``dtypes``
+    (default: every dtype each family serves) on ``device``: ``None``/``"cuda"`` is CuPy's
+    current device, ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"``
+    nothing. Returns the ``(family, dtype)`` pairs made ready, in order.
+
+    Raises ``KeyError`` for an unknown family, ``TypeError`` for a dtype that none of the
+    chosen families serves, and ``cupyops._modules.KernelCompileError`` (with the compiler log)
+    if a module does not compile.
+    """
+    from cupyops import _backend
+
+    backend_name, device_id = _resolve_device(device)
+    if backend_name is None:
+        return []
+    _load_families()
+    registry = _modules.families()
+    if isinstance(families, str):
+        families = (families,)
+    names = list(registry) if families is None else list(families)
+    fams = [_modules.get_family(n) for n in names]
+    if isinstance(dtypes, (str, np.dtype, type)):
+        dtypes = (dtypes,)
+    wanted = None if dtypes is None else [np.dtype(d) for d in dtypes]
+    if wanted is not None:
+        served = {d for f in fams for d in f.dtypes}
+        unserved = [str(d) for d in wanted if d.newbyteorder("=") not in served]
+        if unserved:
+            raise TypeError(f"no chosen kernel family serves dtype {', '.join(unserved)}")
+
+    work = []
+    for fam in fams:
+        for dt in fam.dtypes:
+            if wanted is None or dt in {w.newbyteorder("=") for w in wanted}:
+                work.append((fam, dt))
+    if not work:
+        return []
+
+    backend = _backend.get_backend(backend_name, device_id)
+
+    def build(item):
+        fam, dt = item
+        for expr in fam.expressions_for(dt):
+            backend.kernel(fam.name, dt, expr)     # compiles the module once, loads each function
+        return fam.name, dt
+
+    if max_workers is None:
+        max_workers = min(4, os.cpu_count() or 1, len(work))
+    if max_workers <= 1 or backend_name == "cuda" and _needs_serial_cuda():
+        return [build(item) for item in work]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
+        return list(ex.map(build, work))
+
+
+def _needs_serial_cuda() -> bool:
+    # Threads compile with NVRTC in parallel; loading modules needs the device current in each
+    # thread, which CuPy's Device context does per call. Kept as a hook for drivers that
+    # misbehave: CUPYOPS_PRECOMPILE_SERIAL=1 forces one thread.
+    return os.environ.get("CUPYOPS_PRECOMPILE_SERIAL", "") not in ("", "0")

@@ -1,0 +1,617 @@
+// argreduce.cu — argmin / argmax / hardmax: index-tracking reductions over any subset of axes.
+//
+// Computes, for every group of elements spanned by the reduced axes, the logical row-major
+// index (over the reduced axes, in increasing axis order) of the extreme element, and writes
+// either that index (argmin/argmax, index dtype int32/uint32/int64/uint64 chosen at the store)
+// or the one-hot output of x's shape and dtype (hardmax).
+//
+// Template parameters of every entry point:
+//   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
+//       __half, float, double. Values are read as raw bits and turned into an ordering key.
+//   I — the internal index type: int (every offset, position and index < 2**31) or long long.
+// argmax/argmin, the tie direction, the output mode and the index width are runtime fields of
+// ArParams, so a module holds only 3 kernels x 2 index types.
+//
+// Entry points (blocks of at most 256 threads; __launch_bounds__(256, 4) keeps >= 50% occupancy):
+//   argreduce_row<T, I>    groups whose innermost memory dimension is reduced: a team of
+//                          p.team threads (1..32 lanes, or the whole block) per group,
+//                          vector loads of p.vec elements, warp shuffle then shared memory.
+//   argreduce_col<T, I>    groups whose innermost memory dimension is kept: threadIdx.x over
+//                          groups (coalesced; p.vec neighbouring groups per thread with one
+//                          4-byte load for 1- and 2-byte values), threadIdx.y interleaved over
+//                          the group, combine across y in shared memory.
+//   argreduce_finish<T, I> second pass of groups split across blocks (grid.y chunks):
+//                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
+//                          (combined in shared memory), then writes the index or the one-hot
+//                          hardmax output.
+// Output modes (p.mode): 0 index, 1 per-chunk partial (key, index), 2 fused hardmax one-hot.
+//
+// Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
+// cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
+//
+// The one comparison rule (ar_better): each value maps to an unsigned ordering key — an
+// order-preserving bijection of the value's own type (exact for 64-bit integers; float16 as the
+// float it encodes; bool as 0/1; -0.0 == 0.0) — complemented for argmin, with every NaN mapped
+// to the largest key for both. The larger key wins; equal keys go to the smaller logical index
+// (tie "first") or the larger one ("last"). This is a total order on (key, index) pairs, so the
+// result does not depend on block size, grid size or reduction order. Comparing bit patterns
+// also keeps float subnormals exact under -ftz=true.
+#include "common.cuh"
+
+#define AR_MAX_DIMS 8
+// Positions whose loads a thread issues together: the row kernel keeps at most 16 elements
+// (V * UN) in registers per iteration, the column kernel AR_UNROLL_COL.
+#ifndef AR_UNROLL_COL
+#define AR_UNROLL_COL 4
+#endif
+// (64-bit indexing: at most 2 positions, to stay within 64 registers without spills).
+constexpr int ar_unroll(int v, bool idx64)
+{
+    return v >= 16 ? 1 : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
+}
+
+// Kernel parameters, passed by value. Mirrors cupyops._gpu_argreduce.PARAMS_DTYPE (NumPy,
+// align=True): keep the two in the same order.
+struct ArParams {
+    long long n_out;        // groups
+    long long group;        // positions read per group
+    long long chunk;        // positions per grid.y chunk
+    long long nchunks;      // chunks per group (partials per group)
+    long long in_base;      // element offset of the walk's base from x[0]
+    long long out_base;     // element offset in out
+    long long index_base;   // logical index of position 0 (tie "last" offset included)
+    long long wgroup;       // hardmax: positions q per group (logical group size)
+    long long wchunk;       // hardmax finish: positions q per block (grid.y)
+    int nk, nd, nw, mode;   // kept / reduced / write dimensions; output mode
+    int last, is_min, out_width, team;
+    int vec, pad0;
+    long long k_size[AR_MAX_DIMS], k_in[AR_MAX_DIMS], k_out[AR_MAX_DIMS];
+    long long d_size[AR_MAX_DIMS], d_in[AR_MAX_DIMS], d_w[AR_MAX_DIMS], d_step[AR_MAX_DIMS];
+    long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
+};
+
+enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2 };
+
+extern __shared__ unsigned long long ar_smem[];
+
+// ------------------------------------------------------------------------------------------
+// Ordering keys
+// ------------------------------------------------------------------------------------------
+
+// bits: the raw storage type; key: u32 (values of <= 4 bytes) or u64; kind: 0 bool,
+// 1 unsigned, 2 signed, 3 float; inf: the bit pattern of +inf (floats).
+template <class T> struct ArType;
+#define AR_TYPE(T, BITS, KEY, KIND, INF)                                                  \
+    template <> struct ArType<T> {                                                        \
+        typedef BITS bits;                                                                \
+        typedef KEY key;                                                                  \
+        enum { kind = KIND };                                                             \
+        static __device__ __forceinline__ BITS inf() { return (BITS)(INF); }              \
+    };
+AR_TYPE(bool, cuo::u8, cuo::u32, 0, 0)
+AR_TYPE(unsigned char, cuo::u8, cuo::u32, 1, 0)
+AR_TYPE(unsigned short, cuo::u16, cuo::u32, 1, 0)
+AR_TYPE(unsigned int, cuo::u32, cuo::u32, 1, 0)
+AR_TYPE(unsigned long long, cuo::u64, cuo::u64, 1, 0)
+AR_TYPE(signed char, cuo::u8, cuo::u32, 2, 0)
+AR_TYPE(short, cuo::u16, cuo::u32, 2, 0)
+AR_TYPE(int, cuo::u32, cuo::u32, 2, 0)
+AR_TYPE(long long, cuo::u64, cuo::u64, 2, 0)
+AR_TYPE(__half, cuo::u16, cuo::u32, 3, 0x7c00u)
+AR_TYPE(float, cuo::u32, cuo::u32, 3, 0x7f800000u)
+AR_TYPE(double, cuo::u64, cuo::u64, 3, 0x7ff0000000000000ull)
+#undef AR_TYPE
+
+// The ordering key of one value given by its bits. `flip` is all ones for argmin, 0 for argmax.
+template <class T>
+__device__ __forceinline__ typename ArType<T>::key ar_key(typename ArType<T>::bits b,
+                                                          typename ArType<T>::key flip)
+{
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    constexpr B ones = (B)~(B)0;
+    constexpr B sign = (B)(ones ^ (B)(ones >> 1));
+    if constexpr (ArType<T>::kind == 0) {
+        return (b != 0 ? (K)1 : (K)0) ^ (flip & (K)1);
+    } else if constexpr (ArType<T>::kind == 1) {
+        return (K)b ^ (flip & (K)ones);
+    } else if constexpr (ArType<T>::kind == 2) {
+        return (K)(B)(b ^ sign) ^ (flip & (K)ones);
+    } else {
+        const B mag = (B)(b & (B)~sign);
+        if (mag > ArType<T>::inf()) return (K)~(K)0;  // every NaN: the extreme for both kinds
+        if (mag == 0) b = 0;                            // -0.0 == 0.0
+        const B mono = (b & sign) ? (B)~b : (B)(b | sign);
+        return (K)mono ^ (flip & (K)ones);
+    }
+}
+
+// The comparison rule: does (ka, ia) beat (kb, ib)?
+template <class K, class I>
+__device__ __forceinline__ bool ar_better(K ka, I ia, K kb, I ib, bool last)
+{
+    return ka != kb ? ka > kb : (last ? ia > ib : ia < ib);
+}
+
+// A running best (key, logical index). The empty state loses to every real element.
+template <class K, class I>
+struct ArBest {
+    K k;
+    I i;
+    __device__ __forceinline__ void clear(bool last)
+    {
+        k = 0;
+        i = last ? (I)-1 : cuo::index_max<I>();
+    }
+    __device__ __forceinline__ void take(K k2, I i2, bool last)
+    {
+        if (ar_better(k2, i2, k, i, last)) {
+            k = k2;
+            i = i2;
+        }
+    }
+};
+
+// ------------------------------------------------------------------------------------------
+// Thread level: scan positions [start, hi) with a constant stride, V elements per position
+// ------------------------------------------------------------------------------------------
+
+// UN positions per iteration: their loads are all issued before the first comparison, so a
+// thread keeps UN loads in flight (memory-level parallelism), then the positions left over.
+template <class T, class I, int V, int UN>
+__device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
+                                          typename cuo::unsigned_of<I>::type hi,
+                                          typename cuo::unsigned_of<I>::type step,
+                                          const ArParams& p, typename ArType<T>::key flip,
+                                          ArBest<typename ArType<T>::key, I>& best)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    typedef cuo::vec_bytes<V * (int)sizeof(B)> Vec;
+    constexpr int S = (int)sizeof(B);
+    const bool last = p.last != 0;
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
+    const U lbase = (U)p.index_base;
+    const U w0 = (U)p.d_w[0];
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
+    U pos = start;
+    if constexpr (UN > 1) {
+        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
+            Vec v[UN];
+            U l[UN];
+#pragma unroll
+            for (int u = 0; u < UN; ++u) {
+                v[u] = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+                l[u] = od.lid;
+                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+            }
+#pragma unroll
+            for (int u = 0; u < UN; ++u) {
+#pragma unroll
+                for (int j = 0; j < V; ++j)
+                    best.take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip),
+                              (I)(lbase + l[u] + (U)j * w0), last);
+            }
+        }
+    }
+    for (; pos < hi; pos += step) {
+        const Vec v = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+            best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip), (I)(lbase + od.lid + (U)j * w0),
+                      last);
+        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+    }
+}
+
+template <class T, class I>
+__device__ __forceinline__ void ar_scan(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
+                                        typename cuo::unsigned_of<I>::type hi,
+                                        typename cuo::unsigned_of<I>::type step, int vec,
+                                        const ArParams& p, typename ArType<T>::key flip,
+                                        ArBest<typename ArType<T>::key, I>& best)
+{
+    // vector widths: 1 element, 4 bytes or 16 bytes (the planner picks among these)
+    constexpr int S = (int)sizeof(T);
+    if constexpr (S < 4) {
+        if (vec == 4 / S) {
+            ar_scan_v<T, I, 4 / S, ar_unroll(4 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+            return;
+        }
+    }
+    if constexpr (S < 16) {
+        if (vec == 16 / S) {
+            ar_scan_v<T, I, 16 / S, ar_unroll(16 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+            return;
+        }
+    }
+    ar_scan_v<T, I, 1, ar_unroll(1, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+}
+
+// Offsets of group o through the kept dimensions (divisions: once per thread).
+template <class U>
+__device__ __forceinline__ void ar_kept_offsets(U o, const ArParams& p, U& in_off, U& out_off)
+{
+    in_off = 0;
+    out_off = 0;
+#pragma unroll
+    for (int d = 0; d < AR_MAX_DIMS; ++d) {
+        if (d < p.nk) {
+            U q;
+            if (d == p.nk - 1) {
+                q = o;
+            } else {
+                const U n = (U)p.k_size[d];
+                const U t = o / n;
+                q = o - t * n;
+                o = t;
+            }
+            in_off += q * (U)p.k_in[d];
+            out_off += q * (U)p.k_out[d];
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Warp and block level
+// ------------------------------------------------------------------------------------------
+
+// Butterfly over aligned teams of `width` lanes (a power of two <= 32): every lane of a team
+// ends with the team's best. All 32 lanes must call it.
+template <class K, class I>
+__device__ __forceinline__ void ar_warp_combine(ArBest<K, I>& b, int width, bool last)
+{
+    for (int m = width >> 1; m >= 1; m >>= 1) {
+        const K k2 = cuo::shfl_xor(b.k, m, 32);
+        const I i2 = cuo::shfl_xor(b.i, m, 32);
+        b.take(k2, i2, last);
+    }
+}
+
+// Whole block (1-D, a multiple of 32 threads): every thread ends with the block's best.
+template <class K, class I>
+__device__ __forceinline__ void ar_block_combine(ArBest<K, I>& b, bool last)
+{
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int nwarps = blockDim.x >> 5;
+    K* sk;
+    I* si;
+    cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), nwarps + 1, sk, si);
+    ar_warp_combine(b, 32, last);
+    if (lane == 0) {
+        sk[warp] = b.k;
+        si[warp] = b.i;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        ArBest<K, I> c;
+        c.clear(last);
+        if (lane < nwarps) {
+            c.k = sk[lane];
+            c.i = si[lane];
+        }
+        ar_warp_combine(c, 32, last);
+        if (lane == 0) {
+            sk[nwarps] = c.k;
+            si[nwarps] = c.i;
+        }
+    }
+    __syncthreads();
+    b.k = sk[nwarps];
+    b.i = si[nwarps];
+}
+
+// Across threadIdx.y for each threadIdx.x (blockDim.y a power of two), for the NB bests each
+// thread holds: a tree in shared memory; every thread ends with its column's bests.
+template <class K, class I, int NB>
+__device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool last)
+{
+    const int bx = blockDim.x, by = blockDim.y;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    if (by == 1) return;
+    K* sk;
+    I* si;
+    cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), bx * by * NB, sk, si);
+    const int me = (ty * bx + tx) * NB;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        sk[me + j] = b[j].k;
+        si[me + j] = b[j].i;
+    }
+    for (int s = by >> 1; s >= 1; s >>= 1) {
+        __syncthreads();
+        if (ty < s) {
+            const int other = me + s * bx * NB;
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+                b[j].take(sk[other + j], si[other + j], last);
+                sk[me + j] = b[j].k;
+                si[me + j] = b[j].i;
+            }
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        b[j].k = sk[tx * NB + j];
+        b[j].i = si[tx * NB + j];
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Stores
+// ------------------------------------------------------------------------------------------
+
+template <class U>
+__device__ __forceinline__ void ar_store_index(void* out, long long elem, U idx, int width)
+{
+    if (width == 8)
+        reinterpret_cast<unsigned long long*>(out)[elem] = (unsigned long long)idx;
+    else
+        reinterpret_cast<unsigned int*>(out)[elem] = (unsigned int)idx;
+}
+
+// The bit pattern of 1 in T.
+template <class T>
+__device__ __forceinline__ typename ArType<T>::bits ar_one_bits()
+{
+    typedef typename ArType<T>::bits B;
+    if constexpr (ArType<T>::kind == 3) {
+        if constexpr (sizeof(B) == 2) return (B)0x3c00u;
+        else if constexpr (sizeof(B) == 4) return (B)0x3f800000u;
+        else return (B)0x3ff0000000000000ull;
+    } else {
+        return (B)1;
+    }
+}
+
+// One-hot write of group positions q in [q0, q1) (thread stride: digits p.w_step) over the
+// write dimensions: each element is 1 where its logical index is the winner's, else 0.
+template <class T, class I>
+__device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigned_of<I>::type group_out,
+                                                typename cuo::unsigned_of<I>::type q0,
+                                                typename cuo::unsigned_of<I>::type q1,
+                                                typename cuo::unsigned_of<I>::type qstep,
+                                                I win, const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    B* o = reinterpret_cast<B*>(out) + p.out_base;
+    const B one = ar_one_bits<T>();
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(q0, p.nw, p.w_size, p.w_out, p.w_w);
+    for (U q = q0; q < q1; q += qstep) {
+        o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : (B)0;
+        od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Device level (one function per entry point)
+// ------------------------------------------------------------------------------------------
+
+template <class T, class I>
+__device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict__ out,
+                                       typename ArType<T>::key* __restrict__ pkey,
+                                       I* __restrict__ pidx, const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    const bool last = p.last != 0;
+    const K flip = p.is_min ? (K)~(K)0 : (K)0;
+    const int team = p.team;
+    const bool block_team = team >= (int)blockDim.x;
+    const int t = block_team ? (int)threadIdx.x : (int)(threadIdx.x & (team - 1));
+    const U o = block_team ? (U)blockIdx.x
+                           : (U)blockIdx.x * (U)(blockDim.x / team) + (U)(threadIdx.x / team);
+    const bool valid = o < (U)p.n_out;
+
+    ArBest<K, I> best;
+    best.clear(last);
+    U in_off = 0, out_off = 0;
+    if (valid) {
+        ar_kept_offsets<U>(o, p, in_off, out_off);
+        const U lo = (U)blockIdx.y * (U)p.chunk;
+        const U rest = (U)p.group - lo;
+        const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
+        const U step = (U)team * (U)p.vec;
+        ar_scan<T, I>(x + p.in_base + (I)in_off, lo + (U)t * (U)p.vec, hi, step, p.vec, p, flip,
+                      best);
+    }
+    if (block_team)
+        ar_block_combine(best, last);
+    else
+        ar_warp_combine(best, team, last);
+    if (!valid) return;
+
+    if (p.mode == AR_MODE_HARDMAX) {
+        ar_write_onehot<T, I>(out, out_off, (U)t, (U)p.wgroup, (U)team, best.i, p);
+    } else if (t == 0) {
+        if (p.mode == AR_MODE_INDEX) {
+            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
+        } else {
+            const U slot = (U)blockIdx.y * (U)p.n_out + o;
+            pkey[slot] = best.k;
+            pidx[slot] = best.i;
+        }
+    }
+}
+
+// Column scan: each position holds VC consecutive elements of the innermost kept dimension,
+// i.e. the same logical index in VC neighbouring groups (one load of VC * sizeof(T) bytes).
+template <class T, class I, int VC, int UN>
+__device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
+                                             typename cuo::unsigned_of<I>::type start,
+                                             typename cuo::unsigned_of<I>::type hi,
+                                             typename cuo::unsigned_of<I>::type step,
+                                             const ArParams& p, typename ArType<T>::key flip,
+                                             ArBest<typename ArType<T>::key, I> (&best)[VC])
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    typedef cuo::vec_bytes<VC * (int)sizeof(B)> Vec;
+    constexpr int S = (int)sizeof(B);
+    const bool last = p.last != 0;
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
+    const U lbase = (U)p.index_base;
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
+    U pos = start;
+    if constexpr (UN > 1) {
+        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
+            Vec v[UN];
+            U l[UN];
+#pragma unroll
+            for (int u = 0; u < UN; ++u) {
+                v[u] = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+                l[u] = od.lid;
+                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+            }
+#pragma unroll
+            for (int u = 0; u < UN; ++u) {
+#pragma unroll
+                for (int j = 0; j < VC; ++j)
+                    best[j].take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip), (I)(lbase + l[u]),
+                                 last);
+            }
+        }
+    }
+    for (; pos < hi; pos += step) {
+        const Vec v = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+#pragma unroll
+        for (int j = 0; j < VC; ++j)
+            best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip), (I)(lbase + od.lid), last);
+        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+    }
+}
+
+// Column kernel body: thread (x, y) of block (bx, by) owns the VC groups starting at output
+// (bx * blockDim.x + x) * VC and the positions y, y + blockDim.y, ... of chunk by.
+template <class T, class I, int VC>
+__device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __restrict__ out,
+                                            typename ArType<T>::key* __restrict__ pkey,
+                                            I* __restrict__ pidx, const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    const bool last = p.last != 0;
+    const K flip = p.is_min ? (K)~(K)0 : (K)0;
+    const U o = ((U)blockIdx.x * (U)blockDim.x + (U)threadIdx.x) * (U)VC;
+    const U ty = (U)threadIdx.y;
+    const bool valid = o < (U)p.n_out;
+
+    ArBest<K, I> best[VC];
+#pragma unroll
+    for (int j = 0; j < VC; ++j) best[j].clear(last);
+    U in_off = 0, out_off = 0;
+    if (valid) {
+        ar_kept_offsets<U>(o, p, in_off, out_off);
+        const U lo = (U)blockIdx.y * (U)p.chunk;
+        const U rest = (U)p.group - lo;
+        const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
+        ar_scan_cols<T, I, VC, AR_UNROLL_COL>(x + p.in_base + (I)in_off, lo + ty, hi,
+                                              (U)blockDim.y, p, flip, best);
+    }
+    ar_column_combine(best, last);
+    if (!valid) return;
+
+    const U ostep = (U)p.k_out[0];   // the VC groups are neighbours along kept dimension 0
+#pragma unroll
+    for (int j = 0; j < VC; ++j) {
+        const U oj = out_off + (U)j * ostep;
+        if (p.mode == AR_MODE_HARDMAX) {
+            ar_write_onehot<T, I>(out, oj, ty, (U)p.wgroup, (U)blockDim.y, best[j].i, p);
+        } else if (ty == 0) {
+            if (p.mode == AR_MODE_INDEX) {
+                ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
+            } else {
+                const U slot = (U)blockIdx.y * (U)p.n_out + o + (U)j;
+                pkey[slot] = best[j].k;
+                pidx[slot] = best[j].i;
+            }
+        }
+    }
+}
+
+template <class T, class I>
+__device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict__ out,
+                                       typename ArType<T>::key* __restrict__ pkey,
+                                       I* __restrict__ pidx, const ArParams& p)
+{
+    // values narrower than 4 bytes: 4-byte loads covering 4 / sizeof(T) neighbouring groups
+    constexpr int S = (int)sizeof(T);
+    if constexpr (S < 4) {
+        if (p.vec == 4 / S) {
+            ar_col_impl<T, I, 4 / S>(x, out, pkey, pidx, p);
+            return;
+        }
+    }
+    ar_col_impl<T, I, 1>(x, out, pkey, pidx, p);
+}
+
+// Second pass of a split group. Block (x, y) threads: x over groups (coalesced partial reads
+// and, for the column layouts, coalesced one-hot writes), y over the chunks' partials and then
+// over the group's positions; grid.y splits the one-hot write of big groups.
+template <class T, class I>
+__device__ __forceinline__ void ar_finish(void* __restrict__ out,
+                                          const typename ArType<T>::key* __restrict__ pkey,
+                                          const I* __restrict__ pidx, const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    const bool last = p.last != 0;
+    const U o = (U)blockIdx.x * (U)blockDim.x + (U)threadIdx.x;
+    const U ty = (U)threadIdx.y;
+    const bool valid = o < (U)p.n_out;
+    ArBest<K, I> best[1];
+    best[0].clear(last);
+    if (valid) {
+        for (U c = ty; c < (U)p.nchunks; c += (U)blockDim.y) {
+            const U slot = c * (U)p.n_out + o;
+            best[0].take(pkey[slot], pidx[slot], last);
+        }
+    }
+    ar_column_combine(best, last);
+    if (!valid) return;
+    U in_off, out_off;
+    ar_kept_offsets<U>(o, p, in_off, out_off);
+    if (p.mode == AR_MODE_HARDMAX) {
+        const U q0 = (U)blockIdx.y * (U)p.wchunk;
+        const U rest = (U)p.wgroup - q0;
+        const U q1 = q0 + ((U)p.wchunk < rest ? (U)p.wchunk : rest);
+        ar_write_onehot<T, I>(out, out_off, q0 + ty, q1, (U)blockDim.y, best[0].i, p);
+    } else if (ty == 0) {
+        ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best[0].i, p.out_width);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Entry points
+// ------------------------------------------------------------------------------------------
+
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_row(const T* __restrict__ x, void* __restrict__ out,
+              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx, ArParams p)
+{
+    ar_row<T, I>(x, out, pkey, pidx, p);
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_col(const T* __restrict__ x, void* __restrict__ out,
+              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx, ArParams p)
+{
+    ar_col<T, I>(x, out, pkey, pidx, p);
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_finish(void* __restrict__ out, const typename ArType<T>::key* __restrict__ pkey,
+                 const I* __restrict__ pidx, ArParams p)
+{
+    ar_finish<T, I>(out, pkey, pidx, p);
+}

@@ -1,0 +1,180 @@
+// common.cuh — helpers shared by every kernel family (argreduce.cu, nonzero kernels, ...).
+//
+// NVRTC has no standard library headers: fixed-width typedefs, unsigned-of-size traits and
+// small utilities live here. Everything is plain CUDA C++17 with intrinsics only (no CUB, no
+// inline PTX), so the same source also runs on the CPU under cupyops.simt.
+//
+// Contents:
+//   cuo::u8 .. cuo::u64, cuo::i32, cuo::i64     fixed-width typedefs
+//   cuo::uint_of<N>::type                         unsigned integer of N bytes (1, 2, 4, 8)
+//   cuo::unsigned_of<I>::type                     int -> unsigned int, long long -> unsigned long long
+//   cuo::index_max<I>()                           largest value of a signed index type
+//   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
+//   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
+//   cuo::smem_split(...)                          carve a (key array, index array) pair out of
+//                                                 dynamic shared memory
+//   cuo::Odometer<U, NDIM_MAX, LID>              walks a mixed-radix position with a constant
+//                                                 stride, keeping a memory offset (and a second
+//                                                 linear sum, e.g. a logical index) up to date
+//                                                 without divisions
+#pragma once
+
+#include <cuda_fp16.h>
+
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+namespace cuo {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int i32;
+typedef long long i64;
+
+template <int N> struct uint_of;
+template <> struct uint_of<1> { typedef u8 type; };
+template <> struct uint_of<2> { typedef u16 type; };
+template <> struct uint_of<4> { typedef u32 type; };
+template <> struct uint_of<8> { typedef u64 type; };
+
+template <class I> struct unsigned_of;
+template <> struct unsigned_of<i32> { typedef u32 type; };
+template <> struct unsigned_of<i64> { typedef u64 type; };
+
+template <class I> __device__ __forceinline__ I index_max();
+template <> __device__ __forceinline__ i32 index_max<i32>() { return 0x7fffffff; }
+template <> __device__ __forceinline__ i64 index_max<i64>() { return 0x7fffffffffffffffLL; }
+
+// N bytes, aligned to N: one load instruction of that width (N a power of two, <= 16).
+template <int N> struct alignas(N) vec_bytes { u8 b[N]; };
+template <> struct alignas(16) vec_bytes<16> { u64 w[2]; };
+template <> struct alignas(8) vec_bytes<8> { u64 w[1]; };
+template <> struct alignas(4) vec_bytes<4> { u32 w[1]; };
+template <> struct alignas(2) vec_bytes<2> { u16 w[1]; };
+template <> struct alignas(1) vec_bytes<1> { u8 w[1]; };
+
+// Element j (of size S bytes) of a raw vector, as an unsigned integer of S bytes.
+template <int S, int N>
+__device__ __forceinline__ typename uint_of<S>::type vec_elem(const vec_bytes<N>& v, int j)
+{
+    typedef typename uint_of<S>::type B;
+    if constexpr (N == 16 && S == 8) {
+        return (B)v.w[j];
+    } else if constexpr (N >= 8) {
+        const u64 w = v.w[(j * S) / 8];
+        return (B)(w >> (8 * ((j * S) % 8)));
+    } else {
+        return (B)(v.w[0] >> (8 * (j * S)));
+    }
+}
+
+__device__ __forceinline__ u32 shfl_xor(u32 v, int m, int w = 32)
+{
+    return __shfl_xor_sync(0xffffffffu, v, m, w);
+}
+__device__ __forceinline__ u64 shfl_xor(u64 v, int m, int w = 32)
+{
+    return __shfl_xor_sync(0xffffffffu, v, m, w);
+}
+__device__ __forceinline__ i32 shfl_xor(i32 v, int m, int w = 32)
+{
+    return __shfl_xor_sync(0xffffffffu, v, m, w);
+}
+__device__ __forceinline__ i64 shfl_xor(i64 v, int m, int w = 32)
+{
+    return __shfl_xor_sync(0xffffffffu, v, m, w);
+}
+
+// Dynamic shared memory as `n` keys followed (8-byte aligned) by `n` indices.
+template <class K, class I>
+__device__ __forceinline__ void smem_split(unsigned char* base, int n, K*& keys, I*& idx)
+{
+    keys = reinterpret_cast<K*>(base);
+    const int kbytes = (int)(((unsigned)n * (unsigned)sizeof(K) + 7u) & ~7u);
+    idx = reinterpret_cast<I*>(base + kbytes);
+}
+
+// Walks position p = start, start + step, ... over a mixed-radix list of dimensions
+// (innermost first: size[d], stride[d], weight[d]), keeping
+//   off = sum(digit[d] * stride[d])   and, if LID, lid = sum(digit[d] * weight[d])
+// with additions only. `step` is given by its digits (step_digit[d], top digit unbounded), so
+// advancing is a carry-propagating add. Offsets are in the unsigned type U, which wraps:
+// intermediate values may pass its range, final ones are exact. Digits are 32-bit and the top
+// digit (which never wraps) is not stored, so every dimension but the outermost must have
+// fewer than 2**31 elements (the planners guarantee it).
+template <class U, int NMAX, bool LID>
+struct Odometer {
+    u32 dig[NMAX - 1];
+    U off;
+    U lid;
+
+    __device__ __forceinline__ void init(U p, int nd, const long long* size,
+                                         const long long* stride, const long long* weight)
+    {
+        off = 0;
+        lid = 0;
+#pragma unroll
+        for (int d = 0; d < NMAX; ++d) {
+            if (d < NMAX - 1) dig[d] = 0;
+            if (d < nd) {
+                U q;
+                if (d == nd - 1) {
+                    q = p;
+                } else {
+                    const U n = (U)size[d];
+                    const U t = p / n;
+                    q = p - t * n;
+                    p = t;
+                    if (d < NMAX - 1) dig[d] = (u32)q;
+                }
+                off += q * (U)stride[d];
+                if (LID) lid += q * (U)weight[d];
+            }
+        }
+    }
+
+    __device__ __forceinline__ void advance(int nd, const long long* step_digit,
+                                            const long long* size, const long long* stride,
+                                            const long long* weight)
+    {
+        u32 carry = 0;
+#pragma unroll
+        for (int d = 0; d < NMAX; ++d) {
+            if (d < nd) {
+                if (d == nd - 1 || d == NMAX - 1) {
+                    const U a = (U)step_digit[d] + (U)carry;
+                    off += a * (U)stride[d];
+                    if (LID) lid += a * (U)weight[d];
+                } else {
+                    const u32 n = (u32)size[d];
+                    const u32 a = (u32)step_digit[d] + carry;
+                    u32 g = dig[d] + a;
+                    U delta = (U)a;
+                    carry = 0;
+                    if (g >= n) {
+                        g -= n;
+                        delta -= (U)n;
+                        carry = 1;
+                    }
+                    dig[d] = g;
+                    off += delta * (U)stride[d];
+                    if (LID) lid += delta * (U)weight[d];
+                }
+            }
+        }
+    }
+};
+
+}  // namespace cuo
+
+// ---------------------------------------------------------------------------------------------
+// Complex value types (appended by the nonzero family; cupyops._modules.ctype maps complex64 /
+// complex128 to these names). Plain structs laid out like NumPy's complex: real then imaginary.
+struct __align__(8) cupyops_complex64 { float re, im; };
+struct __align__(16) cupyops_complex128 { double re, im; };

@@ -1,0 +1,381 @@
+// nonzero.cu — the nonzero family: coordinates of the nonzero elements (argwhere, nonzero,
+// nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
+//
+// Kernels (all launched with NZ_BLOCK = 256 threads):
+//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats)
+//     The input, in its logical row-major order, is cut into tiles of NZ_BLOCK * ITEMS elements
+//     (ITEMS = 16 for 1..4-byte types, 8 for 8-byte, 4 for 16-byte: 4096 / 4096 / 2048 / 1024).
+//     Warp w of a tile owns ITEMS * 32 consecutive elements; for each of its ITEMS rounds it
+//     votes __ballot_sync(x != 0) and a voting lane's slot is __popc(ballot & lanes below) plus
+//     the warp's running count; the tile offset of a warp is the scan of the warps' counts.
+//     Slots hold tile-local indices (u16) in shared memory, so the global writes of a tile are
+//     a contiguous, coalesced range whatever the input layout. params.mode selects:
+//       NZ_MODE_FIXED (size=k, one pass, no host read): tile ids come from an atomic counter
+//         (so every tile a block waits on belongs to a block already running: no schedule can
+//         deadlock); a tile posts its aggregate, finds its offset by a decoupled look-back over
+//         the status words of its predecessors (warp 0: the 4 nearest first — one 32-byte
+//         sector — then 32 per step; a 64-bit word packs flag and value), posts its inclusive
+//         prefix and writes rows < k. Ids past the input tiles are fill tiles: they wait for
+//         the last tile's inclusive prefix (= count) and write fill_value into rows
+//         [count, k). The last tile stores count to count_out.
+//       NZ_MODE_SCAN (exact size, pass 1): the same count + look-back without staging or
+//         writing; leaves the inclusive prefixes in status and the total in count_out, which the
+//         host reads once to allocate the exact output.
+//       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; its offset is the inclusive
+//         prefix of tile - 1 from pass 1; it votes again, stages and writes. The exact-size
+//         forms therefore read the input twice (the price of an exact allocation without a
+//         worst-case buffer); both passes read each element with one coalesced warp-wide load.
+//     Layouts: NZ_LAYOUT_ROWS writes (count, ndim) row-major (argwhere, nonzero_coordinates);
+//     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
+//     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
+//     store) — int32/uint32 and int64/uint64 share their bit patterns for the values written.
+//   count_nonzero_axes<T, Wide>(x, params, out)
+//     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
+//     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
+//     per (output, chunk), lanes on consecutive outputs (kept axis innermost in memory). With
+//     several chunks the partial counts are atomically added into a zeroed output.
+// Template parameters: T, the value type: unsigned char / short / int / long long for bool and
+//   the integer types of that size (the test only looks at the bit pattern, so signed and
+//   unsigned share an instantiation), __half, float, double, cupyops_complex64,
+//   cupyops_complex128 (sign bits masked: -0.0 is zero); Wide, 64-bit linear indices and byte
+//   offsets (chosen by the planner past 2**31 elements or bytes, or forced with force_64bit).
+// Instantiated by: cupyops/_gpu_nonzero.py (family "nonzero", planned by cupyops/_plan_nonzero.py).
+#include "nonzero.cuh"
+
+#define NZ_FLAG_AGG (1ull << 62)                // status: aggregate of this tile only
+#define NZ_FLAG_INC (1ull << 63)                // status: inclusive prefix through this tile
+#define NZ_VALUE_MASK ((1ull << 62) - 1ull)
+
+// ------------------------------------------------------------------ shared helpers
+__device__ __forceinline__ void nz_store_index(void* out, nz_u64 pos, nz_u64 v, int index_bytes)
+{
+    if (index_bytes == 8)
+        static_cast<nz_u64*>(out)[pos] = v;
+    else
+        static_cast<nz_u32*>(out)[pos] = (nz_u32)v;
+}
+
+// Coordinate `col` of the logical linear index L.
+template <bool Wide>
+__device__ __forceinline__ nz_u64 nz_coordinate(const nz_params& p, typename nz_index<Wide>::idx L,
+                                                int col)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    if ((p.unit_mask >> col) & 1ull) return 0;
+    const int k = __popcll(~p.unit_mask & ((1ull << col) - 1ull));
+    const idx_t q = nz_div(L, p.co_suffix[k]);
+    return (nz_u64)(q - nz_div(q, p.co_shape[k]) * (idx_t)p.co_shape[k].d);
+}
+
+// One warp's vote over its ITEMS * 32 elements starting at warp_base. Returns the warp's
+// count; with `stage`, the warp-local index (round * 32 + lane) of each nonzero element goes to
+// stage_w[its warp-local slot]. Guard: the range may run past the end of the input.
+template <typename T, bool Wide, bool Guard>
+__device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const nz_params& p,
+                                               typename nz_index<Wide>::idx warp_base,
+                                               nz_u16* stage_w, bool stage, int lane)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    constexpr int ITEMS = nz_items<T>::value;
+    // Loads are issued in batches of BATCH independent loads in flight per thread (all ITEMS
+    // for 32-bit indexing; half with 64-bit addresses, which cost twice the registers).
+    constexpr int BATCH = (Wide && ITEMS > 8) ? 8 : ITEMS;
+    const nz_u32 below = (1u << lane) - 1u;
+    nz_u32 run = 0;
+#pragma unroll
+    for (int j0 = 0; j0 < ITEMS; j0 += BATCH) {
+        bool pred[BATCH];
+#pragma unroll
+        for (int j = 0; j < BATCH; ++j) {
+            const idx_t L = warp_base + (idx_t)((j0 + j) * 32 + lane);
+            pred[j] = false;
+            if (!Guard || L < (idx_t)p.size)
+                pred[j] = nz_is_nonzero<T>(reinterpret_cast<const T*>(
+                    x + nz_offset<Wide>(L, p.in_div, p.in_stride, p.in_ndim)));
+        }
+#pragma unroll
+        for (int j = 0; j < BATCH; ++j) {
+            const nz_u32 b = __ballot_sync(NZ_FULL_MASK, pred[j]);
+            if (stage && pred[j]) stage_w[run + __popc(b & below)] = (nz_u16)((j0 + j) * 32 + lane);
+            run += __popc(b);
+        }
+    }
+    return run;
+}
+
+// Decoupled look-back (called by all lanes of one warp): posts this tile's aggregate, sums the
+// predecessors' statuses backwards (4, then 32 at a time) until one holds an inclusive prefix,
+// posts the inclusive prefix and returns the exclusive one. Waits (volatile loads +
+// __nanosleep) only on tiles whose ids were handed out before this one's, i.e. on blocks
+// already running.
+__device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64* stats, int lane)
+{
+    if (tile == 0) {
+        if (lane == 0) nz_store_volatile(&status[0], NZ_FLAG_INC | count);
+        return 0;
+    }
+    if (lane == 0) nz_store_volatile(&status[tile], NZ_FLAG_AGG | count);
+    nz_u64 excl = 0, partial = 0, spins = 0;
+    nz_i64 p = (nz_i64)tile - 1;
+    // The first step looks at the 4 nearest predecessors only (one 32-byte sector: usually
+    // enough), later steps at 32. Lanes past the window count as an aggregate of 0.
+    int width = 4;
+    while (true) {
+        const nz_i64 q = p - lane;
+        nz_u64 s;
+        while (true) {
+            s = lane >= width ? NZ_FLAG_AGG
+                : (q >= 0 ? nz_load_volatile(&status[q]) : NZ_FLAG_INC);   // before tile 0: 0
+            if (__ballot_sync(NZ_FULL_MASK, (s >> 62) == 0ull) == 0u) break;
+            ++spins;
+            __nanosleep(100);
+        }
+        const nz_u32 inc = __ballot_sync(NZ_FULL_MASK, (s & NZ_FLAG_INC) != 0ull);
+        const int stop = inc ? __ffs(inc) - 1 : 31;   // nearest predecessor with a prefix
+        excl += nz_warp_sum_u64(lane <= stop ? (s & NZ_VALUE_MASK) : 0ull);
+        partial += (nz_u64)(inc ? stop : width);       // aggregates summed on the way
+        if (inc) break;
+        p -= width;
+        width = 32;
+    }
+    if (lane == 0) {
+        nz_store_volatile(&status[tile], NZ_FLAG_INC | (excl + count));
+        if (stats != nullptr) {   // debug statistics, off unless the plan asks for them
+            atomicAdd(&stats[0], partial);
+            atomicAdd(&stats[1], spins);
+            atomicMax(&stats[2], partial);
+            atomicAdd(&stats[3], partial != 0 ? 1ull : 0ull);
+        }
+    }
+    return excl;
+}
+
+// Fill tile f (FIXED): rows [max(count, f * fill_rows), min((f + 1) * fill_rows, k)).
+__device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void* out,
+                             nz_u64* s_bcast)
+{
+    if (threadIdx.x == 0) {
+        nz_u64 s;
+        while (((s = nz_load_volatile(&status[p.num_tiles - 1])) & NZ_FLAG_INC) == 0ull)
+            __nanosleep(200);
+        s_bcast[0] = s & NZ_VALUE_MASK;
+    }
+    __syncthreads();
+    const nz_u64 total = s_bcast[0];
+    nz_u64 lo = f * (nz_u64)p.fill_rows;
+    nz_u64 hi = lo + (nz_u64)p.fill_rows;
+    if (hi > (nz_u64)p.k) hi = (nz_u64)p.k;
+    if (lo < total) lo = total;
+    if (lo >= hi) return;
+    const nz_u64 ndim = (nz_u64)p.out_ndim;
+    for (nz_u64 e = lo * ndim + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
+        nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
+}
+
+// Write `nrows` staged rows of a tile (tile-local indices in s_stage) from output row `row0`.
+template <bool Wide>
+__device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
+                                              typename nz_index<Wide>::idx tile_base,
+                                              const nz_u16* s_stage, nz_u64 row0, nz_u32 nrows)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    if (p.layout == NZ_LAYOUT_ROWS) {
+        // the tile's rows are one contiguous range of row-major (count, ndim) entries
+        const nz_u32 nflat = nrows * (nz_u32)p.out_ndim;
+        const nz_u64 base = row0 * (nz_u64)p.out_ndim;
+        for (nz_u32 e = threadIdx.x; e < nflat; e += NZ_BLOCK) {
+            const nz_u32 r = nz_div(e, p.ndim_div);
+            const int col = (int)(e - r * (nz_u32)p.out_ndim);
+            const idx_t L = tile_base + (idx_t)s_stage[r];
+            nz_store_index(out, base + e, nz_coordinate<Wide>(p, L, col), p.index_bytes);
+        }
+    } else {
+        // (ndim, count): column c of the tile is a contiguous range of row c
+        for (int col = 0; col < p.out_ndim; ++col) {
+            const nz_u64 base = (nz_u64)col * (nz_u64)p.row_stride + row0;
+            for (nz_u32 r = threadIdx.x; r < nrows; r += NZ_BLOCK) {
+                const idx_t L = tile_base + (idx_t)s_stage[r];
+                nz_store_index(out, base + r, nz_coordinate<Wide>(p, L, col), p.index_bytes);
+            }
+        }
+    }
+}
+
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_params& p,
+                                         nz_u64* counter, nz_u64* status, void* out,
+                                         nz_i64* count_out, nz_u64* stats)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    constexpr int ITEMS = nz_items<T>::value;
+    constexpr int WARP_ITEMS = 32 * ITEMS;
+    constexpr int TILE = NZ_BLOCK * ITEMS;
+    static_assert(TILE <= 65536, "tile-local indices are staged as u16");
+    __shared__ nz_u16 s_stage[TILE];
+    __shared__ nz_u32 s_warp[NZ_WARPS];
+    __shared__ nz_u64 s_bcast[2];
+
+    const char* x = reinterpret_cast<const char*>(x_);
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+
+    nz_u64 tile;
+    if (p.mode == NZ_MODE_PLACE) {
+        tile = blockIdx.x;
+    } else {
+        if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
+        __syncthreads();
+        tile = s_bcast[0];
+        __syncthreads();   // s_bcast is reused below
+    }
+    if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
+        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        return;
+    }
+
+    const idx_t tile_base = (idx_t)tile * (idx_t)TILE;
+    const idx_t warp_base = tile_base + (idx_t)(warp * WARP_ITEMS);
+    const bool stage = p.mode != NZ_MODE_SCAN;
+    nz_u16* stage_w = s_stage + warp * WARP_ITEMS;
+    nz_u32 run = 0;
+    if ((nz_u64)tile_base + TILE <= (nz_u64)p.size)
+        run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, lane);
+    else if ((nz_u64)warp_base < (nz_u64)p.size)
+        run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
+    if (lane == 0) s_warp[warp] = run;
+    __syncthreads();
+
+    nz_u32 wexcl = 0, cnt = 0;
+#pragma unroll
+    for (int w = 0; w < NZ_WARPS; ++w) {
+        const nz_u32 c = s_warp[w];
+        wexcl += w < warp ? c : 0u;
+        cnt += c;
+    }
+
+    // this thread's staged entries, read before the block-order rewrite below
+    nz_u32 vals[ITEMS];
+    if (stage) {
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j) {
+            const nz_u32 i = (nz_u32)(j * 32 + lane);
+            vals[j] = i < run ? stage_w[i] : 0u;
+        }
+    }
+
+    nz_u64 excl;
+    if (p.mode == NZ_MODE_PLACE) {
+        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
+    } else {
+        if (warp == 0) {
+            const nz_u64 e = nz_lookback(status, tile, cnt, p.stats_on ? stats : nullptr, lane);
+            if (lane == 0) {
+                s_bcast[1] = e;
+                if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + cnt);
+            }
+        }
+        if (!stage) return;
+        __syncthreads();
+        excl = s_bcast[1];
+    }
+    if (!stage) return;
+    __syncthreads();   // everyone has read its warp-local entries
+
+    // block order: slot wexcl + i of warp `warp` holds its tile-local index
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const nz_u32 i = (nz_u32)(j * 32 + lane);
+        if (i < run) s_stage[wexcl + i] = (nz_u16)(vals[j] + (nz_u32)(warp * WARP_ITEMS));
+    }
+    __syncthreads();
+
+    nz_u32 nrows = cnt;
+    if (p.mode == NZ_MODE_FIXED) {
+        const nz_u64 k = (nz_u64)p.k;
+        nrows = excl >= k ? 0u : (k - excl < (nz_u64)cnt ? (nz_u32)(k - excl) : cnt);
+    }
+    nz_write_rows<Wide>(p, out, tile_base, s_stage, excl, nrows);
+}
+
+template <typename T, bool Wide>
+__global__ void __launch_bounds__(NZ_BLOCK)
+nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
+              nz_i64* count_out, nz_u64* stats)
+{
+    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats);
+}
+
+// ------------------------------------------------------------------ count_nonzero
+// Work unit g = (output o, chunk c of the reduced range). mode 0 numbers units chunk-fastest
+// (a warp each), mode 1 output-fastest (a thread each, lanes on consecutive outputs).
+template <bool Wide>
+struct nz_count_unit {
+    typedef typename nz_index<Wide>::idx idx_t;
+    idx_t o, lo, hi;          // output, reduced range [lo, hi)
+    const char* xo;           // x + offset of output o's sub-array
+
+    __device__ __forceinline__ nz_count_unit(const char* x, const nz_count_params& p, idx_t g)
+    {
+        const idx_t q = nz_div(g, p.split_div);
+        idx_t c;
+        if (p.mode == 0) { o = q; c = g - q * (idx_t)p.n_chunks; }
+        else             { c = q; o = g - q * (idx_t)p.n_out; }
+        xo = x + nz_offset<Wide>(o, p.kept_div, p.kept_stride, p.kept_ndim);
+        const idx_t red_size = (idx_t)p.red_size;
+        lo = c * (idx_t)p.chunk_len;
+        hi = red_size - lo < (idx_t)p.chunk_len ? red_size : lo + (idx_t)p.chunk_len;
+    }
+
+    template <typename T>
+    __device__ __forceinline__ bool nonzero_at(const nz_count_params& p, idx_t j) const
+    {
+        return nz_is_nonzero<T>(reinterpret_cast<const T*>(
+            xo + nz_offset<Wide>(j, p.red_div, p.red_stride, p.red_ndim)));
+    }
+
+    __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const
+    {
+        if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[o]), acc);
+        else out[o] = (nz_i64)acc;
+    }
+};
+
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
+                                              nz_i64* out)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    const char* x = reinterpret_cast<const char*>(x_) + p.base;
+    if (p.mode == 0) {
+        // a warp per unit; the reduced range is read 32 consecutive positions a round
+        const int lane = threadIdx.x & 31;
+        const idx_t g = (idx_t)blockIdx.x * NZ_WARPS + (idx_t)(threadIdx.x >> 5);
+        if (g >= (idx_t)p.units) return;   // warp-uniform
+        const nz_count_unit<Wide> u(x, p, g);
+        nz_u64 acc = 0;
+#pragma unroll 4
+        for (idx_t j0 = u.lo; j0 < u.hi; j0 += 32) {
+            const idx_t j = j0 + (idx_t)lane;
+            const bool pred = j < u.hi && u.template nonzero_at<T>(p, j);
+            acc += (nz_u64)__popc(__ballot_sync(NZ_FULL_MASK, pred));
+        }
+        if (lane == 0) u.store(p, out, acc);
+    } else {
+        // a thread per unit
+        const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
+        if (g >= (idx_t)p.units) return;
+        const nz_count_unit<Wide> u(x, p, g);
+        nz_u64 acc = 0;
+#pragma unroll 4
+        for (idx_t j = u.lo; j < u.hi; ++j)
+            acc += u.template nonzero_at<T>(p, j) ? 1u : 0u;
+        u.store(p, out, acc);
+    }
+}
+
+template <typename T, bool Wide>
+__global__ void __launch_bounds__(NZ_BLOCK)
+count_nonzero_axes(const T* __restrict__ x, nz_count_params p, nz_i64* out)
+{
+    nz_count_axes<T, Wide>(x, p, out);
+}

@@ -1,0 +1,207 @@
+// nonzero.cuh — helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
+// type, magic-number division, strided offsets and the parameter structs passed by value.
+//
+// Everything here is prefixed nz_ so it cannot clash with kernels/common.cuh. The structs'
+// layouts are mirrored by NumPy dtypes in cupyops/_plan_nonzero.py (built with align=True);
+// static_asserts below pin their sizes, and tests/test_plan_nonzero.py pins the same numbers on
+// the Python side.
+#pragma once
+#include "common.cuh"
+
+typedef cuo::u8 nz_u8;
+typedef cuo::u16 nz_u16;
+typedef cuo::u32 nz_u32;
+typedef cuo::u64 nz_u64;
+typedef cuo::i32 nz_i32;
+typedef cuo::i64 nz_i64;
+
+#define NZ_MAX_DIMS 8          // dimensions per side after merging (reading, coordinates, kept, reduced)
+#define NZ_BLOCK 256           // threads per block of every kernel of the family
+#define NZ_WARPS (NZ_BLOCK / 32)
+#define NZ_FULL_MASK 0xffffffffu
+
+// ------------------------------------------------------------------ compile-time helpers
+template <bool C, typename A, typename B> struct nz_select { typedef A type; };
+template <typename A, typename B> struct nz_select<false, A, B> { typedef B type; };
+
+// Index types: Wide = 64-bit linear indices and byte offsets, else 32-bit.
+template <bool Wide> struct nz_index {
+    typedef typename nz_select<Wide, nz_u64, nz_u32>::type idx;   // logical linear index
+    typedef typename nz_select<Wide, nz_i64, nz_i32>::type off;   // signed byte offset
+};
+
+// Elements each thread reads per tile: enough loads in flight, at most ~16 registers of data.
+template <typename T> struct nz_items {
+    static constexpr int value = sizeof(T) <= 4 ? 16 : (sizeof(T) == 8 ? 8 : 4);
+};
+
+// ------------------------------------------------------------------ nonzero test
+// Floats are tested through their bit pattern without the sign: -0.0 is zero, NaN and
+// subnormals are nonzero (CuPy compiles with -ftz=true, under which a float compare would
+// flush subnormals to zero). Complex: nonzero if either part is.
+template <typename T>
+__device__ __forceinline__ bool nz_is_nonzero(const T* p) { return *p != T(0); }
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<bool>(const bool* p)
+{
+    return *reinterpret_cast<const nz_u8*>(p) != 0;
+}
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<__half>(const __half* p)
+{
+    return (*reinterpret_cast<const nz_u16*>(p) & 0x7fffu) != 0u;
+}
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<float>(const float* p)
+{
+    return (*reinterpret_cast<const nz_u32*>(p) & 0x7fffffffu) != 0u;
+}
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<double>(const double* p)
+{
+    return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffffffffffffull) != 0ull;
+}
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex64>(const cupyops_complex64* p)
+{
+    // one 8-byte load of both parts
+    return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffff7fffffffull) != 0ull;
+}
+
+template <>
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p)
+{
+    const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
+    return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
+}
+
+// ------------------------------------------------------------------ magic-number division
+// Granlund & Montgomery (1994), fig. 4.1: for 1 <= d < 2^N, with l = ceil(log2 d),
+// m = floor(2^N (2^l - d) / d) + 1, sh1 = min(l, 1), sh2 = max(l - 1, 0):
+//     t = mulhi(m, n);  n / d = (t + ((n - t) >> sh1)) >> sh2      for every N-bit n.
+// The host fills m for N = 64 (m64) and N = 32 (m32, 0 when d >= 2^32); l is the same.
+struct nz_fastdiv {
+    nz_u64 d;
+    nz_u64 m64;
+    nz_u32 m32;
+    nz_u8 sh1;
+    nz_u8 sh2;
+};
+static_assert(sizeof(nz_fastdiv) == 24, "nz_fastdiv layout is mirrored in _plan_nonzero.py");
+
+__device__ __forceinline__ nz_u32 nz_div(nz_u32 n, const nz_fastdiv& f)
+{
+    const nz_u32 t = __umulhi(n, f.m32);
+    return (t + ((n - t) >> f.sh1)) >> f.sh2;
+}
+
+__device__ __forceinline__ nz_u64 nz_div(nz_u64 n, const nz_fastdiv& f)
+{
+    const nz_u64 t = __umul64hi(n, f.m64);
+    return (t + ((n - t) >> f.sh1)) >> f.sh2;
+}
+
+// ------------------------------------------------------------------ parameter structs
+// nonzero_tiles: modes
+#define NZ_MODE_SCAN 0    // exact size, pass 1: per-tile counts + decoupled look-back scan -> status, total
+#define NZ_MODE_PLACE 1   // exact size, pass 2: each tile (blockIdx) writes from its stored offset
+#define NZ_MODE_FIXED 2   // size=k: one pass, look-back, write, fill; no host read
+// output layouts
+#define NZ_LAYOUT_ROWS 0  // (count, ndim) row-major: argwhere, nonzero_coordinates
+#define NZ_LAYOUT_COLS 1  // (ndim, count) row-major: nonzero's tuple
+
+struct nz_params {
+    // Reading: the logical array with unit dims dropped and row-major-compatible neighbours
+    // merged (order kept). Linear index L -> byte offset: peel dims in_ndim-1 .. 1 with
+    // in_div[i] (divisor = extent of dim i), dim 0 takes the quotient.
+    nz_fastdiv in_div[NZ_MAX_DIMS];
+    nz_i64 in_stride[NZ_MAX_DIMS];          // bytes
+    // Coordinates: the non-unit dims of the logical shape, in order. Coordinate of non-unit
+    // dim k is (L / co_suffix[k]) % co_shape[k]; columns whose dim has extent 1 are 0.
+    nz_fastdiv co_suffix[NZ_MAX_DIMS];
+    nz_fastdiv co_shape[NZ_MAX_DIMS];
+    nz_fastdiv ndim_div;                    // divisor out_ndim (flat output entry -> row, column)
+    nz_u64 unit_mask;                       // bit c: column c has extent 1
+    nz_i64 size;                            // elements
+    nz_i64 num_tiles;                       // input tiles (tile = NZ_BLOCK * items elements)
+    nz_i64 k;                               // FIXED: output rows
+    nz_i64 fill;                            // FIXED: fill value (low bytes stored)
+    nz_i64 row_stride;                      // COLS layout: elements between columns (= count)
+    nz_i64 fill_rows;                       // FIXED: rows per fill tile
+    nz_i32 in_ndim;
+    nz_i32 out_ndim;
+    nz_i32 mode;
+    nz_i32 layout;
+    nz_i32 index_bytes;                     // 4 or 8: int32/uint32 or int64/uint64 output
+    nz_i32 stats_on;                        // 1: look-back statistics into `stats` (tests)
+};
+static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 6,
+              "nz_params layout is mirrored in _plan_nonzero.py");
+
+struct nz_count_params {
+    // kept dims (row-major output order, merged), reduced dims (sorted, flipped, merged)
+    nz_fastdiv kept_div[NZ_MAX_DIMS];
+    nz_i64 kept_stride[NZ_MAX_DIMS];        // bytes
+    nz_fastdiv red_div[NZ_MAX_DIMS];
+    nz_i64 red_stride[NZ_MAX_DIMS];         // bytes
+    nz_fastdiv split_div;                   // ROWS: units -> (output, chunk) by n_chunks; COLS: by n_out
+    nz_i64 n_out;
+    nz_i64 red_size;
+    nz_i64 chunk_len;
+    nz_i64 n_chunks;
+    nz_i64 units;                           // n_out * n_chunks
+    nz_i64 base;                            // bytes added to x (reduced dims flipped to positive strides)
+    nz_i32 kept_ndim;
+    nz_i32 red_ndim;
+    nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk)
+    nz_i32 atomic;                          // 1: several chunks add into a zeroed output
+};
+static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 4,
+              "nz_count_params layout is mirrored in _plan_nonzero.py");
+
+// ------------------------------------------------------------------ strided offsets
+// Byte offset of logical linear index L over dims (div, stride) of ndim dims (row-major).
+template <bool Wide>
+__device__ __forceinline__ typename nz_index<Wide>::off
+nz_offset(typename nz_index<Wide>::idx L, const nz_fastdiv* div, const nz_i64* stride, int ndim)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    off_t off = 0;
+    for (int i = ndim - 1; i >= 1; --i) {
+        const idx_t q = nz_div(L, div[i]);
+        off += (off_t)(L - q * (idx_t)div[i].d) * (off_t)stride[i];
+        L = q;
+    }
+    return off + (off_t)L * (off_t)stride[0];
+}
+
+// ------------------------------------------------------------------ warp helpers
+__device__ __forceinline__ nz_u64 nz_warp_sum_u64(nz_u64 v)
+{
+    nz_u32 lo = (nz_u32)v, hi = (nz_u32)(v >> 32);
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+        const nz_u32 olo = __shfl_xor_sync(NZ_FULL_MASK, lo, o);
+        const nz_u32 ohi = __shfl_xor_sync(NZ_FULL_MASK, hi, o);
+        const nz_u32 s = lo + olo;
+        hi = hi + ohi + (s < lo ? 1u : 0u);
+        lo = s;
+    }
+    return ((nz_u64)hi << 32) | lo;
+}
+
+__device__ __forceinline__ nz_u64 nz_load_volatile(const nz_u64* p)
+{
+    return *(const volatile nz_u64*)p;
+}
+
+__device__ __forceinline__ void nz_store_volatile(nz_u64* p, nz_u64 v)
+{
+    *(volatile nz_u64*)p = v;
+}

@@ -1,0 +1,440 @@
+"""argmin / argmax / hardmax kernels (cupyops._gpu_argreduce) run on the CPU through the SIMT
+backend, against references: every dtype, each layout case (checked through _trace), tie x NaN
+x kind, group sizes around warp and block multiples, groups split across blocks, several thread
+schedules, 64-bit indexing on small inputs and on offsets past 2**31, the one-hot output, the
+launch count and the memory traffic."""
+import math
+
+import numpy as np
+import pytest
+
+from cupyops import _gpu_argreduce as G
+from cupyops import _trace, simt
+from cupyops._backend import get_backend
+from ref_argreduce import ref_argreduce, ref_hardmax
+
+BE = get_backend("simt")
+DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                                "uint32", "uint64", "float16", "float32", "float64")]
+KINDS = ("max", "min")
+TIES = ("first", "last")
+SCHEDULES = ("forward", "reverse", 12345)
+SPLIT_SMALL = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64}
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def tiny_values(rng, shape, dtype):
+    """Values from a small set (ties everywhere), with the type's extremes; floats add
+    -0.0/0.0, infinities and a few NaNs."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.min + 1, 0, 1, 2, info.max - 1, info.max], dtype=object)
+        return pool[rng.integers(0, len(pool), shape)].astype(dtype)
+    pool = np.array([-np.inf, -1.5, -0.0, 0.0, 0.0, 2.0, 2.0, np.inf], dtype=dtype)
+    v = pool[rng.integers(0, len(pool), shape)]
+    v[rng.random(shape) < 0.02] = np.nan
+    return v
+
+
+def fast_ref(x, axes, kind, tie):
+    """Vectorised reference (cross-checked with the brute-force ref_argreduce below):
+    NumPy's argmax/argmin already give the first NaN and treat -0.0 == 0.0; "last" is the
+    first on the reversed group."""
+    axes = tuple(axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    n_out = math.prod(x.shape[a] for a in kept)
+    g = math.prod(x.shape[a] for a in axes)
+    y = np.transpose(x, kept + list(axes)).reshape(n_out, g)
+    if y.dtype == bool:
+        y = y.astype(np.int8)
+    elif y.dtype == np.float16:
+        y = y.astype(np.float32)
+    f = np.argmax if kind == "max" else np.argmin
+    if y.dtype.kind == "f":
+        nan = np.isnan(y)
+        y = np.where(nan, np.inf if kind == "max" else -np.inf, y)
+        # NaN beats infinities: give NaN rows their first/last NaN
+    if tie == "first":
+        r = f(y, axis=1)
+    else:
+        r = g - 1 - f(y[:, ::-1], axis=1)
+    if x.dtype.kind == "f":
+        has = nan.any(axis=1)
+        first = np.argmax(nan, axis=1)
+        lastn = g - 1 - np.argmax(nan[:, ::-1], axis=1)
+        r = np.where(has, first if tie == "first" else lastn, r)
+    return r.reshape([x.shape[a] for a in kept]).astype(np.int64)
+
+
+def fast_hardmax(x, axes, tie):
+    idx = fast_ref(x, axes, "max", tie)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    g = math.prod(x.shape[a] for a in axes)
+    oh = (np.arange(g)[None, :] == idx.reshape(-1, 1))
+    perm = kept + list(axes)
+    oh = oh.reshape([x.shape[a] for a in perm])
+    return np.transpose(oh, np.argsort(perm)).astype(x.dtype)
+
+
+def run(x, axes, kind="max", tie="first", index_dtype=np.int64, **kw):
+    with _trace.recording() as t:
+        r = G.argreduce(BE, x, tuple(axes), kind=kind, tie=tie, index_dtype=np.dtype(index_dtype),
+                        **kw)
+    return r, t
+
+
+def run_hm(x, axes, tie="first", **kw):
+    with _trace.recording() as t:
+        r = G.hardmax(BE, x, tuple(axes), tie=tie, **kw)
+    return r, t
+
+
+def check_all(x, axes, *, hardmax=True, index_dtype=np.int64, **kw):
+    """Every kind x tie against the reference; returns the set of cases that ran."""
+    cases = set()
+    for kind in KINDS:
+        for tie in TIES:
+            r, t = run(x, axes, kind, tie, index_dtype, **kw)
+            want = fast_ref(x, axes, kind, tie)
+            assert r.dtype == np.dtype(index_dtype) and r.shape == want.shape
+            np.testing.assert_array_equal(r.astype(np.int64), want,
+                                          err_msg=f"{kind} {tie} {t.plans[0]}")
+            assert len(t.launches) == t.plans[0].passes <= 2 and t.d2h_reads == 0
+            cases.add(t.plans[0].case)
+    if hardmax:
+        for tie in TIES:
+            r, t = run_hm(x, axes, tie, **kw)
+            assert r.dtype == x.dtype and r.shape == x.shape
+            np.testing.assert_array_equal(r, fast_hardmax(x, axes, tie), err_msg=f"hardmax {tie}")
+            assert len(t.launches) <= 2 and t.d2h_reads == 0
+    return cases
+
+
+def aligned(a, alignment=256):
+    """A copy of ``a`` whose data starts on an ``alignment``-byte boundary (as CuPy's are)."""
+    raw = np.empty(a.nbytes + alignment, np.uint8)
+    start = -raw.__array_interface__["data"][0] % alignment
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.fixture
+def split_small(monkeypatch):
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+
+
+# ---------------------------------------------------------------------------- the reference
+
+def test_fast_reference_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for dt in DTYPES:
+        x = tiny_values(rng, (3, 4, 5), dt)
+        for axes in ((0,), (1, 2), (0, 2), (0, 1, 2)):
+            for kind in KINDS:
+                for tie in TIES:
+                    np.testing.assert_array_equal(fast_ref(x, axes, kind, tie),
+                                                  ref_argreduce(x, axes, kind, tie))
+            np.testing.assert_array_equal(fast_hardmax(x, axes, "last"),
+                                          ref_hardmax(x, axes, "last"))
+
+
+# ---------------------------------------------------------------------------- dtypes
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_every_case(dtype, monkeypatch):
+    rng = np.random.default_rng(1)
+    a = tiny_values(rng, (9, 70), dtype)
+    assert check_all(a, (1,)) == {"row"}
+    assert check_all(np.ascontiguousarray(a.T), (0,)) == {"column"}
+    assert check_all(a[::-1, ::-2], (1,)) == {"general"}
+    assert check_all(a, (0, 1)) == {"row"}
+    b = tiny_values(rng, (4099,), dtype)
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    assert check_all(b, (0,)) == {"split"}
+    assert check_all(np.ascontiguousarray(a.T), (0,)) == {"split"}
+
+
+def test_nan_and_signed_zero_rules():
+    x = np.array([[0.0, -0.0, 1.0, np.nan, 1.0, np.nan],
+                  [-0.0, 0.0, -0.0, 0.0, -1.0, -1.0],
+                  [np.nan, np.inf, -np.inf, np.nan, 3.0, 3.0]], np.float32)
+    for dt in (np.float16, np.float32, np.float64):
+        y = x.astype(dt)
+        np.testing.assert_array_equal(run(y, (1,), "max", "first")[0], [3, 0, 0])
+        np.testing.assert_array_equal(run(y, (1,), "max", "last")[0], [5, 3, 3])
+        np.testing.assert_array_equal(run(y, (1,), "min", "first")[0], [3, 4, 0])
+        np.testing.assert_array_equal(run(y, (1,), "min", "last")[0], [5, 5, 3])
+
+
+def test_subnormals_and_extremes_are_exact():
+    tiny = np.float32(1e-45)
+    x = np.array([[0.0, tiny, -tiny, 0.0]], np.float32)
+    assert run(x, (1,), "max")[0][0] == 1 and run(x, (1,), "min")[0][0] == 2
+    big = np.array([[2**63 - 2, 2**63 - 1, 2**63 - 1, -2**63, -2**63 + 1]], np.int64)
+    assert run(big, (1,), "max", "first")[0][0] == 1 and run(big, (1,), "max", "last")[0][0] == 2
+    assert run(big, (1,), "min")[0][0] == 3
+    u = np.array([[2**64 - 2, 2**64 - 1, 0, 2**63]], np.uint64)
+    assert run(u, (1,), "max")[0][0] == 1 and run(u, (1,), "min")[0][0] == 2
+
+
+# ---------------------------------------------------------------------------- layouts
+
+def _layout_cases():
+    rng = np.random.default_rng(2)
+    c = tiny_values(rng, (6, 7, 40), np.float32)
+    f = np.asfortranarray(c)
+    return [
+        ("C last", c, (2,), "row"),
+        ("C last two", c, (1, 2), "row"),
+        ("C first", c, (0,), "column"),
+        ("C middle", c, (1,), "column"),
+        ("C outer two", c, (0, 2), "row"),
+        ("C all", c, (0, 1, 2), "row"),
+        ("F first", f, (0,), "row"),
+        ("F last", f, (2,), "column"),
+        ("F all", f, (0, 1, 2), "row"),
+        ("F first two", f, (0, 1), "row"),
+        ("transposed", c.transpose(2, 0, 1), (0,), "row"),
+        ("transposed kept inner", c.transpose(1, 2, 0), (0, 2), "column"),
+        ("sliced", c[:, ::2, 1::3], (2,), "general"),
+        ("sliced column", c[::2, :, ::2], (0,), "general"),
+        ("negative", c[::-1, :, ::-1], (2,), "row"),
+        ("negative strided", c[:, ::-1, ::-3], (1, 2), "general"),
+        ("broadcast reduced", np.broadcast_to(c[:, :1, :], (6, 7, 40)), (1,), "column"),
+        ("broadcast reduced all", np.broadcast_to(c[:1, :, :1], (6, 7, 40)), (0, 1, 2), "general"),
+        ("broadcast kept", np.broadcast_to(c[:1], (6, 7, 40)), (2,), "row"),
+        ("overlapping", np.lib.stride_tricks.as_strided(c, (30, 20), (8, 4)), (1,), "row"),
+        ("size-one dims", c.reshape(6, 1, 7, 1, 40), (1, 4), "row"),
+    ]
+
+
+LAYOUT_CASES = _layout_cases()
+
+
+@pytest.mark.parametrize("name,x,axes,case", LAYOUT_CASES, ids=[c[0] for c in LAYOUT_CASES])
+def test_layout_cases(name, x, axes, case):
+    assert check_all(x, axes) == {case}
+
+
+def test_broadcast_reduced_axis_is_not_read():
+    base = np.arange(6, dtype=np.float32).reshape(6, 1)
+    x = np.broadcast_to(base, (6, 1000))
+    with simt.record_traffic() as rec:
+        r, t = run(x, (1,), "max", "last")
+    np.testing.assert_array_equal(r, np.full(6, 999))
+    assert t.plans[0].group == 1
+    assert rec.total("requested_bytes_load") == 6 * 4
+
+
+def test_eight_dims_a_side():
+    rng = np.random.default_rng(3)
+    x = tiny_values(rng, (2, 3) * 8, np.int16)
+    axes = tuple(range(0, 16, 2))
+    r, t = run(x, axes, "max", "last")
+    np.testing.assert_array_equal(r, fast_ref(x, axes, "max", "last"))
+    assert len(t.plans[0].red) == 8 and len(t.plans[0].kept) == 8
+    with pytest.raises(ValueError, match="at most 8 dimensions"):
+        G.argreduce(BE, tiny_values(rng, (2,) * 18, np.int8), tuple(range(0, 18, 2)),
+                    kind="max", tie="first", index_dtype=np.int64)
+
+
+def test_random_layouts():
+    rng = np.random.default_rng(4)
+    for it in range(60):
+        ndim = int(rng.integers(1, 5))
+        shape = tuple(int(n) for n in rng.integers(1, 7, ndim))
+        dt = DTYPES[it % len(DTYPES)]
+        x = tiny_values(rng, tuple(n * 2 for n in shape), dt)
+        x = x[tuple(slice(None, None, int(rng.choice([1, 2, -1, -2]))) for _ in shape)]
+        x = np.transpose(x, rng.permutation(ndim))
+        if rng.random() < 0.3:
+            a = int(rng.integers(0, ndim))
+            x = np.broadcast_to(np.take(x, [0], axis=a), x.shape)
+        axes = tuple(sorted(int(a) for a in rng.choice(ndim, int(rng.integers(1, ndim + 1)),
+                                                       replace=False)))
+        check_all(x, axes)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "uint16", "float16"])
+def test_column_loads_several_groups_per_thread(dtype, monkeypatch):
+    rng = np.random.default_rng(14)
+    itemsize = np.dtype(dtype).itemsize
+    a = aligned(tiny_values(rng, (37, 5, 24), dtype))
+    for x, axes in ((a, (0,)), (a, (0, 1)), (a[:, ::-1, :], (1,))):
+        r, t = run(x, axes)
+        assert t.plans[0].case == "column" and t.plans[0].vec == 4 // itemsize
+        assert check_all(x, axes) == {"column"}
+    r, t = run(a[:, :, 1:], (0,))        # misaligned rows: one group per thread
+    assert t.plans[0].vec == 1
+    check_all(a[:, :, 1:], (0,))
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    b = aligned(tiny_values(rng, (700, 8), dtype))
+    r, t = run(b, (0,))
+    assert t.plans[0].case == "split" and t.plans[0].kernel == "col" and t.plans[0].vec > 1
+    assert check_all(b, (0,)) == {"split"}
+
+
+# ---------------------------------------------------------------------------- sizes, splits
+
+@pytest.mark.parametrize("n", [31, 32, 33, 1023, 1025])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float64"])
+def test_group_sizes(n, dtype, monkeypatch):
+    rng = np.random.default_rng(n)
+    x = tiny_values(rng, (3, n), dtype)
+    check_all(x, (1,))
+    check_all(np.ascontiguousarray(x.T), (0,))
+    check_all(np.asfortranarray(x), (0, 1), hardmax=False)
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    cases = check_all(x, (1,)) | check_all(np.ascontiguousarray(x.T), (0,))
+    if n > 256:
+        assert cases == {"split"}
+
+
+def test_split_over_many_blocks(split_small):
+    rng = np.random.default_rng(5)
+    x = tiny_values(rng, (5000,), np.float32)
+    r, t = run(x, (0,), "min", "last")
+    assert t.plans[0].case == "split" and t.plans[0].nchunks >= 4 and len(t.launches) == 2
+    np.testing.assert_array_equal(r, fast_ref(x, (0,), "min", "last"))
+    h, t = run_hm(x.reshape(50, 100), (0, 1), "last")
+    assert t.plans[0].case == "split" and len(t.launches) == 2
+    np.testing.assert_array_equal(h, fast_hardmax(x.reshape(50, 100), (0, 1), "last"))
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
+def test_schedules(schedule, monkeypatch):
+    rng = np.random.default_rng(6)
+    x = tiny_values(rng, (4, 1500), np.float16)
+    with simt.schedule(schedule):
+        check_all(x, (1,))                                   # block teams
+        check_all(np.ascontiguousarray(x.T), (0,))           # column combine across y
+        check_all(x[:, :40], (1,))                           # warp teams
+        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        assert check_all(x, (0, 1)) == {"split"}
+        assert check_all(np.ascontiguousarray(x.T), (0,)) == {"split"}
+
+
+# ---------------------------------------------------------------------------- 64-bit indexing
+
+def test_force_64bit_on_small_inputs(monkeypatch):
+    rng = np.random.default_rng(7)
+    x = tiny_values(rng, (5, 300), np.float32)
+    for xx, axes in ((x, (1,)), (x, (0,)), (x[::-1, ::3], (0, 1))):
+        r, t = run(xx, axes, "max", "last", force_64bit=True)
+        assert t.plans[0].use_64bit and "long long" in t.launches[0][0]
+        np.testing.assert_array_equal(r, fast_ref(xx, axes, "max", "last"))
+        h, t = run_hm(xx, axes, "first", force_64bit=True)
+        np.testing.assert_array_equal(h, fast_hardmax(xx, axes, "first"))
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    y = tiny_values(rng, (5, 1501), np.float32)
+    for xx, axes in ((y, (0, 1)), (y.T, (0,)), (np.ascontiguousarray(y.T), (0,))):
+        r, t = run(xx, axes, "min", "first", force_64bit=True)
+        assert t.plans[0].case == "split" and t.plans[0].use_64bit
+        np.testing.assert_array_equal(r, fast_ref(xx, axes, "min", "first"))
+        h, t = run_hm(xx, axes, "last", force_64bit=True)
+        np.testing.assert_array_equal(h, fast_hardmax(xx, axes, "last"))
+
+
+@pytest.fixture(scope="module")
+def big_buffer():
+    # 2**31 + 4096 bytes, lazily allocated: only the pages written below take memory
+    buf = np.zeros(2**31 + 4096, np.uint8)
+    rng = np.random.default_rng(8)
+    buf[:1000] = rng.integers(0, 5, 1000)
+    buf[2**31:2**31 + 4096] = rng.integers(0, 5, 4096)
+    return buf
+
+
+def test_view_past_2_31_bytes(big_buffer):
+    y = big_buffer[2**31:].view(np.float32)
+    r, t = run(y, (0,), "max", "first")
+    assert r == fast_ref(y, (0,), "max", "first")
+
+
+def test_offsets_past_2_31_elements(big_buffer):
+    x = np.lib.stride_tricks.as_strided(big_buffer, shape=(2, 1000), strides=(2**31, 1))
+    x.flags.writeable = False
+    for xx in (x, x[::-1], x[:, ::-1], x.T):
+        dense = np.ascontiguousarray(xx)
+        for axes in ((0,), (1,), (0, 1)):
+            for kind in KINDS:
+                r, t = run(xx, axes, kind, "last", np.uint32)
+                assert t.plans[0].use_64bit
+                np.testing.assert_array_equal(r, fast_ref(dense, axes, kind, "last"))
+            h, t = run_hm(xx, axes, "first")
+            np.testing.assert_array_equal(h, fast_hardmax(dense, axes, "first"))
+
+
+# ---------------------------------------------------------------------------- outputs
+
+@pytest.mark.parametrize("index_dtype", ["int32", "uint32", "int64", "uint64"])
+def test_index_dtypes_written_directly(index_dtype):
+    rng = np.random.default_rng(9)
+    x = tiny_values(rng, (7, 50), np.int32)
+    out = np.full((7,), 99, index_dtype)
+    r, t = run(x, (1,), "max", "last", index_dtype, out=out)
+    assert r is out and len(t.launches) == 1
+    np.testing.assert_array_equal(out, fast_ref(x, (1,), "max", "last"))
+
+
+def test_hardmax_fused_is_one_launch_and_writes_out():
+    rng = np.random.default_rng(10)
+    x = tiny_values(rng, (6, 5, 33), np.float32)
+    for axes in ((2,), (0,), (0, 2), (1,)):
+        out = np.full(x.shape, 7, x.dtype)
+        r, t = run_hm(x, axes, "first", out=out)
+        assert r is out and len(t.launches) == 1 and t.plans[0].passes == 1
+        np.testing.assert_array_equal(out, fast_hardmax(x, axes, "first"))
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_hardmax_writes_each_output_once_in_whole_sectors(dtype, split, monkeypatch):
+    if split:
+        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(11)
+    a = aligned(tiny_values(rng, (512, 64), dtype))
+    for x, axes in ((a, (0,)), (a, (1,)), (a, (0, 1)), (a.reshape(64, 512), (1,))):
+        out = aligned(np.zeros(x.shape, x.dtype))
+        with simt.record_traffic() as rec:
+            r, t = run_hm(x, axes, out=out)
+        np.testing.assert_array_equal(out, fast_hardmax(x, axes, "first"))
+        write = rec.launches[-1]     # the launch that writes the one-hot output
+        assert len(rec.launches) == t.plans[0].passes
+        assert write.requested_bytes_store == x.nbytes     # each output element once
+        assert write.sectors_store == x.nbytes // 32, (axes, t.plans[0].case, write)
+
+
+# ---------------------------------------------------------------------------- traffic
+
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+def test_input_read_once_with_few_sectors(dtype, monkeypatch):
+    rng = np.random.default_rng(12)
+    a = aligned(tiny_values(rng, (64, 512), dtype))
+    for x, axes in ((a, (1,)), (a, (0,)), (a, (0, 1)), (a.T, (0,)), (a.reshape(64, 32, 16), (0, 2))):
+        with simt.record_traffic() as rec:
+            run(x, axes)
+        first = rec.launches[0]
+        assert first.requested_bytes_load == x.nbytes
+        # every warp-wide load touches the fewest 32-byte sectors: the sum over warp loads is
+        # the number of sectors of the input
+        assert first.sectors_load == x.nbytes // 32, (axes, first)
+
+
+# ---------------------------------------------------------------------------- larger sweep
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_larger_sweep(dtype):
+    rng = np.random.default_rng(13)
+    for shape, axes in (((64, 4099), (1,)), ((4099, 64), (0,)), ((3, 70000), (1,)),
+                        ((70000, 3), (0,)), ((33, 65, 129), (0, 2)), ((1 << 20,), (0,))):
+        x = tiny_values(rng, shape, dtype)
+        check_all(x, axes)
+        with simt.schedule(99):
+            check_all(np.asfortranarray(x), axes, hardmax=False)

@@ -1,0 +1,380 @@
+"""cupyops._modules: C++ types, name expressions, include inlining, the module cache."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cupyops import _modules as m
+
+
+# ------------------------------------------------------------------------------------------
+# C++ types and name expressions
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype, expected", [
+    (np.bool_, "bool"), (np.int8, "signed char"), (np.uint8, "unsigned char"),
+    (np.int16, "short"), (np.uint16, "unsigned short"), (np.int32, "int"),
+    (np.uint32, "unsigned int"), (np.int64, "long long"), (np.uint64, "unsigned long long"),
+    (np.float16, "__half"), (np.float32, "float"), (np.float64, "double"),
+    (np.complex64, "cupyops_complex64"), (np.complex128, "cupyops_complex128"),
+])
+def test_ctype(dtype, expected):
+    assert m.ctype(dtype) == expected
+    assert m.ctype(np.dtype(dtype)) == expected
+    assert m.ctype(np.dtype(dtype).newbyteorder(">")) == expected   # byte order is not a type
+    assert m.CTYPES[np.dtype(dtype)] == expected
+
+
+def test_ctypes_table_is_complete():
+    assert len(m.CTYPES) == 14
+
+
+@pytest.mark.parametrize("bad", [np.object_, np.str_, "datetime64[s]", np.longdouble, np.clongdouble])
+def test_ctype_unsupported(bad):
+    with pytest.raises(TypeError, match="no C\\+\\+ type"):
+        m.ctype(bad)
+
+
+def test_name_expression():
+    assert m.name_expression("f", np.dtype(np.float32), True, 4) == "f<float, true, 4>"
+    assert m.name_expression("f", np.float32, True, 4) == "f<float, true, 4>"
+    assert m.name_expression("g", np.int64, False, -3, "MyOp") == "g<long long, false, -3, MyOp>"
+    assert m.name_expression("h", np.bool_(True), np.int32(7)) == "h<true, 7>"
+    assert m.name_expression("plain") == "plain"
+    assert (m.name_expression("argreduce_row", np.float16, np.uint32, True, False)
+            == "argreduce_row<__half, unsigned int, true, false>")
+
+
+def test_name_expression_rejects_other_types():
+    with pytest.raises(TypeError):
+        m.name_expression("f", 1.5)
+    with pytest.raises(TypeError):
+        m.name_expression("f", None)
+
+
+# ------------------------------------------------------------------------------------------
+# Sources
+# ------------------------------------------------------------------------------------------
+
+def test_read_kernel_file_through_resources():
+    text = m.read_kernel_file("selftest.cu")
+    assert text.startswith("// selftest.cu")
+    assert "selftest_count" in text
+
+
+def test_read_kernel_file_errors():
+    with pytest.raises(FileNotFoundError):
+        m.read_kernel_file("no_such_kernel.cu")
+    with pytest.raises(ValueError):
+        m.read_kernel_file("../pyproject.toml")
+
+
+FILES = {
+    "main.cu": '#include "a.cuh"\n#include <cuda_fp16.h>\n#include "b.cuh"\nint main_marker;\n',
+    "a.cuh": '#pragma once\n#include "common.cuh"\nint a_marker;\n',
+    "b.cuh": '#ifndef B_CUH\n#define B_CUH\n#include "common.cuh"\n  #  include "sub/c.cuh"\nint b_marker;\n#endif\n',
+    "common.cuh": "#pragma once\nint common_marker;\n",
+    "sub/c.cuh": '#include "../common.cuh"\n#include "d.cuh"\nint c_marker;\n',
+    "sub/d.cuh": "int d_marker;\n",
+}
+
+
+def _reader(files):
+    calls = []
+
+    def read(name):
+        calls.append(name)
+        return files[name]
+    return read, calls
+
+
+def test_inline_includes_nested_once_each():
+    read, calls = _reader(FILES)
+    out = m.inline_includes(FILES["main.cu"], "main.cu", read)
+    for marker in ("main", "a", "b", "c", "d", "common"):
+        assert out.count(f"int {marker}_marker;") == 1, marker
+    assert sorted(calls) == sorted(["a.cuh", "common.cuh", "b.cuh", "sub/c.cuh", "sub/d.cuh"])
+    assert "#include <cuda_fp16.h>" in out                        # system include left alone
+    assert "#pragma once" not in out
+    assert not any(line.lstrip().startswith("#") and "include" in line and '"' in line
+                   and not line.lstrip().startswith("#line") for line in out.splitlines())
+    # order: a header's content comes before the code after its include
+    assert out.index("common_marker") < out.index("a_marker") < out.index("d_marker") \
+        < out.index("c_marker") < out.index("b_marker") < out.index("main_marker")
+
+
+def test_inline_includes_line_directives():
+    read, _ = _reader(FILES)
+    out = m.inline_includes(FILES["main.cu"], "main.cu", read)
+    assert '#line 1 "a.cuh"' in out
+    assert '#line 1 "sub/d.cuh"' in out
+    # back in main.cu after "a.cuh" (line 1) the next line is line 2
+    assert '#line 2 "main.cu"' in out
+
+
+def test_inline_includes_cycle():
+    files = {"x.cuh": '#include "y.cuh"\n', "y.cuh": '#include "x.cuh"\n'}
+    read, _ = _reader(files)
+    with pytest.raises(ValueError, match="include cycle"):
+        m.inline_includes('#include "x.cuh"\n', "main.cu", read)
+
+
+def test_module_source_selftest(selftest_family):
+    src = m.module_source("selftest")
+    assert "selftest_iota" in src
+    assert "#include <cuda_fp16.h>" in src
+
+
+# ------------------------------------------------------------------------------------------
+# Families
+# ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def selftest_family():
+    old = m.families().get("selftest")
+    m.register_family(m.SELFTEST_FAMILY)
+    yield m.SELFTEST_FAMILY
+    if old is None:
+        m._families.pop("selftest", None)
+    m.clear_cache("selftest")
+
+
+def test_register_family(selftest_family):
+    assert m.families()["selftest"] is selftest_family
+    assert m.get_family("selftest") is selftest_family
+    exprs = selftest_family.expressions_for(np.float32)
+    assert exprs == ("selftest_count<float, false>", "selftest_count<float, true>",
+                     "selftest_iota<float, 3>")
+    assert m.compile_options(selftest_family) == m.NVRTC_OPTIONS
+    with pytest.raises(TypeError, match="does not serve"):
+        selftest_family.expressions_for(np.complex64)
+
+
+def test_register_family_conflict(selftest_family):
+    other = m.KernelFamily(name="selftest", source="other.cu", dtypes=(np.float32,),
+                           expressions=lambda dt: ("k",))
+    with pytest.raises(ValueError, match="already registered"):
+        m.register_family(other)
+
+
+def test_unknown_family():
+    with pytest.raises(KeyError, match="unknown kernel family"):
+        m.get_family("no-such-family")
+
+
+def test_family_metadata_defaults():
+    fam = m.KernelFamily(name="x", source="x.cu", dtypes=(np.float32,),
+                         expressions=lambda dt: ("k",), options=["-DX"])
+    assert fam.options == ("-DX",)
+    assert fam.block_sizes_for("k") == (256,)
+    assert fam.dynamic_shared_for(np.float32, "k", 256) == 0
+    fam2 = dataclass_replace(fam, block_sizes=lambda e: (128, 512),
+                             dynamic_shared=lambda dt, e, b: b * dt.itemsize)
+    assert fam2.block_sizes_for("k") == (128, 512)
+    assert fam2.dynamic_shared_for(np.float32, "k", 128) == 512
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+    return dataclasses.replace(obj, **kw)
+
+
+# ------------------------------------------------------------------------------------------
+# Module cache with a fake backend
+# ------------------------------------------------------------------------------------------
+
+class FakeCompileError(Exception):
+    def __init__(self, log):
+        super().__init__("compile failed")
+        self.log = log
+
+
+class FakeModule:
+    def __init__(self, source, options, exprs, device_id):
+        self.source, self.options, self.exprs, self.device_id = source, options, exprs, device_id
+
+    def get_function(self, expr):
+        assert expr in self.exprs
+        return ("fn", expr, self.device_id)
+
+
+@pytest.fixture
+def fake_backend(selftest_family):
+    state = {"compiles": 0, "fail": None, "delay": 0.0}
+    lock = threading.Lock()
+
+    def factory(source, options, exprs, device_id):
+        with lock:
+            state["compiles"] += 1
+        time.sleep(state["delay"])
+        if state["fail"]:
+            raise FakeCompileError(state["fail"])
+        return FakeModule(source, options, exprs, device_id)
+
+    m.register_module_factory("fake", factory)
+    m.clear_cache()
+    yield state
+    m.register_module_factory("fake", None)
+    m.clear_cache()
+
+
+def test_get_module_cached(fake_backend):
+    mod = m.get_module("fake", "selftest", np.float32)
+    assert isinstance(mod, FakeModule)
+    assert mod.exprs == m.SELFTEST_FAMILY.expressions_for(np.float32)
+    assert mod.options == m.NVRTC_OPTIONS
+    assert mod.source == m.module_source("selftest")
+    assert m.get_module("fake", "selftest", np.dtype("float32")) is mod
+    assert m.get_module("fake", "selftest", np.dtype(">f4")) is mod     # same key
+    assert fake_backend["compiles"] == 1
+    # another dtype, another device: other modules
+    assert m.get_module("fake", "selftest", np.float64) is not mod
+    mod1 = m.get_module("fake", "selftest", np.float32, device_id=1)
+    assert mod1 is not mod and mod1.device_id == 1
+    assert fake_backend["compiles"] == 3
+    assert ("fake", 0, "selftest", np.dtype(np.float32)) in m.cached_keys()
+
+
+def test_get_function(fake_backend):
+    fn = m.get_function("fake", "selftest", np.int32, "selftest_iota<int, 3>")
+    assert fn == ("fn", "selftest_iota<int, 3>", 0)
+    assert m.get_function("fake", "selftest", np.int32, "selftest_iota<int, 3>") is fn
+    with pytest.raises(KeyError, match="does not declare"):
+        m.get_function("fake", "selftest", np.int32, "selftest_iota<int, 4>")
+    assert fake_backend["compiles"] == 1
+
+
+def test_lazy_no_compile_at_registration(fake_backend):
+    assert fake_backend["compiles"] == 0
+
+
+def test_threads_racing_compile_once(fake_backend):
+    fake_backend["delay"] = 0.05
+    n = 16
+    barrier = threading.Barrier(n)
+    results, errors = [], []
+
+    def work(dt):
+        try:
+            barrier.wait()
+            results.append(m.get_module("fake", "selftest", dt))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(np.float32 if i % 2 else np.int16,))
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == n
+    assert len({id(r) for r in results}) == 2
+    assert fake_backend["compiles"] == 2      # one per key, however many threads asked
+
+
+def test_compile_error_carries_log(fake_backend):
+    log = "kern.cu(12): error: identifier \"oops\" is undefined"
+    fake_backend["fail"] = log
+    with pytest.raises(m.KernelCompileError) as info:
+        m.get_module("fake", "selftest", np.float32)
+    err = info.value
+    assert log in str(err)
+    assert err.log == log
+    assert err.family == "selftest" and err.backend == "fake"
+    assert "--std=c++17" in str(err)
+    assert isinstance(err.__cause__, FakeCompileError)
+    # failures are not cached: fixing the cause and asking again compiles
+    fake_backend["fail"] = None
+    assert isinstance(m.get_module("fake", "selftest", np.float32), FakeModule)
+    assert fake_backend["compiles"] == 2
+
+
+def test_other_errors_propagate(selftest_family):
+    def factory(source, options, exprs, device_id):
+        raise OSError("disk on fire")
+    m.register_module_factory("broken", factory)
+    try:
+        with pytest.raises(OSError, match="disk on fire"):
+            m.get_module("broken", "selftest", np.float32)
+    finally:
+        m.register_module_factory("broken", None)
+
+
+def test_unknown_backend(selftest_family):
+    with pytest.raises(ValueError, match="unknown backend"):
+        m.get_module("nope", "selftest", np.float32)
+
+
+def test_import_does_not_import_cupy():
+    import subprocess
+    import sys
+    code = ("import sys, cupyops, cupyops._modules, cupyops._backend, cupyops._precompile, "
+            "cupyops._nvrtc; print('cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------------------
+# The real NVRTC through the CuPy path, when a GPU is present
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_cuda_compile_error_carries_log(selftest_family):
+    bad = m.KernelFamily(name="selftest_bad", source="selftest.cu", dtypes=(np.float32,),
+                         expressions=lambda dt: ("selftest_nope<float, 3>",))
+    m.register_family(bad)
+    try:
+        with pytest.raises(m.KernelCompileError) as info:
+            m.get_module("cuda", "selftest_bad", np.float32)
+        assert "selftest_nope" in info.value.log
+        assert "selftest_nope" in str(info.value)
+    finally:
+        m._families.pop("selftest_bad", None)
+        m.clear_cache("selftest_bad")
+
+
+# ------------------------------------------------------------------------------------------
+# precompile
+# ------------------------------------------------------------------------------------------
+
+def test_precompile_simt_with_fake_modules(fake_backend, monkeypatch):
+    from cupyops import _backend, _precompile
+
+    state = {"modules": 0}
+
+    def factory(source, options, exprs, device_id):
+        state["modules"] += 1
+        return FakeModule(source, options, exprs, device_id)
+
+    monkeypatch.setitem(m._factories, "simt", factory)
+    monkeypatch.setattr(_backend, "_backends", {})
+    m.clear_cache()
+    done = _precompile.precompile(["selftest"], [np.float32, "int8"], device="simt")
+    assert done == [("selftest", np.dtype(np.int8)), ("selftest", np.dtype(np.float32))]
+    assert state["modules"] == 2
+    be = _backend.get_backend("simt")
+    assert set(be._kernels) == {("selftest", np.dtype(dt), e) for dt in (np.float32, np.int8)
+                                for e in m.SELFTEST_FAMILY.expressions_for(dt)}
+    # everything is ready: asking again compiles nothing
+    _precompile.precompile("selftest", np.float32, device="simt")
+    assert state["modules"] == 2
+    all_done = _precompile.precompile(["selftest"], device="simt", max_workers=3)
+    assert len(all_done) == len(m.SELFTEST_DTYPES)
+    assert state["modules"] == len(m.SELFTEST_DTYPES)
+
+
+def test_precompile_arguments(selftest_family):
+    from cupyops import _precompile
+    assert _precompile.precompile(device="cpu") == []
+    with pytest.raises(KeyError):
+        _precompile.precompile(["no-such-family"], device="simt")
+    with pytest.raises(TypeError, match="serves"):
+        _precompile.precompile(["selftest"], [np.complex64], device="simt")
+    with pytest.raises(ValueError):
+        _precompile.precompile(device="tpu")
+    assert _precompile._resolve_device(None) == ("cuda", None)
+    assert _precompile._resolve_device("cuda:1") == ("cuda", 1)
+    assert _precompile._resolve_device(2) == ("cuda", 2)
+    assert _precompile._resolve_device("simt") == ("simt", 0)

@@ -1,0 +1,251 @@
+"""The nonzero family's planner (cupyops/_plan_nonzero.py), without a GPU: struct layouts,
+magic-number division, tiles and grids, reading / coordinate dimensions, the 64-bit choice,
+and count_nonzero's split of kept and reduced dimensions. The kernels' index arithmetic is
+emulated in Python from the planned numbers and compared with NumPy."""
+import math
+import pathlib
+import random
+import re
+
+import numpy as np
+import pytest
+
+from cupyops import _plan_nonzero as P
+
+KERNELS = pathlib.Path(__file__).resolve().parents[1] / "kernels"
+
+
+# ------------------------------------------------------------------------------ structs
+
+def _static_assert_sizes():
+    text = (KERNELS / "nonzero.cuh").read_text()
+    out = {}
+    for name, expr in re.findall(r"static_assert\(sizeof\((\w+)\) ==\s*([^,]+),", text):
+        out[name] = eval(expr.replace("\n", " "))   # plain integer arithmetic
+    return out
+
+
+def test_struct_sizes_match_the_kernel_header():
+    sizes = _static_assert_sizes()
+    assert sizes == {"nz_fastdiv": P.FASTDIV_SIZE, "nz_params": P.PARAMS_SIZE,
+                     "nz_count_params": P.COUNT_PARAMS_SIZE}
+    assert P.FASTDIV_DTYPE.itemsize == P.FASTDIV_SIZE
+    assert P.PARAMS_DTYPE.itemsize == P.PARAMS_SIZE
+    assert P.COUNT_PARAMS_DTYPE.itemsize == P.COUNT_PARAMS_SIZE
+    assert P.PARAMS_DTYPE.alignment == 8 and P.COUNT_PARAMS_DTYPE.alignment == 8
+
+
+def test_struct_field_order_matches_the_kernel_header():
+    text = (KERNELS / "nonzero.cuh").read_text()
+    for cname, dt in (("nz_params", P.PARAMS_DTYPE), ("nz_count_params", P.COUNT_PARAMS_DTYPE)):
+        body = re.search(r"struct %s \{(.*?)\};" % cname, text, re.S).group(1)
+        fields = re.findall(r"^\s*\w+\s+(\w+)(?:\[[^\]]*\])?;", body, re.M)
+        assert tuple(fields) == dt.names, cname
+
+
+def test_items_and_tiles_follow_the_value_size():
+    assert [P.items_per_thread(s) for s in (1, 2, 4, 8, 16)] == [16, 16, 16, 8, 4]
+    assert [P.tile_elements(s) for s in (1, 2, 4, 8, 16)] == [4096, 4096, 4096, 2048, 1024]
+    # staged tile-local indices are u16
+    assert all(P.tile_elements(s) <= 65536 for s in (1, 2, 4, 8, 16))
+
+
+# ------------------------------------------------------------------------------ fastdiv
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_fastdiv_is_exact(bits):
+    rng = random.Random(5)
+    top = 2**bits
+    divisors = list(range(1, 70)) + [2**k + e for k in range(1, bits - 1) for e in (-1, 0, 1)]
+    divisors += [rng.randrange(1, top if bits == 32 else 2**63) for _ in range(300)]
+    for d in divisors:
+        if d >= top or d >= 2**63:
+            continue
+        f = P.fastdiv(d)
+        ns = [0, 1, d - 1, d, d + 1, 2 * d - 1, top - 1, top - d, top // 2]
+        ns += [rng.randrange(top) for _ in range(20)]
+        for n in ns:
+            if 0 <= n < top:
+                assert P.fastdiv_apply(n, f, bits) == n // d, (n, d)
+
+
+def test_fastdiv_range():
+    with pytest.raises(ValueError):
+        P.fastdiv(0)
+    assert P.fastdiv(2**40)[2] == 0          # no 32-bit multiplier past 2**32
+    assert P.fastdiv(1)[3:] == (0, 0)
+
+
+# ------------------------------------------------------------------------------ coordinates
+
+def _raw(x):
+    """(bytes of the memory x views, as uint8, and the byte position of x's element 0)."""
+    owner = x
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    mem = owner.ravel(order="K").view(np.uint8)
+    assert np.shares_memory(mem, owner)
+    return mem, x.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+
+
+def _views(mod=None):
+    base = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    if mod is not None:
+        base = base % mod
+    return {
+        "C": base,
+        "F": np.asfortranarray(base),
+        "sliced": base[1:, ::2, 1:5],
+        "negative": base[::-1, :, ::-2],
+        "broadcast": np.broadcast_to(base[:, :1, :], (4, 5, 6)),
+        "transposed": base.transpose(2, 0, 1),
+        "unit": base[:, 2:3, :].reshape(4, 1, 1, 6),
+    }
+
+
+def test_reading_dims_merge_but_keep_the_order():
+    v = _views()
+    assert P.reading_dims(v["C"].shape, v["C"].strides) == ((120, 4),)
+    assert P.reading_dims(v["F"].shape, v["F"].strides) == ((4, 4), (5, 16), (6, 80))
+    assert P.reading_dims(v["unit"].shape, v["unit"].strides) == ((4, 120), (6, 4))
+    assert P.reading_dims(v["broadcast"].shape, v["broadcast"].strides) == ((4, 120), (5, 0), (6, 4))
+    assert P.reading_dims((1, 1), (8, 8)) == ((1, 0),)
+    neg = v["negative"]
+    assert P.reading_dims(neg.shape, neg.strides) == ((4, -120), (5, 24), (3, -8))
+
+
+def _emulate_offset(cp, L, bits):
+    off = 0
+    dims = cp.read_dims
+    for i in range(len(dims) - 1, 0, -1):
+        f = P.fastdiv(dims[i][0])
+        q = P.fastdiv_apply(L, f, bits)
+        off += (L - q * dims[i][0]) * dims[i][1]
+        L = q
+    return off + L * dims[0][1]
+
+
+def _emulate_coordinate(cp, L, col, bits):
+    if (cp.unit_mask >> col) & 1:
+        return 0
+    k = bin(~cp.unit_mask & ((1 << col) - 1) & (2**64 - 1)).count("1")
+    n, suffix = cp.coord_dims[k]
+    q = P.fastdiv_apply(L, P.fastdiv(suffix), bits)
+    return q - P.fastdiv_apply(q, P.fastdiv(n), bits) * n
+
+
+@pytest.mark.parametrize("name", list(_views()))
+@pytest.mark.parametrize("force", [False, True])
+def test_kernel_index_arithmetic_matches_numpy(name, force):
+    x = _views()[name]
+    cp = P.plan_coordinates(x.shape, x.strides, x.itemsize, np.int64, force_64bit=force)
+    assert cp.wide == force
+    bits = 64 if cp.wide else 32
+    flat = x.ravel(order="C")
+    mem, start = _raw(x)
+    for L in range(x.size):
+        coords = np.unravel_index(L, x.shape)
+        assert tuple(_emulate_coordinate(cp, L, c, bits) for c in range(x.ndim)) == coords
+        off = _emulate_offset(cp, L, bits)
+        assert off == sum(c * s for c, s in zip(coords, x.strides))
+        val = mem[start + off:start + off + x.itemsize].view(x.dtype)[0]
+        assert val == flat[L]
+
+
+def test_tiles_grids_and_fill():
+    cp = P.plan_coordinates((3, 5000), (40000, 8), 8, np.int32)
+    assert (cp.items, cp.tile, cp.num_tiles, cp.index_bytes) == (8, 2048, 8, 4)
+    assert cp.grid(P.MODE_SCAN) == cp.grid(P.MODE_PLACE) == 8
+    assert cp.fill_rows() == 8192
+    assert cp.grid(P.MODE_FIXED, 0) == 8
+    assert cp.grid(P.MODE_FIXED, 8192) == 9 and cp.grid(P.MODE_FIXED, 8193) == 10
+    p = cp.params(P.MODE_FIXED, P.LAYOUT_ROWS, k=7, fill=-1, stats=True)
+    assert (p["mode"], p["layout"], p["k"], p["fill"], p["stats_on"]) == (2, 0, 7, -1, 1)
+    assert (p["size"], p["num_tiles"], p["in_ndim"], p["out_ndim"]) == (15000, 8, 1, 2)
+    assert p["ndim_div"]["d"] == 2 and p["co_suffix"][0]["d"] == 5000
+    assert p["co_shape"][1]["d"] == 5000 and p["in_div"][1]["d"] == 1
+    big = cp.params(P.MODE_FIXED, k=1, fill=2**64 - 1)
+    assert big["fill"] == -1                       # uint64 fill: same bits
+
+
+def test_unit_dims_and_many_dimensions():
+    shape = (1,) * 40 + (3, 1, 4)
+    cp = P.plan_coordinates(shape, (8,) * 43, 8, np.int64)
+    assert cp.coord_dims == ((3, 4), (4, 1))
+    assert cp.unit_mask == (2**43 - 1) & ~(1 << 40) & ~(1 << 42)
+    with pytest.raises(ValueError, match="at most 8 dimensions of extent"):
+        P.plan_coordinates((2,) * 9, tuple(2**k for k in range(9, 0, -1)), 1, np.int64)
+    # nine non-mergeable reading dims (every other element)
+    x = np.zeros((2,) * 9 + (2,), np.int8)[..., 0]
+    with pytest.raises(ValueError):
+        P.plan_coordinates(x.shape, x.strides, 1, np.int64)
+
+
+def test_64bit_choice():
+    assert not P.plan_coordinates((2**31,), (1,), 1, np.int64).wide
+    assert P.plan_coordinates((2**31 + 1,), (1,), 1, np.int64).wide
+    assert not P.plan_coordinates((2, 3), (2**30, 1), 1, np.int64).wide
+    assert P.plan_coordinates((3, 3), (2**30, 1), 1, np.int64).wide     # span past 2**31 bytes
+    assert P.plan_coordinates((3, 3), (-(2**30), 1), 1, np.int64).wide
+    assert P.plan_coordinates((4,), (4,), 4, np.int64, force_64bit=True).wide
+
+
+# ------------------------------------------------------------------------------ count_nonzero
+
+def _emulate_count(x, cp):
+    """Sum over the plan's (output, chunk) units as the kernel does, from raw byte offsets."""
+    raw, start = _raw(x)
+
+    def offset(L, dims):
+        off = 0
+        for i in range(len(dims) - 1, 0, -1):
+            L, r = divmod(L, dims[i][0])
+            off += r * dims[i][1]
+        return off + L * dims[0][1]
+
+    out = np.zeros(cp.n_out, np.int64)
+    for g in range(cp.units):
+        if cp.mode == 0:
+            o, c = divmod(g, cp.n_chunks)
+        else:
+            c, o = divmod(g, cp.n_out)
+        for j in range(c * cp.chunk_len, min((c + 1) * cp.chunk_len, cp.red_size)):
+            off = start + cp.base + offset(o, cp.kept_dims) + offset(j, cp.red_dims)
+            out[o] += raw[off:off + x.itemsize].any()
+    return out
+
+
+@pytest.mark.parametrize("name", list(_views()))
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (0, 1, 2), (1, 2)])
+def test_count_plan_covers_the_reduced_elements(name, axes):
+    xv = _views(mod=3)[name]          # a third of the values are zero
+    if xv.ndim != 3:
+        axes = tuple(a for a in axes if a < xv.ndim) or (0,)
+    cp = P.plan_count(xv.shape, xv.strides, xv.itemsize, axes, sm_count=2)
+    got = _emulate_count(xv, cp)
+    want = np.count_nonzero(xv, axis=axes).reshape(-1)
+    np.testing.assert_array_equal(got, want)
+    assert cp.red_size == math.prod(xv.shape[a] for a in axes)
+    assert all(s >= 0 for _, s in cp.red_dims)
+
+
+def test_count_plan_modes_and_chunks():
+    x = np.zeros((64, 4096), np.float32)
+    rows = P.plan_count(x.shape, x.strides, 4, (1,))
+    assert rows.mode == 0 and rows.red_dims == ((4096, 4),) and rows.kept_dims == ((64, 16384),)
+    cols = P.plan_count(x.shape, x.strides, 4, (0,))
+    assert cols.mode == 1 and cols.kept_dims == ((4096, 4),) and cols.red_dims == ((64, 16384),)
+    full = P.plan_count(x.shape, x.strides, 4, (0, 1))
+    assert full.mode == 0 and full.n_out == 1 and full.red_dims == ((64 * 4096, 4),)
+    assert full.n_chunks == 128 and full.atomic and full.chunk_len == 2048
+    assert full.grid == -(-full.units // P.NZ_WARPS)
+    small = P.plan_count((5, 3), (12, 4), 4, (1,))
+    assert small.mode == 1 and small.n_chunks == 1 and not small.atomic
+    neg = np.zeros((6, 7), np.int8)[::-1, ::-1]
+    cn = P.plan_count(neg.shape, neg.strides, 1, (0, 1))
+    assert cn.base == -41 and cn.red_dims == ((42, 1),)
+    p = full.params()
+    assert (p["mode"], p["atomic"], p["split_div"]["d"], p["units"]) == (0, 1, 128, 128)
+    assert P.plan_count((2**31 + 5,), (1,), 1, (0,)).wide
+    assert not P.plan_count((2**20,), (1,), 1, (0,)).wide
+    assert P.plan_count((4,), (1,), 1, (0,), force_64bit=True).wide
