@@ -81,6 +81,12 @@ def demo(device=None) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "bench":
+        # everything after "bench" belongs to the benchmark's own parser (argparse's REMAINDER
+        # would drop a leading option such as --tiny)
+        from . import _bench_entry
+        return _bench_entry.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m cupyops")
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="list devices and compute the spec's seed examples")

@@ -133,14 +133,31 @@ class Backend:
         raise NotImplementedError
 
     # -- arrays ----------------------------------------------------------------------------
+    # Allocations start on a 256-byte boundary, as CuPy's allocator does on a GPU: NumPy's own
+    # buffers are only 16-byte aligned, which would make a warp's 128-byte store straddle an
+    # extra 32-byte sector and charge the kernels for the emulator's allocator.
+    ALLOC_ALIGN = 256
+
     def empty(self, shape, dtype):
-        return self.xp.empty(shape, dtype=dtype)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+        dt = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64))
+        if size == 0:
+            return np.empty(shape, dt)
+        nbytes = size * dt.itemsize
+        raw = np.empty(nbytes + self.ALLOC_ALIGN, np.uint8)
+        start = (-raw.__array_interface__["data"][0]) % self.ALLOC_ALIGN
+        return raw[start:start + nbytes].view(dt).reshape(shape)
 
     def zeros(self, shape, dtype):
-        return self.xp.zeros(shape, dtype=dtype)
+        out = self.empty(shape, dtype)
+        out[...] = 0
+        return out
 
     def full(self, shape, fill, dtype):
-        return self.xp.full(shape, fill, dtype=dtype)
+        out = self.empty(shape, dtype)
+        out[...] = fill
+        return out
 
     def read_scalar(self, arr) -> int:
         """Read a one-element array to the host as an int (counted by ``_trace``)."""

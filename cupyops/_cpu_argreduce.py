@@ -505,6 +505,29 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
     if any(x.shape[a] == 0 for a in axes):
         raise ValueError("attempt to get argmax of an empty sequence")
 
+    # NumPy's own rule is ours for tie="first" (first NaN, -0.0 == 0.0, exact integers), and
+    # its SIMD argmax/argmin beats anything chunked when the groups are the trailing block of a
+    # C-contiguous array: a reshape views them as rows without a copy. float16 is excluded
+    # (NumPy compares it through slow scalar float conversions; the key path below is faster).
+    # (NumPy's argmax copies a read-only input whole, hence the writeable condition.)
+    if (tie == "first" and x.dtype != np.float16 and x.flags.c_contiguous and x.flags.aligned
+            and x.flags.writeable and x.dtype.isnative
+            and axes == tuple(range(x.ndim - len(axes), x.ndim))):
+        pick = np.argmax if kind == "max" else np.argmin
+        group = x.size // max(1, _prod(kshape_out))
+        if len(axes) == x.ndim:
+            # one group spans everything: NumPy's flat 1-D loop
+            out[...] = pick(x.reshape(-1))
+            return out
+        direct = index_dtype == np.intp and out.flags.c_contiguous
+        if direct or group * x.itemsize >= 64:   # else the intp temporary would outgrow the input/8
+            rows = x.reshape(_prod(kshape_out), -1)
+            if direct:
+                pick(rows, axis=1, out=out.reshape(-1))
+            else:
+                out[...] = pick(rows, axis=1).reshape(kshape_out)
+            return out
+
     # kept axes with a zero stride: the answer is constant along them
     bk = [a for a in kept_axes if x.strides[a] == 0 and x.shape[a] > 1]
     if bk:

@@ -38,6 +38,10 @@ def row_major_chunks(shape, max_elements):
 
 def count_nonzero(x, axes):
     """int64 counts of x != 0 over ``axes`` (sorted, non-empty), shape of the kept axes."""
+    if len(axes) == x.ndim:
+        # NumPy counts a whole array in one buffered pass with no mask (any layout, bounded
+        # memory); only its axis= form builds a full boolean copy, which the chunks below avoid
+        return np.asarray(np.count_nonzero(x), dtype=np.int64)
     kept = [i for i in range(x.ndim) if i not in axes]
     out = np.zeros([x.shape[i] for i in kept], np.int64)
     for idx in row_major_chunks(x.shape, CHUNK_ELEMENTS):
@@ -45,7 +49,12 @@ def count_nonzero(x, axes):
         split = len(idx) - 1           # the axis idx slices; earlier ones are fixed ints
         # axes of `chunk` are x's axes split.. ndim-1; reduce the reduced ones among them
         chunk_axes = tuple(a - split for a in axes if a >= split)
-        part = np.count_nonzero(chunk, axis=chunk_axes) if chunk_axes else (chunk != 0)
+        if len(chunk_axes) == chunk.ndim:
+            part = np.count_nonzero(chunk)       # the maskless whole-array count
+        elif chunk_axes:
+            part = np.count_nonzero(chunk, axis=chunk_axes)
+        else:
+            part = chunk != 0
         where = []
         for i in kept:
             if i < split:

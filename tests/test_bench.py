@@ -1,0 +1,323 @@
+"""The benchmark (benchmarks/bench.py): quick runs on the CPU write valid JSON with every
+field, the peers' compositions agree with cupyops, and the SIMT run reports the traffic model."""
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _load(name):
+    full = f"cupyops_bench_{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    spec = importlib.util.spec_from_file_location(full, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[full] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _load("bench")
+peers = _load("peers")
+
+RECORD_FIELDS = {"op", "case", "dtype", "shape", "device", "seconds", "peer", "peer_seconds",
+                 "ratio", "bytes"}
+TRAFFIC_FIELDS = {"launches", "requested_bytes", "sectors", "sector_bytes", "unique_sectors",
+                  "min_sectors", "sectors_ratio", "coalescing", "model_seconds",
+                  "model_min_seconds", "goal", "goal_met"}
+
+# one case of each operator family, a few seconds in all
+FEW = "|".join(f"^{c}$" for c in (
+    "argmax/last tie=last/float32", "argmax/middle tie=last/float32", "argmin/first tie=first/int8",
+    "hardmax/last tie=first/float16", "argwhere/d=0.1/bool", "nonzero/d=0.5/float32",
+    "count_nonzero/d=0.1/int8", "nonzero_coordinates/d=0.5 size=n/float32"))
+
+
+def _has(mod):
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except Exception:
+        return False
+
+
+def test_case_matrix_covers_the_issue():
+    cases = bench.make_cases("quick")
+    ids = {c.id for c in cases}
+    for dt in ("float32", "float16", "int8", "bool"):
+        for op in ("argmax", "argmin"):
+            for layout in ("last", "first", "middle", "all"):
+                for tie in ("first", "last"):
+                    assert f"{op}/{layout} tie={tie}/{dt}" in ids
+        for layout in ("last", "middle"):
+            assert f"hardmax/{layout} tie=first/{dt}" in ids
+        for d in (0.001, 0.1, 0.5):
+            assert f"argwhere/d={d}/{dt}" in ids
+            assert f"nonzero/d={d}/{dt}" in ids
+            assert f"nonzero_coordinates/d={d} size=n/{dt}" in ids
+    assert len(ids) == len(cases)
+    mid = next(c for c in cases if c.id == "argmax/middle tie=first/float32")
+    assert mid.params["axes"] == (1, 2) and len(mid.shape) == 4
+
+
+@pytest.mark.parametrize("density", [0.001, 0.1, 0.5])
+def test_inputs_have_the_density(density):
+    case = bench.Case("argwhere", f"d={density}", np.float32, (256, 256), {"density": density})
+    x = bench.make_input(case)
+    assert x.__array_interface__["data"][0] % 256 == 0
+    assert abs(np.count_nonzero(x) / x.size - density) < 0.01 + density * 0.05
+
+
+def test_inputs_are_deterministic():
+    case = bench.make_cases("tiny", ["float32"])[0]
+    assert np.array_equal(bench.make_input(case), bench.make_input(case))
+
+
+def test_numpy_compositions_agree_with_brute_force():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, (3, 4, 5, 2)).astype(np.int8)       # many ties
+    for axes in [(0,), (2,), (3,), (1, 2), (0, 3), (0, 1, 2, 3)]:
+        kept = [i for i in range(4) if i not in axes]
+        moved = np.moveaxis(x, axes, range(4 - len(axes), 4)).reshape([x.shape[i] for i in kept] + [-1])
+        for kind, f in (("max", np.max), ("min", np.min)):
+            ext = f(moved, axis=-1, keepdims=True)
+            hit = moved == ext
+            first = np.argmax(hit, axis=-1)
+            last = hit.shape[-1] - 1 - np.argmax(hit[..., ::-1], axis=-1)
+            got_first = peers.argreduce_composition(np, x, axes, kind, "first")
+            got_last = peers.argreduce_composition(np, x, axes, kind, "last")
+            assert np.array_equal(got_first, first.reshape(got_first.shape))
+            assert np.array_equal(got_last, last.reshape(got_last.shape))
+    h = peers.hardmax_numpy(x, 1, "last")
+    idx = peers.argreduce_composition(np, x, (1,), "max", "last")
+    assert np.array_equal(np.argmax(h[..., ::1] * (np.arange(4)[None, :, None, None] + 1), axis=1), idx)
+    assert np.array_equal(peers.hardmax_onehot(np, x, 1, "last"), h)
+    coords, count = peers.nonzero_coordinates_composition(np, x, x.size)
+    assert coords.shape == (x.size, 4) and count == np.count_nonzero(x)
+    assert np.array_equal(coords[:count], np.argwhere(x)) and np.all(coords[count:] == 0)
+
+
+def test_onnxruntime_peer_matches_numpy():
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    ran = 0
+    for case in bench.make_cases("tiny", ["float32", "int8"]):
+        try:
+            fn, conv = peers.onnxruntime_peer(case)
+        except peers.PeerUnavailable:
+            continue
+        x = bench.make_input(case)
+        ref_fn, ref_conv = peers.numpy_peer(case)
+        assert bench._same(conv(fn(x)), ref_conv(ref_fn(x))), case.id
+        ran += 1
+    assert ran >= 30
+
+
+def test_timer_orders_fast_and_slow():
+    fast = lambda: None  # noqa: E731
+    a = np.ones(200_000)
+    slow = lambda: a.sum()  # noqa: E731
+    t_fast, t_slow = bench.time_cpu([fast, slow], 0.01)
+    assert 0 < t_fast < t_slow
+
+
+def _check_records(records, device):
+    assert records
+    for r in records:
+        assert RECORD_FIELDS <= set(r), set(RECORD_FIELDS) - set(r)
+        assert r["device"] == device
+        assert isinstance(r["shape"], list)
+        if r["seconds"] is not None:
+            assert r["seconds"] > 0 and r["bytes"] > 0
+        if r["ratio"] is not None:
+            assert math.isclose(r["ratio"], r["peer_seconds"] / r["seconds"])
+
+
+def test_quick_cpu_run_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    md = tmp_path / "bench.md"
+    rc = bench.main(["--device", "cpu", "--tiny", "--cases", FEW, "--no-cold",
+                     "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"meta", "records", "cold_start"}
+    assert data["meta"]["device"] == "cpu" and data["meta"]["mode"] == "tiny"
+    records = data["records"]
+    _check_records(records, "cpu")
+    ops = {r["op"] for r in records}
+    assert ops == {"argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
+                   "nonzero_coordinates"}
+    numpy_recs = [r for r in records if r["peer"] == "numpy"]
+    if _has("cupyops._cpu_argreduce"):
+        assert len(numpy_recs) == 8
+    for r in numpy_recs:
+        assert r["ok"] is True and r["ratio"] > 0
+    text = capsys.readouterr()
+    assert "vs numpy" in text.out and "argmax" in text.out
+    assert "[" in text.err and "done" in text.err          # the progress indicator
+    assert "| op | case |" in md.read_text()
+
+
+def test_device_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")
+    out = tmp_path / "b.json"
+    assert bench.main(["--tiny", "--cases", "^count_nonzero/d=0.1/float32$", "--no-cold",
+                       "--no-peers", "--quiet", "--json", str(out)]) == 0
+    recs = json.loads(out.read_text())["records"]
+    assert len(recs) == 1 and recs[0]["device"] == "cpu" and recs[0]["peer"] is None
+
+
+def test_bad_arguments():
+    assert bench.main(["--device", "tpu", "--tiny", "--no-cold"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--cases", "(unclosed"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--dtypes", "float32,notadtype"]) == 2
+    with pytest.raises(SystemExit):
+        bench.main(["--nonsense"])
+
+
+def test_cuda_refused_without_gpu():
+    from cupyops._devices import cuda_status
+    if cuda_status()[0]:
+        pytest.skip("a GPU is present")
+    assert bench.main(["--device", "cuda", "--tiny", "--no-cold", "--quiet"]) == 2
+
+
+def test_cold_start_cpu():
+    cold = bench.cold_start("cpu")
+    assert [c["scenario"] for c in cold] == ["empty cache", "filled disk cache",
+                                             "empty cache, precompile"]
+    for c in cold:
+        assert "error" not in c, c
+        assert c["argwhere_first_s"] > 0
+        if _has("cupyops._cpu_argreduce"):
+            assert c["argmax_first_s"] > 0
+    assert "precompile_s" in cold[2]
+
+
+def test_command_line_entry(tmp_path):
+    out = tmp_path / "cli.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-m", "cupyops", "bench", "cpu", "--tiny", "--no-cold",
+                        "--cases", "^argwhere/d=0.1/float32$", "--json", str(out)],
+                       capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["records"][0]["op"] == "argwhere"
+
+
+def test_simt_run_reports_traffic(tmp_path):
+    from cupyops._devices import simt_status
+    if not simt_status()[0]:
+        pytest.skip(simt_status()[1])
+    try:
+        import cupyops.simt as simt
+    except Exception as exc:
+        pytest.skip(f"cupyops.simt not importable: {exc}")
+    if not hasattr(simt, "record_traffic"):
+        pytest.skip("cupyops.simt.record_traffic not in this checkout yet")
+    if not (_has("cupyops._gpu_argreduce") and _has("cupyops._gpu_nonzero")):
+        pytest.skip("kernel paths not in this checkout yet")
+    out = tmp_path / "simt.json"
+    cases = "|".join(f"^{c}$" for c in (
+        "argmax/last tie=first/float32", "hardmax/middle tie=last/float32", "argwhere/d=0.5/float32",
+        "nonzero_coordinates/d=0.5 size=n/float32"))
+    rc = bench.main(["--device", "simt", "--tiny", "--no-cold", "--quiet", "--json", str(out),
+                     "--cases", cases])
+    assert rc == 0
+    records = json.loads(out.read_text())["records"]
+    _check_records(records, "simt")
+    assert len(records) == 4
+    for r in records:
+        if r["status"].startswith("unavailable"):
+            continue
+        assert r["ok"] is True
+        assert TRAFFIC_FIELDS <= set(r), TRAFFIC_FIELDS - set(r)
+        assert r["launches"] >= 1 and r["sectors"] >= 1 and r["min_sectors"] >= 1
+        assert r["sectors_ratio"] == pytest.approx(r["sectors"] / r["min_sectors"])
+        assert 0 < r["coalescing"] <= 1.0
+        assert r["model_seconds"] >= r["launches"] * 3e-6
+        assert r["goal"] is not None
+    assert any("sectors" in r for r in records)
+
+
+def test_simt_allocations_aligned_like_cupy():
+    from cupyops import _backend
+    be = _backend.get_backend("simt")
+    with bench.cupy_like_simt_allocations():
+        for a in (be.empty((3, 5), np.float16), be.zeros(7, np.int64), be.full((2,), 9, np.int8)):
+            assert a.__array_interface__["data"][0] % 256 == 0
+        assert be.zeros((4,), np.int32).tolist() == [0, 0, 0, 0]
+        assert be.full((2, 2), 3, np.float32).tolist() == [[3, 3], [3, 3]]
+        assert be.empty((2, 3), np.uint8).shape == (2, 3)
+    assert "empty" not in be.__dict__ and "zeros" not in be.__dict__ and "full" not in be.__dict__
+
+
+def _stand_in_cupy():
+    """A module that answers like CuPy with NumPy underneath and wall-clock 'CUDA events', to
+    walk the GPU code path of the benchmark (timing loop, peers, table) on a machine without
+    a GPU. It measures nothing real."""
+    import time
+    import types
+
+    class Event:
+        t = 0.0
+
+        def record(self, stream=None):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    stream = types.SimpleNamespace(synchronize=lambda: None, ptr=0)
+    fake = types.ModuleType("cupy")
+    fake.__getattr__ = lambda name: getattr(np, name)
+    fake.ndarray = type("StandInCupyArray", (), {})
+    buffer = lambda *a, **k: types.SimpleNamespace(data=types.SimpleNamespace(ptr=0))  # noqa: E731
+    fake.ones = fake.empty_like = buffer                 # copy_bandwidth's device buffers
+    fake.cuda = types.SimpleNamespace(
+        Event=Event, Device=type("StandInDevice", (), {}), get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3 + 1e-6,
+        Stream=types.SimpleNamespace(null=stream), get_current_stream=lambda: stream,
+        runtime=types.SimpleNamespace(memcpyAsync=lambda *a: None, memcpyDeviceToDevice=3))
+    return fake
+
+
+def test_gpu_code_path_with_a_stand_in_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", _stand_in_cupy())
+    monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")        # 'ours' then runs the NumPy path
+    bw = bench.copy_bandwidth(nbytes=1 << 16)
+    assert bw > 0
+    records = []
+    for case in bench.make_cases("tiny", ["float32"]):
+        if case.id in ("argmax/last tie=last/float32", "hardmax/middle tie=first/float32",
+                       "nonzero_coordinates/d=0.5 size=n/float32", "nonzero/d=0.1/float32"):
+            records += bench.run_case(case, "cuda", "tiny", 0.001, True, copy_bw=bw)
+    _check_records(records, "cuda")
+    by_peer = {}
+    for r in records:
+        by_peer.setdefault(r["peer"], []).append(r)
+    assert len(by_peer["cupy"]) == 4 and all(r["ratio"] > 0 for r in by_peer["cupy"])
+    assert all(r.get("peer_status") == "ok" for r in by_peer["cupy"])
+    assert all(r["pct_copy"] > 0 and r["gbps"] > 0 for r in by_peer["cupy"])
+    header, rows = bench.cuda_table(records, ["cupy", "torch"])
+    assert header[5:8] == ["us", "GB/s", "% copy"] and len(rows) == 4
+
+
+def test_plots_from_records(tmp_path):
+    pytest.importorskip("matplotlib")
+    cpu = [dict(op="argmax", case="last tie=first", dtype=dt, shape=[4, 4], device="cpu",
+                seconds=1e-3, peer=p, peer_seconds=2e-3, ratio=2.0, bytes=64, ok=True, status="ok")
+           for dt in ("float32", "int8") for p in ("numpy", "onnxruntime")]
+    bench.make_plot(cpu, "cpu", tmp_path / "cpu.png")
+    simt = [dict(op="argwhere", case="d=0.5", dtype="float32", shape=[4, 4], device="simt",
+                 seconds=1.0, peer=None, peer_seconds=None, ratio=None, bytes=64, ok=True,
+                 status="ok", sectors_ratio=1.4, goal=2.15, goal_met=True)]
+    bench.make_plot(simt, "simt", tmp_path / "simt.png")
+    for name in ("cpu.png", "simt.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
