@@ -69,6 +69,10 @@ MIN_BLOCK_TEAM_VECS = 1024
 MIN_SPLIT_ELEMENTS = 1 << 20
 #: the largest grid.y
 MAX_GRID_Y = 65535
+#: a split must keep its scratch traffic (the partials' stores, plus their loads by every
+#: finish block that reads them) at most 1 / this of the input bytes: with 1-byte values and a
+#: short group, 8-16 byte partials per chunk would otherwise cost a large part of the input
+MIN_SCRATCH_RATIO = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +159,8 @@ def _digits(value: int, sizes) -> tuple:
 def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=False,
                    hardmax=False, base_address=0, min_split_elements=MIN_SPLIT_ELEMENTS,
                    min_work_per_thread=MIN_WORK_PER_THREAD,
-                   min_block_team_vecs=MIN_BLOCK_TEAM_VECS) -> ArgreducePlan:
+                   min_block_team_vecs=MIN_BLOCK_TEAM_VECS,
+                   min_scratch_ratio=MIN_SCRATCH_RATIO) -> ArgreducePlan:
     """Plan argmin/argmax (``hardmax=False``) or hardmax over ``axes`` of an array.
 
     shape, strides_bytes: the input's (any strides: negative, zero, overlapping).
@@ -168,6 +173,9 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     min_split_elements, min_work_per_thread, min_block_team_vecs: when a block per group and
         splitting groups across blocks pay (the defaults); tests lower them to exercise those
         paths on small inputs.
+    min_scratch_ratio: a split keeps the bytes of its partials (stored once, loaded by every
+        finish block of the group) at most 1 / this of the bytes it reads, cutting chunks
+        (down to no split: the fused one-launch path) where they would cost more; 0 disables.
 
     ``ValueError`` when more than 8 dimensions a side remain after merging.
     """
@@ -308,6 +316,19 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         shared = _smem(bx * by * vec, key_size, 8) if by > 1 else 0
         write_step = by
 
+    if nchunks > 1 and min_scratch_ratio > 0:
+        # scratch bytes per group: nchunks partials stored, then loaded by each finish block of
+        # the group (hardmax: every write block of grid.y re-reduces them)
+        idx_guess = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4
+        reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads)[3]
+        per_chunk = (key_size + idx_guess) * (1 + reads) * min_scratch_ratio
+        most_chunks = (group * itemsize) // per_chunk
+        # ...but argmin/argmax never go below two blocks per SM: a grid that leaves SMs idle
+        # loses more bandwidth to memory latency than the partials cost in traffic. (hardmax
+        # keeps the limit: its finish pass rereads the partials, and a group that fits a block
+        # is best served by the fused kernel that reads it once and writes it once.)
+        keep_busy = 1 if hardmax else min(nchunks, -(-2 * props.sm_count // max(1, grid_x)))
+        nchunks = max(1, keep_busy, min(nchunks, most_chunks))
     if nchunks > 1:
         chunk = -(-group // nchunks)
         chunk = -(-chunk // unit) * unit
@@ -330,26 +351,12 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     finish_shared = 0
     write_chunk = 0
     if passes == 2:
-        # threads x over groups, y over the partials (and the one-hot positions): a group of
-        # a row layout is written along y (contiguous positions), a column layout along x
-        if hardmax and kernel == "row":
-            fbx = 1
-        else:
-            fbx = min(32, _pow2ceil(n_out))
-        fby = FINISH_BLOCK // fbx
+        fbx, fby, fgx, wsplit, write_chunk = _finish_layout(kernel, hardmax, n_out, group_full,
+                                                            target_threads)
         if not hardmax:
             fby = max(1, min(fby, _pow2ceil(nchunks)))
         finish_block = (fbx, fby, 1)
         finish_shared = _smem(fbx * fby, key_size, 8) if fby > 1 else 0
-        fgx = -(-n_out // fbx)
-        if hardmax:
-            wblocks_want = max(1, -(-target_threads // (FINISH_BLOCK * fgx)))
-            wblocks_most = max(1, group_full // (fby * 4))
-            wsplit = min(wblocks_want, wblocks_most, MAX_GRID_Y)
-            write_chunk = -(-group_full // wsplit)
-            wsplit = -(-group_full // write_chunk)
-        else:
-            wsplit = 1
         finish_grid = (fgx, wsplit, 1)
 
     # ---- 32 or 64-bit internal indexing -----------------------------------------------------
@@ -378,6 +385,28 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         finish_block=finish_block, finish_grid=finish_grid, finish_shared_mem=finish_shared,
         write_chunk=write_chunk, key_itemsize=key_size,
     )
+
+
+def _finish_layout(kernel, hardmax, n_out, group_full, target_threads):
+    """The finish pass's threads: x over groups, y over the partials (and the one-hot
+    positions): a group of a row layout is written along y (contiguous positions), a column
+    layout along x. Returns (block x, block y before capping by the partials, grid x,
+    grid y = write blocks per group, write_chunk)."""
+    if hardmax and kernel == "row":
+        fbx = 1
+    else:
+        fbx = min(32, _pow2ceil(n_out))
+    fby = FINISH_BLOCK // fbx
+    fgx = -(-n_out // fbx)
+    write_chunk = 0
+    wsplit = 1
+    if hardmax:
+        wblocks_want = max(1, -(-target_threads // (FINISH_BLOCK * fgx)))
+        wblocks_most = max(1, group_full // (fby * 4))
+        wsplit = min(wblocks_want, wblocks_most, MAX_GRID_Y)
+        write_chunk = -(-group_full // wsplit)
+        wsplit = -(-group_full // write_chunk)
+    return fbx, fby, fgx, wsplit, write_chunk
 
 
 def step_digits(step: int, sizes) -> tuple:

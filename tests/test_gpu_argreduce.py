@@ -19,7 +19,8 @@ DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint
 KINDS = ("max", "min")
 TIES = ("first", "last")
 SCHEDULES = ("forward", "reverse", 12345)
-SPLIT_SMALL = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64}
+SPLIT_SMALL = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64,
+               "min_scratch_ratio": 0}
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -255,7 +255,10 @@ def test_nonzero_rows_share_one_array(be):
     x = np.eye(5, 7, dtype=np.int8)
     rows = G.nonzero(be, x, np.int64)
     assert rows[0].base is not None and rows[0].base is rows[1].base
-    assert rows[0].base.shape == (2, 5)
+    # rows of one (ndim, count) array: each contiguous, row 1 right after row 0
+    assert all(r.shape == (5,) and r.flags.c_contiguous for r in rows)
+    start = [r.__array_interface__["data"][0] for r in rows]
+    assert start[1] - start[0] == 5 * rows[0].itemsize
 
 
 # ------------------------------------------------------------------------------ look-back

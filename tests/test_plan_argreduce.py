@@ -216,6 +216,38 @@ def test_split_for_few_outputs_and_big_groups():
     assert p.case == "split" and p.finish_grid[1] >= 1 and p.write_chunk > 0
 
 
+def test_split_keeps_scratch_small_against_the_input():
+    # partials (stored once, loaded by every finish block) cost at most 1/64 of the input, unless
+    # that would leave fewer than two blocks per SM (then parallelism wins over scratch traffic)
+    sm = H100_PROPS.sm_count
+    for itemsize in (1, 2, 4, 8):
+        for hardmax, shape, axes in ((False, (1024, 1024), (0,)), (True, (64, 256, 64), (1,)),
+                                     (False, (1 << 24,), (0,)), (True, (4, 1 << 22), (1,)),
+                                     (True, (1 << 22, 8), (0,)), (False, (4096, 4096), (0,))):
+            strides = [1] * len(shape)
+            for i in range(len(shape) - 2, -1, -1):
+                strides[i] = strides[i + 1] * shape[i + 1]
+            p = plan_abstract(shape, strides, itemsize, axes, hardmax=hardmax)
+            if p.passes == 1:
+                continue
+            reads = p.finish_grid[1]
+            scratch = p.n_out * p.nchunks * (p.key_itemsize + p.index_itemsize) * (1 + reads)
+            busy = 1 if hardmax else -(-2 * sm // p.grid[0])
+            assert (64 * scratch <= p.n_out * p.group * itemsize
+                    or p.nchunks <= busy), (shape, itemsize, hardmax, p.grid)
+    # int8 4096 x 4096 over axis 0: the scratch limit cuts the chunks, the SM floor keeps >= 2
+    # blocks per SM
+    p = plan_abstract((4096, 4096), (4096, 1), 1, (0,))
+    assert p.passes == 2 and p.grid[0] * p.nchunks >= 2 * sm
+    assert p.nchunks < plan_abstract((4096, 4096), (4096, 1), 1, (0,), min_scratch_ratio=0).nchunks
+    # a middle-axis hardmax whose group fits one block: one fused launch, no scratch
+    for itemsize in (1, 2, 4):
+        assert plan_abstract((64, 256, 64), (16384, 64, 1), itemsize, (1,),
+                             hardmax=True).passes == 1
+    # the ratio is a knob: 0 restores the unconstrained split
+    assert plan_abstract((1024, 1024), (1024, 1), 1, (0,), min_scratch_ratio=0).passes == 2
+
+
 def test_full_reduction_of_f_order_is_split_with_weights():
     p = plan_abstract((4096, 4096), (1, 4096), 4, (0, 1))
     assert p.case == "split" and p.red == ((4096, 1, 4096), (4096, 4096, 1))
