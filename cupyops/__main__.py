@@ -85,19 +85,19 @@ def main(argv=None) -> int:
     if argv and argv[0] == "bench":
         # everything after "bench" belongs to the benchmark's own parser (argparse's REMAINDER
         # would drop a leading option such as --tiny)
-        from . import _bench_entry
-        return _bench_entry.main(argv[1:])
+        from .bench.bench import main as bench_main
+        return int(bench_main(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="python -m cupyops")
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="list devices and compute the spec's seed examples")
     p_demo.add_argument("--device", default=None, help="cpu, simt or cuda (default: $CUPYOPS_DEVICE or cpu)")
-    p_bench = sub.add_parser("bench", help="throughput benchmark against the peers (benchmarks/)")
+    p_bench = sub.add_parser("bench", help="benchmark against the peers (cupyops/bench/; options: bench --help)")
     p_bench.add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args.device)
-    from . import _bench_entry
-    return _bench_entry.main(args.rest)
+    from .bench.bench import main as bench_main    # pragma: no cover - handled above
+    return int(bench_main(args.rest) or 0)
 
 
 if __name__ == "__main__":

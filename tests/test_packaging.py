@@ -38,17 +38,27 @@ def test_wheel_contains_kernels(wheel):
             assert f"cupyops/kernels/{f.name}" in names
 
 
-def test_installed_wheel_loads_kernel_source(wheel, tmp_path):
-    env_dir = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """The wheel installed with ``pip install --target`` for a fresh venv outside the checkout:
+    ``(python, env)``; numpy (and the optional peers) come from this interpreter's site-packages,
+    cupyops only from the wheel."""
+    tmp = tmp_path_factory.mktemp("installed")
+    env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False, system_site_packages=False).create(env_dir)
     py = env_dir / "bin" / "python"
-    # numpy comes from this interpreter's site-packages, cupyops only from the wheel
     import numpy
     site = pathlib.Path(numpy.__file__).parents[1]
-    target = tmp_path / "site"
+    target = tmp / "site"
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target",
                         str(target), str(wheel)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{site}")
+    return py, env
+
+
+def test_installed_wheel_loads_kernel_source(installed, tmp_path):
+    py, env = installed
     code = (
         "import importlib.resources, cupyops, numpy as np\n"
         "assert 'site' in cupyops.__file__, cupyops.__file__\n"
@@ -56,10 +66,37 @@ def test_installed_wheel_loads_kernel_source(wheel, tmp_path):
         "text = importlib.resources.files('cupyops.kernels').joinpath(names[0]).read_text()\n"
         "assert '__global__' in text\n"
         "print(cupyops.argwhere(np.eye(2)).tolist(), names)\n")
-    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{site}")
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[[0, 0], [1, 1]]" in r.stdout
+
+
+def test_wheel_contains_the_benchmark(wheel):
+    import zipfile
+    names = zipfile.ZipFile(wheel).namelist()
+    for f in ("__init__.py", "bench.py", "peers.py", "traffic.py"):
+        assert f"cupyops/bench/{f}" in names, names
+
+
+def test_installed_wheel_runs_the_main_job_from_anywhere(installed, tmp_path):
+    """The README's main job, ``python -m cupyops bench``, from an installed wheel and a
+    directory that is not the checkout (--tiny: seconds)."""
+    py, env = installed
+    env = dict(env)
+    env.pop("CUPYOPS_DEVICE", None)
+    out = tmp_path / "bench.json"
+    r = subprocess.run([str(py), "-m", "cupyops", "bench", "--tiny", "--json", str(out)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "not found" not in r.stderr
+    import json
+    data = json.loads(out.read_text())
+    assert data["meta"]["device"] == "cpu" and data["meta"]["mode"] == "tiny"
+    assert {r["op"] for r in data["records"]} >= {"argmax", "argmin", "hardmax", "argwhere"}
+    assert all(r["ok"] for r in data["records"]), [r for r in data["records"] if not r["ok"]]
+    # the cold-start children ran the installed copy too, not a checkout
+    assert data["cold_start"] and not any("error" in c for c in data["cold_start"]), data["cold_start"]
+    assert "cupyops bench: device cpu, mode tiny" in r.stdout
 
 
 def test_sdist_ships_kernels(tmp_path):

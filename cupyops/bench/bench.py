@@ -1,0 +1,1083 @@
+"""cupyops benchmark: throughput against the peers, cold start, and the SIMT traffic model.
+
+Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in any directory) or
+``python benchmarks/bench.py [options]`` from a checkout.
+
+    --device cpu|simt|cuda   where cupyops runs (default: $CUPYOPS_DEVICE, else cpu)
+    --full                   big sizes (default: a quick run)
+    --tiny                   very small sizes and short timings (tests, smoke runs)
+    --sizes tiny|small|quick|full  pick the size set directly (default quick)
+    --cases REGEX            only the cases whose id "op/case/dtype" matches (re.search)
+    --dtypes a,b             only these dtypes (default float32,float16,int8,bool)
+    --json PATH              write the records (one per case and peer) as JSON
+    --markdown PATH          write the tables as Markdown
+    --plot PATH              write a bar plot (needs matplotlib)
+    --no-peers / --no-cold   skip the peers / the cold-start measurement
+    --repeat N               time each case N times, keep the median (steadier, N times slower)
+
+What each device measures:
+
+* ``cpu``: cupyops' NumPy path against the NumPy composition a user would write and against
+  onnxruntime (when installed), timed in this process; ``ratio = peer_seconds / seconds``, so a
+  ratio above 1 means cupyops is faster.
+* ``cuda``: cupyops' kernels against CuPy's composition and PyTorch (when installed), timed with
+  CUDA events after a warm-up, plus GB/s and percent of the device-to-device copy bandwidth
+  measured in the same run.
+* ``simt``: the kernels on the CPU emulation of CUDA. Its times mean nothing; what it gives is
+  the traffic model (``cupyops/bench/traffic.py``): sectors touched against the minimum, coalescing,
+  launches, and a modelled H100 time. 0.1 to 1 s per case at the quick sizes, depending on the
+  machine's load; ``--sizes small`` is 4x faster but may pick fewer of the multi-launch plans.
+
+The device may also be given as a word: ``python -m cupyops bench simt --json out.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from . import peers, traffic
+
+DTYPES = ("float32", "float16", "int8", "bool")
+DENSITIES = (0.001, 0.1, 0.5)
+
+# Shapes per size mode: 2-D (last/first/all axes, nonzero), 4-D (middle axes of argmax/argmin),
+# 3-D (middle axis of hardmax).
+SIZES = {
+    "tiny":  {"2d": (32, 128), "4d": (4, 16, 16, 4), "3d": (8, 32, 16), "nz": (64, 64)},
+    "small": {"2d": (256, 1024), "4d": (8, 64, 64, 8), "3d": (32, 128, 64), "nz": (256, 1024)},
+    "quick": {"2d": (1024, 1024), "4d": (16, 64, 64, 16), "3d": (64, 256, 64), "nz": (1024, 1024)},
+    "full":  {"2d": (4096, 4096), "4d": (32, 128, 128, 32), "3d": (256, 256, 256),
+              "nz": (4096, 4096)},
+}
+# seconds of timing per callable and case
+BUDGET = {"tiny": 0.005, "small": 0.01, "quick": 0.05, "full": 0.3}
+
+
+# --------------------------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------------------------
+
+class Case:
+    """One benchmark case."""
+
+    __slots__ = ("op", "case", "dtype", "shape", "params")
+
+    def __init__(self, op, case, dtype, shape, params):
+        self.op, self.case, self.dtype = op, case, np.dtype(dtype)
+        self.shape, self.params = tuple(shape), dict(params)
+
+    def __repr__(self):
+        return f"Case({self.id!r}, shape={self.shape})"
+
+    @property
+    def id(self):
+        return f"{self.op}/{self.case}/{self.dtype.name}"
+
+
+def make_cases(mode, dtypes=DTYPES):
+    sz = SIZES[mode]
+    cases = []
+    for dt in dtypes:
+        dt = np.dtype(dt)
+        for op in ("argmax", "argmin"):
+            for layout, shape, axes in (("last", sz["2d"], (1,)), ("first", sz["2d"], (0,)),
+                                        ("middle", sz["4d"], (1, 2)), ("all", sz["2d"], (0, 1))):
+                for tie in ("first", "last"):
+                    cases.append(Case(op, f"{layout} tie={tie}", dt, shape,
+                                      {"axes": axes, "tie": tie, "layout": layout}))
+        for layout, shape, axes in (("last", sz["2d"], (1,)), ("middle", sz["3d"], (1,))):
+            for tie in ("first", "last"):
+                cases.append(Case("hardmax", f"{layout} tie={tie}", dt, shape,
+                                  {"axes": axes, "tie": tie, "layout": layout}))
+        for d in DENSITIES:
+            cases.append(Case("argwhere", f"d={d}", dt, sz["nz"], {"density": d}))
+            cases.append(Case("nonzero", f"d={d}", dt, sz["nz"], {"density": d}))
+            cases.append(Case("count_nonzero", f"d={d}", dt, sz["nz"], {"density": d}))
+            cases.append(Case("nonzero_coordinates", f"d={d} size=n", dt, sz["nz"],
+                              {"density": d, "size": "n"}))
+    return cases
+
+
+def _aligned_empty(shape, dtype, align=256):
+    """A C-contiguous NumPy array whose data starts on an ``align``-byte boundary, as CuPy's
+    allocations do (so SIMT sector counts match a GPU's)."""
+    dtype = np.dtype(dtype)
+    nbytes = max(1, math.prod(shape) * dtype.itemsize)
+    raw = np.empty(nbytes + align, np.uint8)
+    off = (-raw.__array_interface__["data"][0]) % align
+    return raw[off:off + nbytes].view(dtype).reshape(shape)
+
+
+def make_input(case, seed=0):
+    rng = np.random.default_rng(seed + (zlib.crc32(case.id.encode()) & 0xFFFF))
+    shape, dt = case.shape, case.dtype
+    x = _aligned_empty(shape, dt)
+    if "density" in case.params:
+        mask = rng.random(shape) < case.params["density"]
+        if dt == np.bool_:
+            x[...] = mask
+        elif dt.kind == "f":
+            vals = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+            x[...] = np.where(mask, vals, 0).astype(dt)
+        else:
+            vals = rng.integers(1, 100, shape) * rng.choice([-1, 1], shape)
+            x[...] = np.where(mask, vals, 0).astype(dt)
+        return x
+    if dt == np.bool_:
+        x[...] = rng.random(shape) < 0.5
+    elif dt.kind == "f":
+        x[...] = rng.standard_normal(shape).astype(dt)
+    else:
+        info = np.iinfo(dt)
+        x[...] = rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)
+    return x
+
+
+def cupyops_call(case, device):
+    import cupyops as co
+    p = case.params
+    op = case.op
+    dev = None if device == "cuda" else device
+    if op in ("argmax", "argmin"):
+        f = co.argmax if op == "argmax" else co.argmin
+        axes = p["axes"]
+        axis = None if len(axes) == len(case.shape) else (axes[0] if len(axes) == 1 else axes)
+        return lambda x: f(x, axis=axis, tie=p["tie"], device=dev)
+    if op == "hardmax":
+        return lambda x: co.hardmax(x, axis=p["axes"][0], tie=p["tie"], device=dev)
+    if op == "argwhere":
+        return lambda x: co.argwhere(x, device=dev)
+    if op == "nonzero":
+        return lambda x: co.nonzero(x, device=dev)
+    if op == "count_nonzero":
+        return lambda x: co.count_nonzero(x, device=dev)
+    if op == "nonzero_coordinates":
+        return lambda x: co.nonzero_coordinates(x, size=x.size if p.get("size") else None, device=dev)
+    raise ValueError(op)
+
+
+def _ours_to_numpy(case, r):
+    r = peers._to_numpy(r)
+    if case.op == "nonzero_coordinates":
+        return (np.asarray(r[0]), int(np.asarray(r[1])))
+    if isinstance(r, tuple):
+        return tuple(np.asarray(v) for v in r)
+    return np.asarray(r)
+
+
+def _same(a, b):
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
+            return False
+        return all(_same(u, v) for u, v in zip(a, b))
+    if isinstance(a, (int, np.integer)) or isinstance(b, (int, np.integer)):
+        return int(np.asarray(a)) == int(np.asarray(b))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a, b)
+
+
+def output_arrays(result):
+    """The arrays a call wrote (for the minimum traffic): flattens tuples."""
+    if isinstance(result, tuple):
+        out = []
+        for r in result:
+            out += output_arrays(r)
+        return out
+    if isinstance(result, np.ndarray) or hasattr(result, "data"):
+        return [result]
+    return []
+
+
+def expected_bytes(case, x, result):
+    """Bytes a call must move: every input element read once plus every output byte written."""
+    nb = x.size * x.dtype.itemsize
+    for r in output_arrays(result):
+        nb += int(r.size) * r.dtype.itemsize
+    return nb
+
+
+# --------------------------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------------------------
+
+def time_cpu(fns, budget, min_rounds=5, max_rounds=200):
+    """Seconds per call of each callable: interleaved rounds, each a batch of calls long enough
+    to read a clock (~1 ms); the best round of each. ``fns``: list of zero-argument callables
+    (already warmed up)."""
+    batch = []
+    for f in fns:
+        t0 = time.perf_counter()
+        f()
+        dt = time.perf_counter() - t0
+        batch.append(max(1, min(1000, int(1e-3 / max(dt, 1e-7)))))
+    best = [math.inf] * len(fns)
+    spent = 0.0
+    rounds = 0
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        while rounds < min_rounds or (spent < budget * len(fns) and rounds < max_rounds):
+            for i, f in enumerate(fns):
+                k = batch[i]
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    f()
+                dt = time.perf_counter() - t0
+                spent += dt
+                best[i] = min(best[i], dt / k)
+            rounds += 1
+    finally:
+        if gc_was:
+            gc.enable()
+    return best
+
+
+def time_cuda(fns, budget, min_rounds=3, max_rounds=100, warmup=3):
+    """Seconds per call of each callable with CUDA events on the current stream, after
+    ``warmup`` calls; the best of interleaved rounds."""
+    import cupy
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    batch = []
+    for f in fns:
+        for _ in range(warmup):
+            f()
+        cupy.cuda.Stream.null.synchronize()
+        cupy.cuda.get_current_stream().synchronize()
+        start.record()
+        f()
+        end.record()
+        end.synchronize()
+        dt = cupy.cuda.get_elapsed_time(start, end) / 1e3
+        batch.append(max(1, min(1000, int(2e-3 / max(dt, 1e-7)))))
+    best = [math.inf] * len(fns)
+    spent, rounds = 0.0, 0
+    while rounds < min_rounds or (spent < budget * len(fns) and rounds < max_rounds):
+        for i, f in enumerate(fns):
+            k = batch[i]
+            start.record()
+            for _ in range(k):
+                f()
+            end.record()
+            end.synchronize()
+            dt = cupy.cuda.get_elapsed_time(start, end) / 1e3
+            spent += dt
+            best[i] = min(best[i], dt / k)
+        rounds += 1
+    return best
+
+
+def copy_bandwidth(nbytes=256 << 20):
+    """Device-to-device copy bandwidth in bytes/s (read + write counted), CUDA events."""
+    import cupy
+    src = cupy.ones(nbytes // 4, cupy.float32)
+    dst = cupy.empty_like(src)
+    rt = cupy.cuda.runtime
+
+    def copy():
+        rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, rt.memcpyDeviceToDevice,
+                       cupy.cuda.get_current_stream().ptr)
+    (t,) = time_cuda([copy], 0.2)
+    return 2 * nbytes / t
+
+
+# --------------------------------------------------------------------------------------------
+# running the cases
+# --------------------------------------------------------------------------------------------
+
+def _short_err(exc):
+    msg = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {msg}"[:200]
+
+
+def _record_traffic():
+    """``cupyops.simt.record_traffic`` if this checkout has it, else None."""
+    try:
+        import cupyops.simt as simt
+    except Exception:
+        return None
+    return getattr(simt, "record_traffic", None)
+
+
+def _launch_list(rec):
+    for name in ("launches", "records", "kernels"):
+        v = getattr(rec, name, None)
+        if v is not None:
+            return list(v)
+    if isinstance(rec, (list, tuple)):
+        return list(rec)
+    raise TypeError(f"cannot find the launches in {type(rec).__name__}")
+
+
+@contextlib.contextmanager
+def cupy_like_simt_allocations(align=256):
+    """Make the SIMT backend's ``empty`` / ``zeros`` / ``full`` return ``align``-byte aligned
+    NumPy arrays for the duration, as CuPy's allocator does on a GPU (NumPy's own buffers are
+    only 16-byte aligned, which would make a warp's 128-byte store straddle 5 sectors instead of
+    4 and charge the kernel for the emulator's allocator). Benchmark-local: the backend object
+    gets instance attributes that shadow its methods, removed afterwards."""
+    from cupyops import _backend
+    be = _backend.get_backend("simt")
+
+    def empty(shape, dtype):
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        return _aligned_empty(shape, dtype, align)
+
+    def zeros(shape, dtype):
+        a = empty(shape, dtype)
+        a[...] = 0
+        return a
+
+    def full(shape, fill, dtype):
+        a = empty(shape, dtype)
+        a[...] = fill
+        return a
+
+    saved = {k: be.__dict__[k] for k in ("empty", "zeros", "full") if k in be.__dict__}
+    be.empty, be.zeros, be.full = empty, zeros, full
+    try:
+        yield be
+    finally:
+        for k in ("empty", "zeros", "full"):
+            if k in saved:
+                setattr(be, k, saved[k])
+            else:
+                be.__dict__.pop(k, None)
+
+
+def _run_simt_case(case, base, x, ours, ref):
+    """One call on the emulator, under the traffic recorder and the launch trace: its result is
+    checked, its launches give the traffic fields. (Its time means nothing and may include
+    compiling the module on first use.)"""
+    from cupyops import _trace
+    rt = _record_traffic()
+    rec = None
+    try:
+        with contextlib.ExitStack() as stack:
+            tr = stack.enter_context(_trace.recording())
+            stack.enter_context(cupy_like_simt_allocations())
+            if rt is not None:
+                rec = stack.enter_context(rt())
+            t0 = time.perf_counter()
+            res = ours(x)
+            seconds = time.perf_counter() - t0
+        ok = _same(_ours_to_numpy(case, res), ref)
+    except Exception as exc:
+        return dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
+                    ok=None, status=f"unavailable: {_short_err(exc)}")
+    base.update(bytes=expected_bytes(case, x, res), ok=bool(ok), status="ok" if ok else "MISMATCH",
+                d2h_reads=tr.d2h_reads, trace_launches=len(tr.launches))
+    if rec is None:
+        base["traffic_status"] = "cupyops.simt.record_traffic not in this checkout"
+    else:
+        try:
+            base.update(traffic.traffic_fields(_launch_list(rec), [x], output_arrays(res),
+                                               op=case.op, case=case.case))
+        except Exception as exc:
+            base["traffic_status"] = f"error: {_short_err(exc)}"
+    return dict(base, seconds=seconds, peer=None, peer_seconds=None, ratio=None)
+
+
+def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
+    """Measure one case; returns a list of records (one per peer, at least one). With
+    ``repeat`` > 1 the interleaved timing runs that many times and each callable gets the
+    median of its best-round times (steadier on a shared machine)."""
+    base = {"op": case.op, "case": case.case, "dtype": case.dtype.name,
+            "shape": list(case.shape), "device": device, "mode": mode}
+    x_host = make_input(case)
+    if device == "cuda":
+        import cupy
+        x = cupy.asarray(x_host)
+    else:
+        x = x_host
+    ours = cupyops_call(case, device)
+    reference = peers.numpy_peer(case)
+    ref = reference[1](reference[0](x_host))
+
+    if device == "simt":
+        return [_run_simt_case(case, base, x, ours, ref)]
+
+    # ours: correctness first (the first call also compiles on the kernel paths)
+    try:
+        res = ours(x)
+        ok = _same(_ours_to_numpy(case, res), ref)
+    except Exception as exc:
+        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
+                     ok=None, status=f"unavailable: {_short_err(exc)}")]
+    nbytes = expected_bytes(case, x, res)
+    base.update(bytes=nbytes, ok=bool(ok), status="ok" if ok else "MISMATCH")
+
+    # cpu / cuda: time ours against each peer in the same process, interleaved
+    peer_table = peers.CPU_PEERS if device == "cpu" else peers.GPU_PEERS
+    names, fns, notes = [], [], {}
+    if use_peers:
+        for name, builder in peer_table.items():
+            try:
+                fn, conv = builder(case)
+                prepare = getattr(fn, "prepare", None)
+                xp_ = prepare(x) if prepare is not None else x   # e.g. CuPy -> torch, not timed
+                pres = fn(xp_)
+                if not _same(conv(pres), ref):
+                    notes[name] = "peer result differs"
+                names.append(name)
+                fns.append((lambda f=fn, a=xp_: f(a)))
+            except peers.PeerUnavailable as exc:
+                notes[name] = f"n/a: {exc}"
+            except Exception as exc:
+                notes[name] = f"n/a: {_short_err(exc)}"
+    calls = [lambda: ours(x)] + fns
+    timer = time_cpu if device == "cpu" else time_cuda
+    sets = [timer(calls, budget) for _ in range(max(1, repeat))]
+    times = [float(np.median([t[i] for t in sets])) for i in range(len(calls))]
+    seconds = times[0]
+    base["seconds"] = seconds
+    base["gbps"] = nbytes / seconds / 1e9 if seconds else None
+    if copy_bw:
+        base["pct_copy"] = 100 * (nbytes / seconds) / copy_bw
+    recs = []
+    for name, t in zip(names, times[1:]):
+        recs.append(dict(base, peer=name, peer_seconds=t, ratio=t / seconds,
+                         peer_status=notes.get(name, "ok")))
+    for name, note in notes.items():
+        if name not in names:
+            recs.append(dict(base, peer=name, peer_seconds=None, ratio=None, peer_status=note))
+    if not recs:
+        recs.append(dict(base, peer=None, peer_seconds=None, ratio=None))
+    return recs
+
+
+# --------------------------------------------------------------------------------------------
+# cold start
+# --------------------------------------------------------------------------------------------
+
+_COLD_SCRIPT = r"""
+import json, sys, time
+t_start = time.perf_counter()
+import numpy as np
+import cupyops
+t_import = time.perf_counter() - t_start
+device = sys.argv[1]
+what = sys.argv[2]
+out = {"import_s": t_import}
+x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+if device == "cuda":
+    import cupy
+    x = cupy.asarray(x); cupy.cuda.Device().synchronize()
+dev = None if device == "cuda" else device
+
+def sync():
+    if device == "cuda":
+        cupy.cuda.Device().synchronize()
+
+if what == "precompile":
+    t0 = time.perf_counter()
+    try:
+        cupyops.precompile(device=device)
+        sync()
+        out["precompile_s"] = time.perf_counter() - t0
+    except Exception as exc:
+        out["precompile_s"] = None
+        out["precompile_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+for name, call in (("argmax", lambda: cupyops.argmax(x, axis=-1, device=dev)),
+                   ("argwhere", lambda: cupyops.argwhere(x > 0 if device != "cuda" else x, device=dev))):
+    t0 = time.perf_counter()
+    try:
+        call(); sync()
+        out[name + "_first_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        call(); sync()
+        out[name + "_second_s"] = time.perf_counter() - t0
+    except Exception as exc:
+        out[name + "_first_s"] = None
+        out[name + "_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+print(json.dumps(out))
+"""
+
+
+def _cache_env(cache_dir):
+    env = dict(os.environ)
+    # every kernel cache we know of, pointed at one directory we control
+    env["CUPY_CACHE_DIR"] = str(cache_dir)
+    env["CUPYOPS_SIMT_CACHE"] = str(cache_dir / "simt")
+    env["CUPYOPS_CACHE_DIR"] = str(cache_dir / "cupyops")
+    import cupyops
+    site = str(Path(cupyops.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([site] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def _run_cold(device, what, env, timeout=600):
+    t0 = time.perf_counter()
+    # a neutral working directory, and the cupyops this process runs first on the path: the
+    # child measures the same installation (a checkout or an installed wheel), from anywhere
+    with tempfile.TemporaryDirectory(prefix="cupyops-bench-cwd-") as cwd:
+        p = subprocess.run([sys.executable, "-c", _COLD_SCRIPT, device, what], env=env,
+                           capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["?"]
+        return {"error": tail[0][:200], "process_s": wall}
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res["process_s"] = wall
+    return res
+
+
+def cold_start(device):
+    """Fresh processes: (1) empty kernel caches, first call; (2) same caches, now filled;
+    (3) empty caches, precompile() first, then the first call."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="cupyops-bench-cold-") as d:
+        env = _cache_env(Path(d))
+        out.append(dict(_run_cold(device, "first", env), scenario="empty cache"))
+        out.append(dict(_run_cold(device, "first", env), scenario="filled disk cache"))
+    with tempfile.TemporaryDirectory(prefix="cupyops-bench-cold-") as d:
+        env = _cache_env(Path(d))
+        out.append(dict(_run_cold(device, "precompile", env), scenario="empty cache, precompile"))
+    for r in out:
+        r["device"] = device
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------------
+
+def _fmt_ratio(r):
+    if r is None:
+        return "n/a"
+    return f"{r:.2f}x" if r < 100 else f"{r:.0f}x"
+
+
+def _fmt_num(v, spec):
+    return "n/a" if v is None else format(v, spec)
+
+
+def _group(records):
+    """{case key: [records]} in first-seen order."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["op"], r["case"], r["dtype"]), []).append(r)
+    return groups
+
+
+def ratio_table(records, peer_names):
+    header = ["op", "case", "dtype", "shape", "ok"] + [f"vs {p}" for p in peer_names]
+    rows = []
+    for (op, case, dt), recs in _group(records).items():
+        r0 = recs[0]
+        if r0.get("status", "").startswith("unavailable"):
+            rows.append([op, case, dt, "x".join(map(str, r0["shape"])), "unavailable"]
+                        + ["-"] * len(peer_names))
+            continue
+        by_peer = {r.get("peer"): r for r in recs}
+        cells = []
+        for p in peer_names:
+            r = by_peer.get(p)
+            if r is None or r.get("ratio") is None:
+                cells.append("n/a")
+            else:
+                note = "" if r.get("peer_status", "ok") == "ok" else " (!)"
+                cells.append(_fmt_ratio(r["ratio"]) + note)
+        ok = {True: "yes", False: "NO"}.get(r0.get("ok"), "?")
+        rows.append([op, case, dt, "x".join(map(str, r0["shape"])), ok] + cells)
+    return header, rows
+
+
+def cuda_table(records, peer_names):
+    header = ["op", "case", "dtype", "shape", "ok", "us", "GB/s", "% copy"] + \
+        [f"vs {p}" for p in peer_names]
+    rows = []
+    for (op, case, dt), recs in _group(records).items():
+        r0 = recs[0]
+        if r0.get("status", "").startswith("unavailable"):
+            rows.append([op, case, dt, "x".join(map(str, r0["shape"])), "unavailable", "", "", ""]
+                        + ["-"] * len(peer_names))
+            continue
+        by_peer = {r.get("peer"): r for r in recs}
+        rows.append([op, case, dt, "x".join(map(str, r0["shape"])),
+                     {True: "yes", False: "NO"}.get(r0.get("ok"), "?"),
+                     _fmt_num(r0["seconds"] * 1e6, ".1f"), _fmt_num(r0.get("gbps"), ".0f"),
+                     _fmt_num(r0.get("pct_copy"), ".0f")]
+                    + [_fmt_ratio(by_peer[p]["ratio"]) if p in by_peer else "n/a" for p in peer_names])
+    return header, rows
+
+
+def traffic_table(records):
+    header = ["op", "case", "dtype", "shape", "ok", "launches", "sectors", "min sectors",
+              "sectors ratio", "goal", "coalescing", "model us", "min model us"]
+    rows = []
+    for (op, case, dt), recs in _group(records).items():
+        r = recs[0]
+        shape = "x".join(map(str, r["shape"]))
+        if r.get("status", "").startswith("unavailable"):
+            rows.append([op, case, dt, shape, "unavailable"] + [""] * 8)
+            continue
+        if "sectors" not in r:
+            rows.append([op, case, dt, shape, {True: "yes", False: "NO"}.get(r.get("ok"), "?"),
+                         r.get("traffic_status", "no traffic")] + [""] * 7)
+            continue
+        goal = r.get("goal")
+        goal_s = "" if goal is None else f"<= {goal:.2f} {'met' if r['goal_met'] else 'MISSED'}"
+        rows.append([op, case, dt, shape, {True: "yes", False: "NO"}.get(r.get("ok"), "?"),
+                     str(r["launches"]), str(r["sectors"]), str(r["min_sectors"]),
+                     f"{r['sectors_ratio']:.3f}", goal_s,
+                     _fmt_num(r.get("coalescing"), ".3f"),
+                     f"{r['model_seconds'] * 1e6:.2f}", f"{r['model_min_seconds'] * 1e6:.2f}"])
+    return header, rows
+
+
+def _pivot(records):
+    """{(op, case): {dtype: [records]}} in first-seen order, and the dtypes seen."""
+    table, dtypes = {}, []
+    for (op, case, dt), recs in _group(records).items():
+        table.setdefault((op, case), {})[dt] = recs
+        if dt not in dtypes:
+            dtypes.append(dt)
+    return table, dtypes
+
+
+def wide_ratio_table(records, peer_names):
+    """One row per (op, case); per dtype, the ratio against each peer (compact, for docs)."""
+    table, dtypes = _pivot(records)
+    short = {"numpy": "np", "onnxruntime": "ort", "cupy": "cupy", "torch": "torch"}
+    header = ["op", "case", "shape"] + [f"{dt} {short.get(p, p)}" for dt in dtypes for p in peer_names]
+    rows = []
+    for (op, case), per_dt in table.items():
+        shape = "x".join(map(str, next(iter(per_dt.values()))[0]["shape"]))
+        cells = []
+        for dt in dtypes:
+            recs = per_dt.get(dt, [])
+            by_peer = {r.get("peer"): r for r in recs}
+            for p in peer_names:
+                r = by_peer.get(p)
+                if recs and recs[0].get("status", "").startswith("unavailable"):
+                    cells.append("unavail.")
+                elif r is None or r.get("ratio") is None:
+                    cells.append("n/a")
+                else:
+                    bad = "" if r.get("ok") else " (wrong)"
+                    cells.append(_fmt_ratio(r["ratio"]) + bad)
+        rows.append([op, case, shape] + cells)
+    return header, rows
+
+
+def wide_traffic_table(records):
+    """One row per (op, case): launches, sectors ratio per dtype (goal misses marked),
+    coalescing and modelled time of the first dtype."""
+    table, dtypes = _pivot(records)
+    first = dtypes[0] if dtypes else ""
+    header = ["op", "case", "shape", "launches"] + [f"ratio {dt}" for dt in dtypes] + \
+        ["goal", f"coalescing {first}", f"model us {first}", f"min us {first}"]
+    rows = []
+    for (op, case), per_dt in table.items():
+        r0 = next(iter(per_dt.values()))[0]
+        shape = "x".join(map(str, r0["shape"]))
+        launches = sorted({str(recs[0].get("launches")) for recs in per_dt.values()
+                           if "launches" in recs[0]})
+        cells = []
+        for dt in dtypes:
+            r = (per_dt.get(dt) or [{}])[0]
+            if r.get("status", "").startswith("unavailable"):
+                cells.append("unavail.")
+            elif "sectors_ratio" not in r or r["sectors_ratio"] is None:
+                cells.append("n/a")
+            else:
+                mark = " MISSED" if r.get("goal_met") is False else ""
+                wrong = " (wrong)" if r.get("ok") is False else ""
+                cells.append(f"{r['sectors_ratio']:.3f}{mark}{wrong}")
+        rf = (per_dt.get(first) or [{}])[0]
+        goal = traffic.goal_for(op, case)
+        rows.append([op, case, shape, "/".join(launches) or "n/a"] + cells +
+                    ["" if goal is None else f"<= {goal:.2f}",
+                     _fmt_num(rf.get("coalescing"), ".3f"),
+                     _fmt_num(None if rf.get("model_seconds") is None else rf["model_seconds"] * 1e6, ".2f"),
+                     _fmt_num(None if rf.get("model_min_seconds") is None
+                              else rf["model_min_seconds"] * 1e6, ".2f")])
+    return header, rows
+
+
+def cold_table(cold):
+    header = ["scenario", "import s", "precompile s", "argmax 1st s", "argmax 2nd s",
+              "argwhere 1st s", "process s", "note"]
+    rows = []
+    for c in cold:
+        note = "; ".join(str(c[k]) for k in ("error", "precompile_error", "argmax_error",
+                                             "argwhere_error") if c.get(k))
+        pre = c.get("precompile_s") if "precompile_s" in c else "-"
+        rows.append([c["scenario"], _fmt_num(c.get("import_s"), ".3f"),
+                     pre if pre == "-" else _fmt_num(pre, ".3f"),
+                     _fmt_num(c.get("argmax_first_s"), ".3f"),
+                     _fmt_num(c.get("argmax_second_s"), ".4f"),
+                     _fmt_num(c.get("argwhere_first_s"), ".3f"),
+                     _fmt_num(c.get("process_s"), ".2f"), note or ""])
+    return header, rows
+
+
+def format_text(header, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(header)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def format_markdown(header, rows):
+    esc = lambda c: str(c).replace("|", "\\|")  # noqa: E731
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def summary_lines(records, device, peer_names):
+    """Geometric-mean ratio per op and peer (cpu/cuda), or goal tallies (simt)."""
+    lines = []
+    if device == "simt":
+        with_goal = [r for r in _group(records).values() if r[0].get("goal") is not None]
+        met = sum(1 for r in with_goal if r[0].get("goal_met"))
+        if with_goal:
+            lines.append(f"traffic goals met: {met}/{len(with_goal)} cases")
+        return lines
+    for p in peer_names:
+        per_op = {}
+        for r in records:
+            if r.get("peer") == p and r.get("ratio"):
+                per_op.setdefault(r["op"], []).append(r["ratio"])
+        if per_op:
+            parts = [f"{op} {math.exp(sum(map(math.log, v)) / len(v)):.2f}x"
+                     for op, v in per_op.items()]
+            lines.append(f"geometric mean ratio vs {p}: " + ", ".join(parts))
+    return lines
+
+
+def make_plot(records, device, path, title=None):
+    """Bars. cpu / cuda: the ratio against each peer (log scale), one panel per dtype.
+    simt: sectors touched / minimum per case, one bar per dtype, with the goals marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _group(records)
+    dtypes = list(dict.fromkeys(k[2] for k in groups))
+    cases = list(dict.fromkeys((k[0], k[1]) for k in groups))
+    labels = [f"{op} {case}" for op, case in cases]
+    ys = np.arange(len(cases))
+    fig_h = max(3.0, 0.3 * len(cases) + 1.6)
+    if device == "simt":
+        fig, ax = plt.subplots(figsize=(10, fig_h))
+        h = 0.8 / max(1, len(dtypes))
+        for j, dt in enumerate(dtypes):
+            vals = [(groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
+                    for op, case in cases]
+            ax.barh(ys - 0.4 + h * (j + 0.5), vals, height=h, label=dt)
+        first_goal = True
+        for y, (op, case) in zip(ys, cases):
+            g = traffic.goal_for(op, case)
+            if g:
+                ax.plot([g, g], [y - 0.45, y + 0.45], color="tab:red", lw=1.5,
+                        label="goal" if first_goal else None)
+                first_goal = False
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_xlabel("sectors touched / minimum sectors (1.0 = minimum traffic)")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.legend(fontsize=8, loc="lower right")
+        ax.set_title(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
+                     fontsize=10)
+    else:
+        peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
+        fig, axes = plt.subplots(1, len(dtypes), figsize=(3.2 * len(dtypes) + 2.5, fig_h),
+                                 sharey=True, sharex=True, squeeze=False)
+        h = 0.8 / max(1, len(peer_names))
+        colors = {"numpy": "tab:blue", "onnxruntime": "tab:orange", "cupy": "tab:green",
+                  "torch": "tab:purple"}
+        for ax, dt in zip(axes[0], dtypes):
+            for j, p in enumerate(peer_names):
+                vals = []
+                for op, case in cases:
+                    recs = groups.get((op, case, dt)) or []
+                    r = next((r for r in recs if r.get("peer") == p), None)
+                    vals.append(r["ratio"] if r and r.get("ratio") else np.nan)
+                ax.barh(ys - 0.4 + h * (j + 0.5), vals, height=h, label=f"vs {p}",
+                        color=colors.get(p))
+            ax.set_xscale("log")
+            ax.axvline(1.0, color="k", lw=0.8)
+            ax.set_title(dt, fontsize=9)
+            ax.tick_params(axis="x", labelsize=7)
+        axes[0][0].set_yticks(ys)
+        axes[0][0].set_yticklabels(labels, fontsize=7)
+        axes[0][0].invert_yaxis()
+        axes[0][-1].legend(fontsize=8, loc="lower right")
+        fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
+        fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+
+def _paths_available():
+    def has(mod):
+        try:
+            return importlib.util.find_spec(mod) is not None
+        except Exception:
+            return False
+    return {
+        "cpu_argreduce": has("cupyops._cpu_argreduce"),
+        "cpu_nonzero": has("cupyops._cpu_nonzero"),
+        "gpu_argreduce": has("cupyops._gpu_argreduce"),
+        "gpu_nonzero": has("cupyops._gpu_nonzero"),
+        "simt_record_traffic": _record_traffic() is not None,
+        "precompile": has("cupyops._precompile"),
+    }
+
+
+def _versions():
+    v = {"python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("cupyops", "onnxruntime", "onnx", "cupy", "torch", "matplotlib"):
+        try:
+            m = __import__(mod)
+            v[mod] = getattr(m, "__version__", "?")
+        except Exception:
+            v[mod] = None
+    return v
+
+
+class Progress:
+    """One status line on stderr, rewritten in place on a terminal, a line per case otherwise."""
+
+    def __init__(self, total, stream=None, quiet=False):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+
+    def update(self, i, label):
+        if self.quiet:
+            return
+        el = time.perf_counter() - self.t0
+        msg = f"[{i:3d}/{self.total}] {el:6.1f}s  {label}"
+        if self.tty:
+            self.stream.write("\r\033[K" + msg)
+        else:
+            self.stream.write(msg + "\n")
+        self.stream.flush()
+
+    def done(self):
+        if not self.quiet and self.tty:
+            self.stream.write("\r\033[K")
+        if not self.quiet:
+            self.stream.write(f"done: {self.total} cases in {time.perf_counter() - self.t0:.1f}s\n")
+            self.stream.flush()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m cupyops bench",
+                                description="cupyops benchmark (cupyops/bench/bench.py; docs/performance.md)")
+    p.add_argument("device_pos", nargs="?", metavar="DEVICE", choices=("cpu", "simt", "cuda"),
+                   help="same as --device (python -m cupyops bench simt --tiny)")
+    p.add_argument("--device", default=None, help="cpu, simt or cuda (default $CUPYOPS_DEVICE or cpu)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="big sizes")
+    size.add_argument("--tiny", action="store_true", help="very small sizes, short timing")
+    p.add_argument("--sizes", choices=tuple(SIZES), default=None,
+                   help="size set, overriding --tiny/--full (default: quick)")
+    p.add_argument("--cases", default=None, help="regex on the case id op/case/dtype")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes")
+    p.add_argument("--json", default=None, help="write the records as JSON to this path")
+    p.add_argument("--markdown", default=None, help="write the tables as Markdown to this path")
+    p.add_argument("--plot", default=None, help="write a bar plot (PNG) to this path")
+    p.add_argument("--no-peers", action="store_true", help="time cupyops only")
+    p.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement")
+    p.add_argument("--budget", type=float, default=None, help="timing seconds per callable and case")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="time each case this many times and keep the median (cpu/cuda)")
+    p.add_argument("--list", action="store_true", help="list the case ids and exit")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    if argv and argv[0] == "--":   # python -m cupyops bench -- --tiny ...
+        argv = argv[1:]
+    args = p.parse_args(argv)
+    if args.device is None:
+        args.device = args.device_pos
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    device = args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
+    device = device.strip().lower()
+    if device.startswith("cuda"):
+        device = "cuda"
+    if device not in ("cpu", "simt", "cuda"):
+        print(f"bench: unknown device {device!r}; expected cpu, simt or cuda", file=sys.stderr)
+        return 2
+    if args.sizes:
+        mode = args.sizes
+    elif args.tiny:
+        mode = "tiny"
+    elif args.full:
+        mode = "full"
+    else:
+        mode = "quick"
+    budget = BUDGET[mode] if args.budget is None else args.budget
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    try:
+        cases = make_cases(mode, dtypes)
+    except TypeError as exc:
+        print(f"bench: bad --dtypes: {exc}", file=sys.stderr)
+        return 2
+    if args.cases:
+        try:
+            rx = re.compile(args.cases)
+        except re.error as exc:
+            print(f"bench: bad --cases regex {args.cases!r}: {exc}", file=sys.stderr)
+            return 2
+        cases = [c for c in cases if rx.search(c.id)]
+    if args.list:
+        for c in cases:
+            print(c.id, "x".join(map(str, c.shape)))
+        return 0
+
+    from cupyops import _devices
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "mode": mode, "budget_s": budget,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "versions": _versions(), "paths": _paths_available(),
+        "cuda_status": _devices.cuda_status()[1], "simt_status": _devices.simt_status()[1],
+        "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": args.repeat,
+        "simt_allocations": "256-byte aligned, as CuPy's allocator (bench.cupy_like_simt_allocations)",
+        "traffic_model": {"sector_bytes": traffic.SECTOR_BYTES,
+                          "bandwidth_bytes_per_s": traffic.H100_BANDWIDTH,
+                          "launch_s": traffic.LAUNCH_SECONDS},
+    }
+    if device == "cuda":
+        ok, why = _devices.cuda_status()
+        if not ok:
+            print(f"bench: device cuda is not available here: {why}", file=sys.stderr)
+            return 2
+    if device == "simt":
+        ok, why = _devices.simt_status()
+        if not ok:
+            print(f"bench: device simt is not available here: {why}", file=sys.stderr)
+            return 2
+
+    copy_bw = None
+    if device == "cuda":
+        copy_bw = copy_bandwidth()
+        meta["copy_bandwidth_gbps"] = copy_bw / 1e9
+
+    records = []
+    prog = Progress(len(cases), quiet=args.quiet)
+    for i, case in enumerate(cases, 1):
+        prog.update(i, f"{case.id} {'x'.join(map(str, case.shape))}")
+        records += run_case(case, device, mode, budget, not args.no_peers, copy_bw, args.repeat)
+    prog.done()
+
+    cold = []
+    if not args.no_cold:
+        if not args.quiet:
+            print("cold start (fresh processes) ...", file=sys.stderr)
+        try:
+            cold = cold_start(device)
+        except Exception as exc:
+            cold = [{"scenario": "all", "device": device, "error": _short_err(exc)}]
+
+    peer_names = [] if args.no_peers or device == "simt" else \
+        list(peers.CPU_PEERS if device == "cpu" else peers.GPU_PEERS)
+    if device == "simt":
+        header, rows = traffic_table(records)
+        title = ("SIMT traffic model (times on the emulator mean nothing; model: sectors x 32 B "
+                 f"/ {traffic.H100_BANDWIDTH / 1e12:.1f} TB/s + {traffic.LAUNCH_SECONDS * 1e6:.0f} us "
+                 "per launch)")
+    elif device == "cuda":
+        header, rows = cuda_table(records, peer_names)
+        title = f"CUDA, copy bandwidth {copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
+    else:
+        header, rows = ratio_table(records, peer_names)
+        title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
+    text = [f"cupyops bench: device {device}, mode {mode}, {len(cases)} cases", title, "",
+            format_text(header, rows), ""]
+    text += summary_lines(records, device, peer_names)
+    avail = meta["paths"]
+    missing = [k for k, v in avail.items() if not v]
+    if missing:
+        text.append("not in this checkout: " + ", ".join(missing))
+    if cold:
+        ch, cr = cold_table(cold)
+        text += ["", "cold start (fresh process each):", format_text(ch, cr)]
+    print("\n".join(text))
+
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(_finite({"meta": meta, "records": records, "cold_start": cold}), fh,
+                      indent=1, default=_json_default, allow_nan=False)
+    if args.markdown:
+        md = [f"<!-- generated by: python -m cupyops bench {' '.join(argv or [])} -->",
+              f"Device `{device}`, mode `{mode}`, {meta['date']}, {meta['machine']}.",
+              f"Kernel paths present: {', '.join(k for k, v in avail.items() if v) or 'none'}; "
+              f"missing: {', '.join(missing) or 'none'}.", "", title, ""]
+        if device == "simt":
+            md.append(format_markdown(*wide_traffic_table(records)))
+        elif device == "cpu":
+            md.append(format_markdown(*wide_ratio_table(records, peer_names)))
+        else:
+            md.append(format_markdown(header, rows))
+        md.append("")
+        md += [f"- {line}" for line in summary_lines(records, device, peer_names)]
+        if cold:
+            ch, cr = cold_table(cold)
+            md += ["", "Cold start (fresh process each):", "", format_markdown(ch, cr)]
+        Path(args.markdown).write_text("\n".join(md) + "\n")
+    if args.plot:
+        try:
+            make_plot(records, device, args.plot)
+        except ImportError:
+            print("bench: --plot needs matplotlib (pip install matplotlib); no plot written",
+                  file=sys.stderr)
+    return 0
+
+
+def _finite(o):
+    """JSON has no inf / NaN: write them as null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, tuple):
+        return list(o)
+    return str(o)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
