@@ -7,7 +7,9 @@ import sys
 
 import numpy as np
 
-# The seed examples of SPEC.md (DirectML's reference pages): (label, call, expected)
+# The worked examples of DirectML's operator reference pages (DML_ARGMIN_OPERATOR_DESC,
+# DML_ARGMAX_OPERATOR_DESC, DML_ACTIVATION_HARDMAX1_OPERATOR_DESC,
+# DML_NONZERO_COORDINATES_OPERATOR_DESC), as cupyops calls: (label, call, expected)
 _M = [[1, 2, 3], [3, 0, 4], [2, 5, 2]]
 _H = [[[12, 0], [-101, 11]], [[3, 234], [0, -101]]]
 _NZ = [[[[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]]]]
@@ -55,7 +57,12 @@ def _to_numpy(a):
 def demo(device=None) -> int:
     import cupyops
     from cupyops import _devices
-    dev = device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
+    if device:
+        dev, source = device, "from --device"
+    elif (os.environ.get("CUPYOPS_DEVICE") or "").strip():
+        dev, source = os.environ["CUPYOPS_DEVICE"].strip(), "from CUPYOPS_DEVICE"
+    else:
+        dev, source = "cpu", "the default; CUPYOPS_DEVICE is not set"
     print(f"cupyops {cupyops.__version__}")
     print("devices:")
     print("  cpu : NumPy path (always available)")
@@ -63,8 +70,15 @@ def demo(device=None) -> int:
     print(f"  simt: {'yes' if ok else 'no'} - {why}")
     ok, why = _devices.cuda_status()
     print(f"  cuda: {'yes' if ok else 'no'} - {why}")
-    print(f"default device: {dev}  (CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r})")
+    print(f"device: {dev}  ({source})")
     print()
+    kind = dev.lower().split(":")[0]
+    if kind in ("simt", "cuda"):
+        ok, why = _devices.simt_status() if kind == "simt" else _devices.cuda_status()
+        if not ok:
+            print(f"device {dev} is not available here ({why}): no example was run. "
+                  "Run python -m cupyops demo --device cpu for the NumPy path.")
+            return 1
     failures = 0
     for label, call, expected in seed_examples():
         try:
@@ -76,7 +90,10 @@ def demo(device=None) -> int:
         failures += not good
         print(f"  [{'ok' if good else 'FAIL'}] {label:38s} -> {shown}")
     print()
-    print("all seed examples match the spec" if not failures else f"{failures} example(s) differ")
+    n = len(seed_examples())
+    print(f"all {n} examples give the results of DirectML's operator reference pages "
+          "(argmin, argmax, hardmax, nonzero coordinates); docs/api.md has the rules"
+          if not failures else f"{failures} of {n} example(s) differ from DirectML's reference pages")
     return 1 if failures else 0
 
 
@@ -89,7 +106,7 @@ def main(argv=None) -> int:
         return int(bench_main(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="python -m cupyops")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="list devices and compute the spec's seed examples")
+    p_demo = sub.add_parser("demo", help="list devices and compute DirectML's reference examples")
     p_demo.add_argument("--device", default=None, help="cpu, simt or cuda (default: $CUPYOPS_DEVICE or cpu)")
     p_bench = sub.add_parser("bench", help="benchmark against the peers (cupyops/bench/; options: bench --help)")
     p_bench.add_argument("rest", nargs=argparse.REMAINDER)

@@ -67,7 +67,7 @@ def _normalize_axes(axis, ndim, opname):
         except TypeError:
             raise TypeError(f"{opname}: axis must be None, an int or a tuple of ints, got {a!r}") from None
         if not -ndim <= a < ndim:
-            raise np.exceptions.AxisError(a, ndim, msg_prefix=f"{opname}: axis")
+            raise np.exceptions.AxisError(a, ndim, msg_prefix=opname)
         out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"{opname}: axis {axis!r} repeats an axis")
@@ -89,8 +89,9 @@ def _module_of(arr):
     return "cupy" if _dispatch.is_cupy_array(arr) else ("numpy" if isinstance(arr, np.ndarray) else None)
 
 
-def _check_out(out, x, shape, dtype, opname):
-    """out must have exactly the result's shape, module and dtype, be writable, and not overlap x."""
+def _check_out(out, x, shape, dtype, opname, accepted=None):
+    """out must have exactly the result's shape, module and dtype, be writable, and not overlap x.
+    ``accepted``: what the error lists as the dtypes out may have, when that is more than one."""
     if out is None:
         return None
     want = _module_of(x)
@@ -100,7 +101,7 @@ def _check_out(out, x, shape, dtype, opname):
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{opname}: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
     if out.dtype != dtype:
-        raise TypeError(f"{opname}: out has dtype {out.dtype}, expected {dtype}")
+        raise TypeError(f"{opname}: out has dtype {out.dtype}, expected {accepted or dtype}")
     if want == "numpy":
         if not out.flags.writeable:
             raise ValueError(f"{opname}: out is read-only")
@@ -149,8 +150,8 @@ def _import_cupy():
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - depends on the machine
-        raise RuntimeError("device='cuda' needs CuPy: pip install 'cupyops[cuda13]' "
-                           "(or [cuda12])") from exc
+        from ._devices import CUPY_INSTALL_HINT
+        raise RuntimeError(f"device='cuda' needs CuPy: {CUPY_INSTALL_HINT}") from exc
     return cupy
 
 
@@ -215,7 +216,11 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
     if not _index_fits(group, index_dtype):
         raise ValueError(f"{opname}: the reduced group has {group} elements, too many for index "
                          f"dtype {index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
-    out = _check_out(out, x, result_shape, index_dtype, opname)
+    accepted = (f"one of {_DTYPE_NAMES(INDEX_DTYPES)} (with dtype=None, out's dtype is the result "
+                "dtype)") if dtype is None else (
+        f"{index_dtype}, as dtype={index_dtype.name} was given (with dtype=None, out may have any "
+        f"of {_DTYPE_NAMES(INDEX_DTYPES)})")
+    out = _check_out(out, x, result_shape, index_dtype, opname, accepted)
     xp = _xp(placement)
 
     out_kept = None
@@ -271,7 +276,7 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None):
     _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
     axes = _normalize_axes(axis, x.ndim, opname)
     _check_tie(tie, opname)
-    out = _check_out(out, x, x.shape, x.dtype, opname)
+    out = _check_out(out, x, x.shape, x.dtype, opname, f"{x.dtype}, x's dtype (hardmax's result has it)")
     xp = _xp(placement)
     with _device_ctx(placement):
         if x.size == 0:

@@ -1,34 +1,90 @@
-"""What this process can run on: the NumPy path always, SIMT when a C++ compiler is present,
-CUDA when CuPy is installed and finds a GPU."""
+"""What this process can run on: the NumPy path always, SIMT when a C++ compiler works, CUDA when
+CuPy is installed and finds a GPU. Also the one wording of "this device is not available here"
+that every entry point (the functions, ``precompile``, the benchmark) raises."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import subprocess
+import tempfile
+
+#: How to get CuPy: cupyops is not on a package index, so from the checkout, with a CUDA extra.
+CUPY_INSTALL_HINT = ("install cupyops with the CuPy extra for your CUDA version, from the "
+                     "checkout: pip install '.[cuda13]' (CUDA 13) or pip install '.[cuda12]' "
+                     "(CUDA 12)")
 
 
 @functools.lru_cache(maxsize=None)
 def cuda_status():
-    """(True, description) when a CUDA GPU is usable through CuPy, else (False, reason)."""
+    """(True, description) when a CUDA GPU is usable through CuPy, else (False, reason). The
+    reason tells a missing CuPy (and which extra installs it) from a CuPy that finds no GPU."""
     try:
         import cupy
-    except Exception as exc:  # ImportError, or a broken install
-        return False, f"cupy not importable ({type(exc).__name__})"
+    except ImportError:
+        return False, f"CuPy is not installed; {CUPY_INSTALL_HINT}"
+    except Exception as exc:  # a broken install
+        return False, (f"CuPy is installed but does not import ({type(exc).__name__}: "
+                       f"{exc})".splitlines()[0][:300])
     try:
         n = cupy.cuda.runtime.getDeviceCount()
         if n == 0:
-            return False, "no CUDA device"
+            return False, "CuPy is installed but finds no CUDA GPU"
         props = cupy.cuda.runtime.getDeviceProperties(0)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return True, f"{n} device(s), cuda:0 = {name} (sm_{props['major']}{props['minor']})"
     except Exception as exc:
-        return False, f"CuPy found no usable GPU: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+        return False, (f"CuPy is installed but finds no usable CUDA GPU ({type(exc).__name__}: "
+                       f"{exc})").splitlines()[0][:300]
+
+
+def simt_compiler() -> str:
+    """The C++ compiler the SIMT layer runs (cupyops.simt._build.compiler: $CUPYOPS_SIMT_CXX,
+    else g++), without importing the SIMT layer."""
+    return os.environ.get("CUPYOPS_SIMT_CXX", "g++")
+
+
+_TRIVIAL_PROGRAM = "#include <cstddef>\nextern \"C\" int cupyops_probe(int x) { return x + 1; }\n"
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_works(cxx: str) -> tuple[bool, str]:
+    """Compile and link a trivial C++17 shared object with ``cxx``, as the SIMT layer builds its
+    modules. Once per process and compiler (cached)."""
+    path = shutil.which(cxx)
+    if path is None:
+        return False, f"no C++ compiler: {cxx!r} is not on PATH (set CUPYOPS_SIMT_CXX, or install g++)"
+    with tempfile.TemporaryDirectory(prefix="cupyops-cxx-probe-") as d:
+        src = os.path.join(d, "probe.cpp")
+        with open(src, "w") as fh:
+            fh.write(_TRIVIAL_PROGRAM)
+        cmd = [path, "-std=c++17", "-O0", "-fPIC", "-shared", src, "-o", os.path.join(d, "probe.so")]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return False, f"the C++ compiler {path} does not run: {type(exc).__name__}: {exc}"[:300]
+        if r.returncode != 0:
+            first = next((ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()), "")
+            return False, (f"the C++ compiler {path} cannot compile a trivial C++17 program "
+                           f"(exit {r.returncode}): {first}")[:300]
+    return True, f"CPU emulation of CUDA, compiled with {path}"
+
+
+@functools.lru_cache(maxsize=None)
+def _on_path(cxx: str) -> bool:
+    return shutil.which(cxx) is not None
+
+
+def simt_compiler_found() -> bool:
+    """Quick check for the calls (no compile): the SIMT compiler is on PATH. A compiler that is
+    there but broken shows in the first compile's error, with its log."""
+    return _on_path(simt_compiler())
 
 
 def simt_status():
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        return False, "no C++ compiler (g++) on PATH"
-    return True, f"CPU emulation of CUDA, compiled with {cxx}"
+    """(True, description) when the SIMT layer's C++ compiler compiles a trivial program, else
+    (False, reason). The check runs once per process and compiler."""
+    return _compiler_works(simt_compiler())
 
 
 def available_devices():
@@ -38,3 +94,21 @@ def available_devices():
     if cuda_status()[0]:
         devices.append("cuda")
     return devices
+
+
+def require(kind: str, asked: str) -> None:
+    """Raise ``RuntimeError`` when device ``kind`` ("cuda" or "simt") cannot run here. ``asked``
+    says who asked for it, as the user wrote it: ``"device='cuda'"`` or
+    ``"CUPYOPS_DEVICE='cuda'"``; the message names it and says what to do."""
+    ok, why = cuda_status() if kind == "cuda" else simt_status()
+    if ok:
+        return
+    if asked.startswith("CUPYOPS_DEVICE"):
+        instead = ("unset CUPYOPS_DEVICE (the NumPy path) or set it to 'cpu' or 'simt'"
+                   if kind == "cuda" else "unset CUPYOPS_DEVICE (the NumPy path) or set it to 'cpu'")
+    else:
+        instead = ("use device='cpu' (NumPy) or device='simt' (the CUDA kernels on the CPU)"
+                   if kind == "cuda" else "use device='cpu' (NumPy)")
+    what = "a CUDA GPU through CuPy" if kind == "cuda" else "the CPU emulation of CUDA"
+    raise RuntimeError(f"{asked} asks for {what}, which is not available here: {why}. "
+                       f"To run without it, {instead}.")

@@ -56,6 +56,19 @@ def default_device() -> str:
     return env
 
 
+def resolve_device(device):
+    """``(kind, device id or None, asked)`` for a ``device=`` argument: ``None`` takes
+    ``$CUPYOPS_DEVICE``, else "cpu". ``asked`` names where the choice came from, as the user
+    wrote it (``device='cuda'`` or ``CUPYOPS_DEVICE='cuda'``), for error messages."""
+    if device is None:
+        name = default_device()
+        kind, dev_id = _parse_device_name(name, "CUPYOPS_DEVICE")
+        asked = f"CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
+        return kind, dev_id, asked
+    kind, dev_id = _parse_device_name(device)
+    return kind, dev_id, f"device={device!r}"
+
+
 def place(x, device):
     """Convert ``x`` for the call and decide where it runs. Returns (array, Placement)."""
     if is_cupy_array(x):
@@ -70,17 +83,20 @@ def place(x, device):
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError("masked arrays are not supported: their mask has no meaning here; "
                         "pass x.filled(...) or x.data")
-    if not isinstance(x, np.ndarray):
+    if type(x) is not np.ndarray:
+        # Lists, scalars, buffers, objects with __array__ / __array_interface__, and ndarray
+        # subclasses (np.matrix, np.memmap, user subclasses) become a plain ndarray: a view, no
+        # copy, for a subclass. A subclass's own methods (np.matrix.argmax keeps 2-D) then
+        # never reach the NumPy path, and results are plain ndarrays.
         x = np.asarray(x)
-        if isinstance(x, np.ma.MaskedArray):  # pragma: no cover - asarray drops the mask
-            raise TypeError("masked arrays are not supported")
-    kind, dev_id = _parse_device_name(default_device() if device is None else device)
+    kind, dev_id, asked = resolve_device(device)
     if kind == "cuda":
-        from ._devices import cuda_status
-        ok, why = cuda_status()
-        if not ok:
-            raise RuntimeError(f"device='cuda' is not available here: {why}. Use device='cpu' "
-                               "(NumPy) or device='simt' (the CUDA kernels on the CPU)")
+        from ._devices import require
+        require("cuda", asked)
+    elif kind == "simt":
+        from ._devices import require, simt_compiler_found
+        if not simt_compiler_found():
+            require("simt", asked)
     return x, Placement(kind, False, dev_id)
 
 

@@ -20,7 +20,9 @@ __all__ = ["precompile"]
 
 
 def _resolve_device(device):
-    """-> (backend name, device id or None) ; None for "cpu"."""
+    """-> (backend name, device id or None) ; None for "cpu". For an explicit ``device``:
+    :func:`precompile` resolves ``device=None`` first, as every function does
+    (``$CUPYOPS_DEVICE``, else "cpu")."""
     if device is None or device == "cuda":
         return "cuda", None
     if isinstance(device, str):
@@ -46,19 +48,28 @@ def _load_families():
 
 def precompile(families=None, dtypes=None, *, device=None, max_workers: int | None = None):
     """Compile every module of ``families`` (names; default: all registered) for ``dtypes``
-    (default: every dtype each family serves) on ``device``: ``None``/``"cuda"`` is CuPy's
-    current device, ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"``
-    nothing. Returns the ``(family, dtype)`` pairs made ready, in order.
+    (default: every dtype each family serves) on ``device``: ``None`` means what it means for
+    every function (``$CUPYOPS_DEVICE``, else ``"cpu"``); ``"cuda"`` is CuPy's current device,
+    ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Returns
+    the ``(family, dtype)`` pairs made ready, in order.
 
-    Raises ``KeyError`` for an unknown family, ``TypeError`` for a dtype that none of the
-    chosen families serves, and ``cupyops._modules.KernelCompileError`` (with the compiler log)
-    if a module does not compile.
+    Raises ``RuntimeError`` when the device is not available here (no CuPy, no GPU, no working
+    C++ compiler: the same message as the functions give), ``KeyError`` for an unknown family,
+    ``TypeError`` for a dtype that none of the chosen families serves, and
+    ``cupyops._modules.KernelCompileError`` (with the compiler log) if a module does not compile.
     """
-    from cupyops import _backend
+    from cupyops import _backend, _devices, _dispatch
 
+    if device is None:
+        kind, dev_id, asked = _dispatch.resolve_device(None)
+        device = "cpu" if kind == "cpu" else kind if dev_id is None else f"{kind}:{dev_id}"
+    else:
+        asked = f"device={device!r}"
     backend_name, device_id = _resolve_device(device)
     if backend_name is None:
         return []
+    if backend_name == "cuda" or not _devices.simt_compiler_found():
+        _devices.require(backend_name, asked)     # the functions' message, naming `asked`
     _load_families()
     registry = _modules.families()
     if isinstance(families, str):

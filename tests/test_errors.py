@@ -211,5 +211,89 @@ def test_cuda_device_without_gpu_is_a_clear_error():
     if cuda_status()[0]:
         pytest.skip("a GPU is present")
     x = np.ones(3, np.float32)
-    raises_untouched(x, RuntimeError, "device='cuda' is not available", lambda: cupyops.argmax(x, device="cuda"))
-    raises_untouched(x, RuntimeError, "not available", lambda: cupyops.argwhere(x, device="cuda:0"))
+    raises_untouched(x, RuntimeError, "device='cuda' asks for a CUDA GPU", lambda: cupyops.argmax(x, device="cuda"))
+    raises_untouched(x, RuntimeError, "not available here", lambda: cupyops.argwhere(x, device="cuda:0"))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "hardmax", "count_nonzero"])
+def test_axis_error_names_the_op_once(op, x):
+    """No stutter ("argmax: axis: axis 2 ..."): the op, then NumPy's own wording."""
+    for axis, shown in ((2, 2), ((0, -3), -3)):
+        with pytest.raises(np.exceptions.AxisError) as info:
+            _call(op, x, axis=axis)
+        assert str(info.value) == f"{op}: axis {shown} is out of bounds for array of dimension 2"
+
+
+def test_out_dtype_error_lists_every_accepted_dtype(x):
+    from cupyops._api import INDEX_DTYPES
+    names = [d.name for d in INDEX_DTYPES]
+    assert len(names) >= 4
+    for kw in ({}, {"dtype": np.int32}):
+        with pytest.raises(TypeError, match="out has dtype float32") as info:
+            cupyops.argmax(x, axis=0, out=np.empty(3, np.float32), **kw)
+        for name in names:
+            assert name in str(info.value), (kw, str(info.value))
+    with pytest.raises(TypeError, match="expected int32, as dtype=int32 was given"):
+        cupyops.argmin(x, axis=0, dtype=np.int32, out=np.empty(3, np.int64))
+    with pytest.raises(TypeError, match="expected float32, x's dtype"):
+        cupyops.hardmax(x, out=np.empty(x.shape, np.float64))
+
+
+# --------------------------------------------------------------------------- no GPU
+
+@pytest.fixture
+def fresh_cuda_status():
+    from cupyops import _devices
+    _devices.cuda_status.cache_clear()
+    yield
+    _devices.cuda_status.cache_clear()
+
+
+def _cupy_without_gpu(count=0, error=None):
+    """A stand-in CuPy that imports but finds no GPU (count 0, or the runtime raising)."""
+    import types
+
+    def get_count():
+        if error is not None:
+            raise error
+        return count
+    fake = types.ModuleType("cupy")
+    fake.ndarray = type("StandInCupyArray", (), {})
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_count),
+                                      Device=type("StandInDevice", (), {}))
+    return fake
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+@pytest.mark.parametrize("cupy_state", ["missing", "no-gpu", "runtime-error"])
+@pytest.mark.parametrize("op", ALL_OPS)
+def test_cuda_unavailable_says_who_asked_and_why(op, where, cupy_state, x, monkeypatch,
+                                                 fresh_cuda_status):
+    import sys
+    if cupy_state == "missing":
+        monkeypatch.setitem(sys.modules, "cupy", None)     # import cupy -> ImportError
+    else:
+        err = RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected") \
+            if cupy_state == "runtime-error" else None
+        monkeypatch.setitem(sys.modules, "cupy", _cupy_without_gpu(error=err))
+    if where == "environment":
+        monkeypatch.setenv("CUPYOPS_DEVICE", "cuda")
+        kw, asked, not_asked = {}, "CUPYOPS_DEVICE='cuda'", "device='cuda'"
+    else:
+        monkeypatch.delenv("CUPYOPS_DEVICE", raising=False)
+        kw, asked, not_asked = {"device": "cuda"}, "device='cuda'", "CUPYOPS_DEVICE"
+    snap = _snapshot(x)
+    with pytest.raises(RuntimeError) as info:
+        _call(op, x, **kw)
+    _assert_untouched(x, snap)
+    msg = str(info.value)
+    assert msg.startswith(asked), msg
+    assert not_asked not in msg.replace(asked, ""), msg
+    if cupy_state == "missing":
+        assert "CuPy is not installed" in msg and "'.[cuda13]'" in msg and "'.[cuda12]'" in msg
+        assert "checkout" in msg
+    else:
+        assert "CuPy is installed but finds no" in msg and "GPU" in msg
+        assert "[cuda13]" not in msg
+    if cupy_state == "runtime-error":
+        assert "cudaErrorNoDevice" in msg
