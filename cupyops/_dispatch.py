@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 
+from . import _progress
+
 DEVICES = ("cpu", "cuda", "simt")
 
 
@@ -79,6 +81,7 @@ def place(x, device):
                 raise ValueError(
                     f"device={device!r} was asked for a CuPy array on cuda:{held}; cupyops makes no "
                     "hidden transfers: move the array yourself or leave device=None")
+        _progress.install()
         return x, Placement("cuda", True, held)
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError("masked arrays are not supported: their mask has no meaning here; "
@@ -97,6 +100,8 @@ def place(x, device):
         from ._devices import require, simt_compiler_found
         if not simt_compiler_found():
             require("simt", asked)
+    if kind != "cpu":
+        _progress.install()     # a word on stderr if the first compile keeps the user waiting
     return x, Placement(kind, False, dev_id)
 
 

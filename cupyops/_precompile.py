@@ -51,14 +51,15 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
     (default: every dtype each family serves) on ``device``: ``None`` means what it means for
     every function (``$CUPYOPS_DEVICE``, else ``"cpu"``); ``"cuda"`` is CuPy's current device,
     ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Returns
-    the ``(family, dtype)`` pairs made ready, in order.
+    the ``(family, dtype)`` pairs made ready, in order. When compiling takes more than about a
+    second, one line on stderr says so (``CUPYOPS_PROGRESS=0`` silences it).
 
     Raises ``RuntimeError`` when the device is not available here (no CuPy, no GPU, no working
     C++ compiler: the same message as the functions give), ``KeyError`` for an unknown family,
     ``TypeError`` for a dtype that none of the chosen families serves, and
     ``cupyops._modules.KernelCompileError`` (with the compiler log) if a module does not compile.
     """
-    from cupyops import _backend, _devices, _dispatch
+    from cupyops import _backend, _devices, _dispatch, _progress
 
     if device is None:
         kind, dev_id, asked = _dispatch.resolve_device(None)
@@ -103,10 +104,11 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
 
     if max_workers is None:
         max_workers = min(4, os.cpu_count() or 1, len(work))
-    if max_workers <= 1 or backend_name == "cuda" and _needs_serial_cuda():
-        return [build(item) for item in work]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
-        return list(ex.map(build, work))
+    with _progress.batch(len(work), backend_name):
+        if max_workers <= 1 or backend_name == "cuda" and _needs_serial_cuda():
+            return [build(item) for item in work]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
+            return list(ex.map(build, work))
 
 
 def _needs_serial_cuda() -> bool:

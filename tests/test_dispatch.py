@@ -275,3 +275,75 @@ def test_demo_says_simt_is_missing(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "simt: no - the C++ compiler" in out
     assert "device simt is not available here" in out and "[ok]" not in out
+
+
+# --------------------------------------------------------------------------- compile progress
+
+def test_progress_notice_only_when_slow():
+    import io
+    import time
+    from cupyops import _progress
+    s = io.StringIO()
+    with _progress.Notice("compiling X", after=0.05, stream=s) as n:
+        time.sleep(0.3)
+    assert n.fired and s.getvalue().startswith("cupyops: compiling X ...\n")
+    assert "done in" in s.getvalue()
+    s = io.StringIO()
+    with _progress.Notice("compiling Y", after=0.5, stream=s) as n:
+        pass
+    time.sleep(0.6)
+    assert not n.fired and s.getvalue() == ""
+
+
+def test_progress_once_per_process(monkeypatch, capsys):
+    import time
+    from cupyops import _progress
+    monkeypatch.setattr(_progress, "THRESHOLD_S", 0.05)
+    monkeypatch.setattr(_progress, "_announced", False)
+    monkeypatch.delenv("CUPYOPS_PROGRESS", raising=False)
+    made = []
+
+    def slow_factory(source, options, exprs, device_id):
+        time.sleep(0.25)
+        made.append(exprs)
+        return "module"
+    wrapped = _progress._wrap("simt", slow_factory)
+    assert wrapped("src", (), ("k<float>",), 0) == "module"
+    assert wrapped("src", (), ("k<int>",), 0) == "module"
+    assert made == [("k<float>",), ("k<int>",)]
+    err = capsys.readouterr().err
+    assert err.count("cupyops: compiling kernels for the CPU emulation") == 1, err
+    assert err.count("done in") == 1
+    # precompile's batch: one notice for the batch, none for its modules
+    monkeypatch.setattr(_progress, "_announced", False)
+    with _progress.batch(2, "simt"):
+        wrapped("src", (), ("k<float>",), 0)
+        wrapped("src", (), ("k<int>",), 0)
+    err = capsys.readouterr().err
+    assert err.count("cupyops: precompile: compiling 2 kernel modules") == 1, err
+    assert "compiling kernels for the CPU emulation" not in err
+    monkeypatch.setattr(_progress, "_announced", False)
+    monkeypatch.setenv("CUPYOPS_PROGRESS", "0")
+    wrapped("src", (), ("k<float>",), 0)
+    assert capsys.readouterr().err == ""
+
+
+def test_first_simt_call_shows_compile_progress_once(tmp_path):
+    """A fresh SIMT cache: the first call compiles (> 1 s), says so once on stderr; the next
+    compile (another dtype) stays silent; stdout is untouched."""
+    _device_or_skip("simt")
+    import os
+    code = ("import numpy as np, cupyops\n"
+            "cupyops.argmax(np.ones((4, 5), np.float32), axis=1, device='simt')\n"
+            "cupyops.argmax(np.ones((4, 5), np.int16), axis=1, device='simt')\n"
+            "print('ok')\n")
+    env = dict(os.environ, CUPYOPS_SIMT_CACHE=str(tmp_path / "simt"))
+    env.pop("CUPYOPS_PROGRESS", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ok\n"
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("cupyops:")]
+    assert len(lines) == 2, r.stderr          # the notice and its "done in"
+    assert "device='simt'" in lines[0] and "cached on disk" in lines[0]
+    assert lines[1].startswith("cupyops: done in ")
