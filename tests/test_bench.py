@@ -320,3 +320,143 @@ def test_plots_from_records(tmp_path):
     bench.make_plot(simt, "simt", tmp_path / "simt.png")
     for name in ("cpu.png", "simt.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- what a new user hit
+
+ALL_NUMPY_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "float16", "float32", "float64", "complex64", "complex128", "datetime64[s]",
+                    "timedelta64[ms]")
+
+
+@pytest.mark.parametrize("dtype", ALL_NUMPY_DTYPES)
+def test_inputs_for_every_library_dtype(dtype):
+    dt = np.dtype(dtype)
+    plain = bench.Case("argmax", "last tie=first", dt, (64, 64), {"axes": (1,), "tie": "first"})
+    x = bench.make_input(plain)
+    assert x.dtype == dt and x.shape == (64, 64)
+    if dt.kind in "iu" and dt.itemsize == 8:
+        assert x.max() > np.iinfo(dt).max // 4          # the whole range, not int64's
+    dense = bench.Case("argwhere", "d=0.1", dt, (128, 128), {"density": 0.1})
+    y = bench.make_input(dense)
+    assert y.dtype == dt
+    assert abs(np.count_nonzero(y) / y.size - 0.1) < 0.02
+
+
+def test_dtypes_run_or_are_skipped_with_a_note(tmp_path, capsys):
+    """--dtypes uint64,complex64 (which crashed): every op that takes the dtype runs and checks
+    out; one that does not take it yet is skipped with a note, not a crash."""
+    out = tmp_path / "b.json"
+    rc = bench.main(["--tiny", "--no-cold", "--no-peers", "--quiet", "--dtypes", "uint64,complex64",
+                     "--cases", "last tie=first|d=0.5", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    skipped = {(s["op"], s["dtype"]) for s in data["meta"]["skipped"]}
+    ran = {(r["op"], r["dtype"]) for r in data["records"]}
+    assert all(r["ok"] is True for r in data["records"]), data["records"]
+    for op in ("argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
+               "nonzero_coordinates"):
+        for dt in ("uint64", "complex64"):
+            assert ((op, dt) in ran) != ((op, dt) in skipped), (op, dt)
+    assert ("argmax", "uint64") in ran and ("argwhere", "complex64") in ran
+    text = capsys.readouterr().out
+    for op, dt in skipped:
+        assert f"skipped {op} for {dt}: cupyops does not take it yet" in text
+
+
+def test_an_op_refusing_a_dtype_is_skipped_not_fatal(tmp_path, monkeypatch, capsys):
+    import cupyops
+    real = cupyops.hardmax
+
+    def refusing(x, *a, **k):
+        if np.asarray(x).dtype == np.float32:
+            raise TypeError("hardmax: x has dtype float32, which is not supported")
+        return real(x, *a, **k)
+    monkeypatch.setattr(cupyops, "hardmax", refusing)
+    out = tmp_path / "b.json"
+    rc = bench.main(["--tiny", "--no-cold", "--no-peers", "--dtypes", "float32,int8",
+                     "--cases", "^(hardmax/last tie=first|argmax/last tie=first)/", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert {(r["op"], r["dtype"]) for r in data["records"]} == {
+        ("hardmax", "int8"), ("argmax", "float32"), ("argmax", "int8")}
+    assert data["meta"]["skipped"] == [{"op": "hardmax", "dtype": "float32",
+                                        "reason": "TypeError: hardmax: x has dtype float32, which is not supported"}]
+    captured = capsys.readouterr()
+    assert "skipping hardmax for float32" in captured.err
+    assert "skipped hardmax for float32" in captured.out
+
+
+def test_cases_matching_nothing_is_an_error(capsys):
+    assert bench.main(["--tiny", "--no-cold", "--cases", "nomatch"]) == 2
+    err = capsys.readouterr().err
+    assert "--cases 'nomatch' matches none of the" in err and "--list" in err
+
+
+def test_plot_without_matplotlib_fails_before_running(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # import matplotlib -> ImportError
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the benchmark ran although --plot cannot be honoured")
+    monkeypatch.setattr(bench, "run_case", must_not_run)
+    rc = bench.main(["--tiny", "--no-cold", "--cases", FEW, "--plot", str(tmp_path / "p.png")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--plot needs matplotlib" in err and "nothing was run" in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_written_files_are_named(tmp_path, capsys):
+    paths = {"--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md"}
+    if _has("matplotlib"):
+        paths["--plot"] = tmp_path / "r.png"
+    argv = ["--tiny", "--no-cold", "--no-peers", "--quiet", "--cases", "^count_nonzero/d=0.5/int8$"]
+    for opt, p in paths.items():
+        argv += [opt, str(p)]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    for opt, p in paths.items():
+        assert p.exists()
+        assert str(p.resolve()) in out, (opt, out[-500:])
+    assert "wrote records (JSON): " in out and "wrote tables (Markdown): " in out
+
+
+def test_missing_onnxruntime_is_said(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert bench.main(["--device", "cpu", "--tiny", "--no-cold", "--quiet", "--cases", FEW]) == 0
+    out = capsys.readouterr().out
+    assert "vs onnxruntime" in out
+    assert "vs onnxruntime: n/a in all 8 cases: onnxruntime is not installed" in out, out[-800:]
+
+
+def test_simt_plot_zooms_and_keeps_goals_apart(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+    kept = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    recs = []
+    for (op, case), vals in {("argmax", "last tie=first"): (1.006, 1.023),
+                             ("nonzero_coordinates", "d=0.5 size=n"): (1.026, 1.034),
+                             ("argwhere", "d=0.001"): (2.02, 2.09)}.items():
+        for dt, v in zip(("float32", "float16", "int8", "bool"), vals + vals):
+            recs.append(dict(op=op, case=case, dtype=dt, shape=[4], device="simt", ok=True,
+                             status="ok", sectors_ratio=v))
+    bench.make_plot(recs, "simt", tmp_path / "simt.png")
+    assert (tmp_path / "simt.png").read_bytes()[:4] == b"\x89PNG"
+    (fig,) = kept
+    main = fig.axes[0]
+    lo, hi = main.get_xlim()
+    assert 0.9 < lo <= 1.0 and hi <= 1.4             # zoomed on 1.0-1.3, not from 0
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlim()[1] >= 2.09   # the rest: a second panel
+    bar_colors = {mcolors.to_hex(p.get_facecolor()) for p in main.patches}
+    assert len(bar_colors) == 4
+    goal_lines = [ln for ln in main.get_lines() if ln.get_label() == "goal"
+                  or (len(set(ln.get_xdata())) == 1 and ln.get_xdata()[0] in (1.05, 1.15))]
+    assert goal_lines
+    for ln in goal_lines:
+        assert mcolors.to_hex(ln.get_color()) not in bar_colors
+    real_close(fig)

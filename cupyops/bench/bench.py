@@ -124,6 +124,38 @@ def _aligned_empty(shape, dtype, align=256):
     return raw[off:off + nbytes].view(dtype).reshape(shape)
 
 
+def _values(rng, dt, shape):
+    """Random values of any dtype the library takes: ints over their whole range, floats and
+    complex normal, datetime64 / timedelta64 as int64 ticks with a few NaT."""
+    if dt == np.bool_:
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    if dt.kind in "mM":
+        ticks = rng.integers(-2**40, 2**40, shape, dtype=np.int64)
+        return ticks.view(dt)
+    raise TypeError(f"the benchmark cannot make inputs of dtype {dt}")
+
+
+def _nonzero_values(rng, dt, shape):
+    """Values that are all nonzero (for the density cases)."""
+    if dt.kind == "f":
+        return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(dt)
+    if dt.kind == "c":
+        return (rng.uniform(0.5, 2.0, shape) * np.exp(1j * rng.uniform(0, 6.28, shape))).astype(dt)
+    if dt.kind in "mM":
+        return rng.integers(1, 2**40, shape, dtype=np.int64).view(dt)
+    vals = rng.integers(1, 100, shape)
+    if dt.kind == "i":
+        vals = vals * rng.choice([-1, 1], shape)
+    return vals.astype(dt)
+
+
 def make_input(case, seed=0):
     rng = np.random.default_rng(seed + (zlib.crc32(case.id.encode()) & 0xFFFF))
     shape, dt = case.shape, case.dtype
@@ -132,21 +164,31 @@ def make_input(case, seed=0):
         mask = rng.random(shape) < case.params["density"]
         if dt == np.bool_:
             x[...] = mask
-        elif dt.kind == "f":
-            vals = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-            x[...] = np.where(mask, vals, 0).astype(dt)
         else:
-            vals = rng.integers(1, 100, shape) * rng.choice([-1, 1], shape)
-            x[...] = np.where(mask, vals, 0).astype(dt)
+            x[...] = _nonzero_values(rng, dt, shape)
+            x[~mask] = np.zeros((), dt)
         return x
-    if dt == np.bool_:
-        x[...] = rng.random(shape) < 0.5
-    elif dt.kind == "f":
-        x[...] = rng.standard_normal(shape).astype(dt)
-    else:
-        info = np.iinfo(dt)
-        x[...] = rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)
+    x[...] = _values(rng, dt, shape)
     return x
+
+
+def unsupported_ops(cases):
+    """``{(op, dtype name): reason}`` for the ops that do not take a dtype (yet): each op is
+    called once on a tiny input of the dtype on the NumPy path, whose argument checks are the
+    same on every device. Their cases are skipped with a note instead of failing."""
+    out = {}
+    seen = set()
+    for c in cases:
+        key = (c.op, c.dtype.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        small = Case(c.op, c.case, c.dtype, (2,) * len(c.shape), c.params)
+        try:
+            cupyops_call(small, "cpu")(make_input(small))
+        except TypeError as exc:
+            out[key] = _short_err(exc)
+    return out
 
 
 def cupyops_call(case, device):
@@ -406,8 +448,12 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
     else:
         x = x_host
     ours = cupyops_call(case, device)
-    reference = peers.numpy_peer(case)
-    ref = reference[1](reference[0](x_host))
+    try:
+        reference = peers.numpy_peer(case)
+        ref = reference[1](reference[0](x_host))
+    except Exception as exc:   # NumPy cannot check this case: report it, do not crash the run
+        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
+                     ok=None, status=f"unavailable: no NumPy reference ({_short_err(exc)})")]
 
     if device == "simt":
         return [_run_simt_case(case, base, x, ours, ref)]
@@ -763,6 +809,36 @@ def summary_lines(records, device, peer_names):
     return lines
 
 
+#: SIMT plot: the zoomed panel ends here; bars use these colours, goals a colour none of them has
+SIMT_PLOT_ZOOM = 1.35
+SIMT_PLOT_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+                    "tab:pink", "tab:olive", "tab:cyan")
+SIMT_PLOT_GOAL_COLOR = "black"
+
+
+def peer_na_lines(records, peer_names):
+    """Why a peer's column shows n/a: its reasons, with the number of cases each (a peer that
+    is not installed shows as one line for every case)."""
+    lines = []
+    for p in peer_names:
+        reasons, total = {}, 0
+        for key, recs in _group(records).items():
+            if recs[0].get("status", "").startswith("unavailable"):
+                continue
+            total += 1
+            r = next((r for r in recs if r.get("peer") == p), None)
+            if r is None:
+                reasons["not run"] = reasons.get("not run", 0) + 1
+            elif r.get("ratio") is None:
+                why = str(r.get("peer_status") or "n/a")
+                why = why[5:] if why.startswith("n/a: ") else why
+                reasons[why] = reasons.get(why, 0) + 1
+        for why, n in reasons.items():
+            scope = f"all {n} cases" if n == total else f"{n} of {total} cases"
+            lines.append(f"vs {p}: n/a in {scope}: {why}")
+    return lines
+
+
 def make_plot(records, device, path, title=None):
     """Bars. cpu / cuda: the ratio against each peer (log scale), one panel per dtype.
     simt: sectors touched / minimum per case, one bar per dtype, with the goals marked."""
@@ -777,26 +853,56 @@ def make_plot(records, device, path, title=None):
     ys = np.arange(len(cases))
     fig_h = max(3.0, 0.3 * len(cases) + 1.6)
     if device == "simt":
-        fig, ax = plt.subplots(figsize=(10, fig_h))
+        # The differences sit between 1.0 and ~1.3 (the exact nonzero forms read twice, ~2):
+        # the axis starts just below 1.0, and values past ZOOM go to a second, narrower panel
+        # (a broken axis) instead of squashing the zoomed one.
+        vals_by_dt = {dt: [(groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
+                           for op, case in cases] for dt in dtypes}
+        goals = [traffic.goal_for(op, case) for op, case in cases]
+        finite = [v for vs in vals_by_dt.values() for v in vs if np.isfinite(v)]
+        finite += [g for g in goals if g]
+        hi = max(finite, default=1.3)
+        lo = min(0.97, min(finite, default=1.0) - 0.01)
+        broken = hi > SIMT_PLOT_ZOOM
+        if broken:
+            fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, fig_h), sharey=True,
+                                          layout="constrained",
+                                          gridspec_kw={"width_ratios": [3, 1]})
+            panels = [(ax, (lo, SIMT_PLOT_ZOOM)), (ax2, (SIMT_PLOT_ZOOM, hi * 1.02 + 0.02))]
+        else:
+            fig, ax = plt.subplots(figsize=(10, fig_h), layout="constrained")
+            panels = [(ax, (lo, max(hi * 1.02, 1.1)))]
         h = 0.8 / max(1, len(dtypes))
-        for j, dt in enumerate(dtypes):
-            vals = [(groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
-                    for op, case in cases]
-            ax.barh(ys - 0.4 + h * (j + 0.5), vals, height=h, label=dt)
-        first_goal = True
-        for y, (op, case) in zip(ys, cases):
-            g = traffic.goal_for(op, case)
-            if g:
-                ax.plot([g, g], [y - 0.45, y + 0.45], color="tab:red", lw=1.5,
-                        label="goal" if first_goal else None)
-                first_goal = False
-        ax.axvline(1.0, color="k", lw=0.8)
-        ax.set_xlabel("sectors touched / minimum sectors (1.0 = minimum traffic)")
+        for a, (x0, x1) in panels:
+            for j, dt in enumerate(dtypes):
+                vals = vals_by_dt[dt]
+                # bars start at the panel's left edge, so the zoomed axis does not hide them
+                a.barh(ys - 0.4 + h * (j + 0.5), [v - x0 if np.isfinite(v) else np.nan for v in vals],
+                       left=x0, height=h, label=dt,
+                       color=SIMT_PLOT_COLORS[j % len(SIMT_PLOT_COLORS)])
+            first_goal = True
+            for y, g in zip(ys, goals):
+                if g:
+                    a.plot([g, g], [y - 0.45, y + 0.45], color=SIMT_PLOT_GOAL_COLOR, lw=2.0,
+                           label="goal" if first_goal else None)
+                    first_goal = False
+            a.axvline(1.0, color="0.4", lw=0.8, ls=":")
+            a.set_xlim(x0, x1)
+            a.tick_params(axis="x", labelsize=7)
+            a.grid(axis="x", color="0.85", lw=0.5)
         ax.set_yticks(ys)
         ax.set_yticklabels(labels, fontsize=7)
         ax.invert_yaxis()
-        ax.legend(fontsize=8, loc="lower right")
-        ax.set_title(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
+        if broken:
+            ax.spines["right"].set_visible(False)
+            ax2.spines["left"].set_visible(False)
+            ax2.tick_params(axis="y", left=False)
+            ax2.legend(fontsize=8, loc="lower right")
+        else:
+            ax.legend(fontsize=8, loc="lower right")
+        fig.supxlabel("sectors touched / minimum sectors (1.0 = minimum traffic; axis starts near "
+                      "1.0" + (f", broken at {SIMT_PLOT_ZOOM}" if broken else "") + ")", fontsize=9)
+        fig.suptitle(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
                      fontsize=10)
     else:
         peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
@@ -821,10 +927,12 @@ def make_plot(records, device, path, title=None):
         axes[0][0].set_yticks(ys)
         axes[0][0].set_yticklabels(labels, fontsize=7)
         axes[0][0].invert_yaxis()
-        axes[0][-1].legend(fontsize=8, loc="lower right")
+        if peer_names:
+            axes[0][-1].legend(fontsize=8, loc="lower right")
         fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
         fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
-    fig.tight_layout()
+    if device != "simt":        # the SIMT figure has a constrained layout
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -950,7 +1058,32 @@ def main(argv=None) -> int:
         except re.error as exc:
             print(f"bench: bad --cases regex {args.cases!r}: {exc}", file=sys.stderr)
             return 2
+        n_all = len(cases)
         cases = [c for c in cases if rx.search(c.id)]
+        if not cases:
+            print(f"bench: --cases {args.cases!r} matches none of the {n_all} case ids "
+                  f"(dtypes {', '.join(dtypes)}); python -m cupyops bench --list shows them",
+                  file=sys.stderr)
+            return 2
+    if args.plot:
+        # fail before the run, not after it
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("bench: --plot needs matplotlib, which is not installed: pip install "
+                  "matplotlib (or install cupyops with the plot extra, pip install '.[plot]' "
+                  "from the checkout); nothing was run", file=sys.stderr)
+            return 2
+    skipped = unsupported_ops(cases)
+    if skipped:
+        cases = [c for c in cases if (c.op, c.dtype.name) not in skipped]
+        if not args.list and not args.quiet:
+            for (op, dt), why in skipped.items():
+                print(f"bench: skipping {op} for {dt}: cupyops does not take it yet ({why})",
+                      file=sys.stderr)
+        if not cases:
+            print("bench: no case left to run: no op takes the dtypes asked for", file=sys.stderr)
+            return 2
     if args.list:
         for c in cases:
             print(c.id, "x".join(map(str, c.shape)))
@@ -964,6 +1097,7 @@ def main(argv=None) -> int:
         "versions": _versions(), "paths": _paths_available(),
         "cuda_status": _devices.cuda_status()[1], "simt_status": _devices.simt_status()[1],
         "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": args.repeat,
+        "skipped": [{"op": op, "dtype": dt, "reason": why} for (op, dt), why in skipped.items()],
         "simt_allocations": "256-byte aligned, as CuPy's allocator (bench.cupy_like_simt_allocations)",
         "traffic_model": {"sector_bytes": traffic.SECTOR_BYTES,
                           "bandwidth_bytes_per_s": traffic.H100_BANDWIDTH,
@@ -1017,6 +1151,9 @@ def main(argv=None) -> int:
     text = [f"cupyops bench: device {device}, mode {mode}, {len(cases)} cases", title, "",
             format_text(header, rows), ""]
     text += summary_lines(records, device, peer_names)
+    text += peer_na_lines(records, peer_names)
+    text += [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
+             for (op, dt), why in skipped.items()]
     avail = meta["paths"]
     missing = [k for k, v in avail.items() if not v]
     if missing:
@@ -1026,10 +1163,12 @@ def main(argv=None) -> int:
         text += ["", "cold start (fresh process each):", format_text(ch, cr)]
     print("\n".join(text))
 
+    written = []
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(_finite({"meta": meta, "records": records, "cold_start": cold}), fh,
                       indent=1, default=_json_default, allow_nan=False)
+        written.append(("records (JSON)", args.json))
     if args.markdown:
         md = [f"<!-- generated by: python -m cupyops bench {' '.join(argv or [])} -->",
               f"Device `{device}`, mode `{mode}`, {meta['date']}, {meta['machine']}.",
@@ -1043,16 +1182,21 @@ def main(argv=None) -> int:
             md.append(format_markdown(header, rows))
         md.append("")
         md += [f"- {line}" for line in summary_lines(records, device, peer_names)]
+        md += [f"- {line}" for line in peer_na_lines(records, peer_names)]
+        md += [f"- skipped {op} for {dt}: cupyops does not take it yet ({why})"
+               for (op, dt), why in skipped.items()]
         if cold:
             ch, cr = cold_table(cold)
             md += ["", "Cold start (fresh process each):", "", format_markdown(ch, cr)]
         Path(args.markdown).write_text("\n".join(md) + "\n")
+        written.append(("tables (Markdown)", args.markdown))
     if args.plot:
-        try:
-            make_plot(records, device, args.plot)
-        except ImportError:
-            print("bench: --plot needs matplotlib (pip install matplotlib); no plot written",
-                  file=sys.stderr)
+        make_plot(records, device, args.plot)
+        written.append(("plot (PNG)", args.plot))
+    if written:
+        print()
+        for what, path in written:
+            print(f"wrote {what}: {os.path.abspath(path)}")
     return 0
 
 

@@ -293,7 +293,8 @@ def onnxruntime_peer(case):
         import onnxruntime as ort
         import onnx  # noqa: F401
     except ImportError as exc:
-        raise PeerUnavailable("onnxruntime / onnx not installed") from exc
+        raise PeerUnavailable(f"{exc.name or 'onnxruntime'} is not installed "
+                              "(pip install onnxruntime onnx)") from exc
     model, adapt = _ort_model(case)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
