@@ -8,11 +8,12 @@ nothing.
 """
 from ._api import (argmax, argmin, argwhere, count_nonzero, hardmax, nonzero,
                    nonzero_coordinates)
+from ._workspace import Workspace
 
 __version__ = "0.1.0"
 
 __all__ = ["argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
-           "nonzero_coordinates", "precompile", "available_devices"]
+           "nonzero_coordinates", "precompile", "available_devices", "Workspace"]
 
 
 def precompile(families=None, dtypes=None, *, device=None):

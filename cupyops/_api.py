@@ -116,12 +116,52 @@ def _check_out(out, x, shape, dtype, opname, accepted=None):
         cupy = sys.modules["cupy"]
         if out.device != x.device:
             raise ValueError(f"{opname}: out is on {out.device}, x on {x.device}")
+        _check_cupy_alignment(out, "out", opname)
         if cupy.may_share_memory(x, out):
             raise ValueError(f"{opname}: out overlaps the input x")
     return out
 
 
 # --------------------------------------------------------------------------- path selection
+
+def element_alignment(dtype) -> int:
+    """The alignment every element of ``dtype`` must have on a GPU: its size, half of it for
+    complex (two floats)."""
+    dt = np.dtype(dtype)
+    return dt.itemsize // 2 if dt.kind == "c" else max(dt.itemsize, 1)
+
+
+def _check_cupy_alignment(arr, argname, opname):
+    """A CuPy array whose data pointer is not element-aligned cannot be read or written by any
+    kernel without a misaligned-address fault, which kills the CUDA context: refuse it."""
+    align = element_alignment(arr.dtype)
+    ptr = int(arr.data.ptr)
+    if arr.size and ptr % align:
+        raise ValueError(f"{opname}: {argname}'s data pointer {ptr:#x} is not a multiple of "
+                         f"{align} bytes, the alignment of {arr.dtype} elements on a GPU; copy "
+                         f"it (cupy.ascontiguousarray on an aligned allocation) first")
+
+
+def _check_workspace(workspace, placement, opname):
+    if workspace is None:
+        return None
+    from ._workspace import Workspace
+    if not isinstance(workspace, Workspace):
+        raise TypeError(f"{opname}: workspace must be None or a cupyops.Workspace, got "
+                        f"{type(workspace).__name__}")
+    if placement.kind == "cpu":
+        raise ValueError(f"{opname}: workspace= holds kernel scratch, but this call runs on the "
+                         f"NumPy path (device='cpu'); leave it out or run on 'cuda' / 'simt'")
+    return workspace
+
+
+def _cuda_device(placement):
+    """The CuPy device of a "cuda" placement: the one named, else CuPy's current device."""
+    cupy = _import_cupy()
+    if placement.device_id is None:
+        return cupy.cuda.Device()
+    return cupy.cuda.Device(placement.device_id)
+
 
 def _kernel_backend(placement):
     from . import _backend
@@ -130,16 +170,17 @@ def _kernel_backend(placement):
     return _backend.get_backend("cuda", placement.device_id)
 
 
-def _to_kernel_input(x, placement):
+def _to_kernel_input(x, placement, opname=""):
     """The array the kernel path reads: native byte order; NumPy input for device='cuda' goes to
     the GPU. Only a non-native or unaligned NumPy array is copied (a GPU cannot read either)."""
     if placement.cupy_input:
+        _check_cupy_alignment(x, "x", opname)
         return x
     if not x.dtype.isnative or not x.flags.aligned:
         x = x.astype(x.dtype.newbyteorder("="), copy=True)
     if placement.kind == "cuda":
         cupy = _import_cupy()
-        with cupy.cuda.Device(placement.device_id or 0):
+        with _cuda_device(placement):
             return cupy.asarray(x)
     view = x.view()
     view.flags.writeable = False  # SIMT then reports any kernel write to the input
@@ -165,8 +206,7 @@ def _from_kernel_result(res, placement):
 
 def _device_ctx(placement):
     if placement.kind == "cuda":
-        cupy = _import_cupy()
-        return cupy.cuda.Device(placement.device_id or 0)
+        return _cuda_device(placement)
     import contextlib
     return contextlib.nullcontext()
 
@@ -195,7 +235,7 @@ def _xp(placement):
 
 # --------------------------------------------------------------------------- argmax / argmin
 
-def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
+def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace):
     opname = "arg" + kind
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
@@ -221,6 +261,7 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
         f"{index_dtype}, as dtype={index_dtype.name} was given (with dtype=None, out may have any "
         f"of {_DTYPE_NAMES(INDEX_DTYPES)})")
     out = _check_out(out, x, result_shape, index_dtype, opname, accepted)
+    workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)
 
     out_kept = None
@@ -238,10 +279,11 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)
-            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(x, placement), axes, kind=kind,
+            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(x, placement, opname), axes, kind=kind,
                                            tie=tie, index_dtype=index_dtype,
                                            out=_kernel_out(out_kept, placement),
-                                           force_64bit=_dispatch.force_64bit.get())
+                                           force_64bit=_dispatch.force_64bit.get(),
+                                           workspace=workspace)
             res = _from_kernel_result(res, placement)
         if out is not None:
             _deliver(res, out_kept)
@@ -250,26 +292,31 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device):
     return res.reshape(result_shape) if keepdims else res
 
 
-def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None):
+def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
+           workspace=None):
     """Index of the largest element over ``axis`` (row-major index within the reduced axes).
 
     ``tie="first"`` returns the smallest index among equal maxima, ``"last"`` the largest. NaN
     counts as the maximum. ``dtype`` is the index dtype (int64, int32, uint32 or uint64).
+    ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
+    capture; docs/api.md).
     """
-    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device)
+    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace)
 
 
-def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None):
+def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
+           workspace=None):
     """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
-    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device)
+    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace)
 
 
 # --------------------------------------------------------------------------- hardmax
 
-def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None):
+def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None):
     """One-hot of the element ``argmax(..., tie=tie)`` picks in each group spanned by ``axis``.
 
-    The output has x's shape and dtype (``True`` at the chosen place for bool).
+    The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
+    see argmax.
     """
     opname = "hardmax"
     x, placement = _dispatch.place(x, device)
@@ -277,6 +324,7 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None):
     axes = _normalize_axes(axis, x.ndim, opname)
     _check_tie(tie, opname)
     out = _check_out(out, x, x.shape, x.dtype, opname, f"{x.dtype}, x's dtype (hardmax's result has it)")
+    workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)
     with _device_ctx(placement):
         if x.size == 0:
@@ -289,10 +337,11 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None):
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)
-            kx = _to_kernel_input(x, placement)
+            kx = _to_kernel_input(x, placement, opname)
             res = _gpu_argreduce.hardmax(backend, kx, axes, tie=tie,
                                          out=_kernel_out(out, placement) if kx.dtype == x.dtype else None,
-                                         force_64bit=_dispatch.force_64bit.get())
+                                         force_64bit=_dispatch.force_64bit.get(),
+                                         workspace=workspace)
             res = _from_kernel_result(res, placement)
             if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
                 res = res.astype(x.dtype)
@@ -334,7 +383,7 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
         else:
             from . import _gpu_nonzero
             backend = _kernel_backend(placement)
-            res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement), axes,
+            res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement, opname), axes,
                                              force_64bit=_dispatch.force_64bit.get())
             res = _from_kernel_result(res, placement)
     res = xp.asarray(res)
@@ -358,7 +407,7 @@ def argwhere(x, /, *, dtype=None, device=None):
             return _cpu_nonzero.argwhere(x, index_dtype)
         from . import _gpu_nonzero
         backend = _kernel_backend(placement)
-        res = _gpu_nonzero.argwhere(backend, _to_kernel_input(x, placement), index_dtype,
+        res = _gpu_nonzero.argwhere(backend, _to_kernel_input(x, placement, opname), index_dtype,
                                     force_64bit=_dispatch.force_64bit.get())
         return _from_kernel_result(res, placement)
 
@@ -381,21 +430,34 @@ def nonzero(x, /, *, device=None):
             return _cpu_nonzero.nonzero(x, index_dtype)
         from . import _gpu_nonzero
         backend = _kernel_backend(placement)
-        res = _gpu_nonzero.nonzero(backend, _to_kernel_input(x, placement), index_dtype,
+        res = _gpu_nonzero.nonzero(backend, _to_kernel_input(x, placement, opname), index_dtype,
                                    force_64bit=_dispatch.force_64bit.get())
         return _from_kernel_result(tuple(res), placement)
 
 
-def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, device=None):
+def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, device=None,
+                        workspace=None):
     """DirectML's NonZeroCoordinates: returns ``(coords, count)``.
 
     ``size=None`` gives exactly ``count`` rows. ``size=k`` always gives ``k`` rows: the first
     ``min(count, k)`` are coordinates, the rest ``fill_value``; no host synchronisation is needed,
     and ``count`` is a 0-d int64 array on the input's device.
+
+    ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
+    the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
     """
     opname = "nonzero_coordinates"
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, NONZERO_DTYPES, opname)
+    if out is not None:
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError(f"{opname}: out must be a tuple (coords, count), got "
+                            f"{type(out).__name__}")
+        if size is None:
+            raise ValueError(f"{opname}: out= needs size=k: the exact-size result's shape is not "
+                             f"known before the count is read")
+        if dtype is None and getattr(out[0], "dtype", None) in INDEX_DTYPES:
+            dtype = out[0].dtype  # with dtype=None, out's dtype is the result dtype
     index_dtype = _check_coordinate_dtype(x, dtype, opname)
     if size is not None:
         if isinstance(size, (bool, np.bool_)):
@@ -416,19 +478,43 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, device=Non
     if not info.min <= fill_value <= info.max:
         raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
                          f"[{info.min}, {info.max}]")
+    if out is not None:
+        out = (_check_out(out[0], x, (size, x.ndim), index_dtype, f"{opname} (out[0], coords)",
+                          f"one of {_DTYPE_NAMES(INDEX_DTYPES)}" if dtype is None else None),
+               _check_out(out[1], x, (), np.dtype(np.int64), f"{opname} (out[1], count)"))
+    workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)
     with _device_ctx(placement):
         if x.ndim == 0 or x.size == 0:
-            count = int(bool(x != 0)) if x.ndim == 0 else 0
-            rows = count if size is None else size
+            rows = size
+            if x.ndim == 0:
+                # on the device: the size= form makes no host read, even for a 0-d input
+                count = xp.asarray(x != 0).astype(np.int64)
+                if size is None:
+                    rows = int(count)             # the exact form's one host read
+            else:
+                count = xp.zeros((), np.int64)
+                rows = 0 if size is None else size
             coords = xp.full((rows, x.ndim), fill_value, index_dtype)
-            return coords, xp.asarray(count, dtype=np.int64)
+            return _deliver_all((coords, count), out)
         if placement.kind == "cpu":
             from . import _cpu_nonzero
-            return _cpu_nonzero.nonzero_coordinates(x, size, fill_value, index_dtype)
+            return _deliver_all(_cpu_nonzero.nonzero_coordinates(x, size, fill_value, index_dtype),
+                                out)
         from . import _gpu_nonzero
         backend = _kernel_backend(placement)
+        kernel_out = None
+        if out is not None and not (placement.kind == "cuda" and not placement.cupy_input) \
+                and out[0].flags.c_contiguous:
+            kernel_out = out
         coords, count = _gpu_nonzero.nonzero_coordinates(
-            backend, _to_kernel_input(x, placement), size, fill_value, index_dtype,
-            force_64bit=_dispatch.force_64bit.get())
-        return _from_kernel_result((coords, count), placement)
+            backend, _to_kernel_input(x, placement, opname), size, fill_value, index_dtype,
+            force_64bit=_dispatch.force_64bit.get(), out=kernel_out, workspace=workspace)
+        return _deliver_all(_from_kernel_result((coords, count), placement), out)
+
+
+def _deliver_all(results, outs):
+    """``_deliver`` for a tuple of results."""
+    if outs is None:
+        return results
+    return tuple(_deliver(r, o) for r, o in zip(results, outs))

@@ -23,7 +23,7 @@ import numpy as np
 from cupyops import _modules, _trace
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
-           "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR"]
+           "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "data_ptr"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +163,18 @@ class Backend:
         """Read a one-element array to the host as an int (counted by ``_trace``)."""
         raise NotImplementedError
 
+    def zero_fill(self, arr) -> None:
+        """Zero ``arr`` in stream order (scratch that must start at zero, on every call)."""
+        arr[...] = 0
+
+    def stream_key(self) -> int:
+        """The stream launches go to now (its handle; 0 for the simt backend)."""
+        return 0
+
+    def stream_capturing(self) -> bool:
+        """Whether that stream is being captured into a CUDA graph (nothing may allocate)."""
+        return False
+
     def asarray_input(self, x):
         raise NotImplementedError
 
@@ -190,7 +202,7 @@ class SimtBackend(Backend):
 
         def launch(grid, block, args, shared_mem=0):
             grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            _trace.record_launch(expr, grid, block, shared_mem)
+            _trace.record_launch(expr, grid, block, shared_mem, args)
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
 
         launch.__name__ = f"launch[{expr}]"
@@ -247,7 +259,8 @@ class CupyBackend(Backend):
 
         def launch(grid, block, args, shared_mem=0):
             grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            _trace.record_launch(expr, grid, block, shared_mem)
+            _trace.record_launch(expr, grid, block, shared_mem, args)
+            args = cupy_kernel_args(args)
             with Device(device_id):
                 if shared_mem > default_max and optin_set.get(expr, 0) < shared_mem:
                     # dynamic shared memory above 48 KiB must be opted into per function
@@ -270,6 +283,20 @@ class CupyBackend(Backend):
     def full(self, shape, fill, dtype):
         with self._device():
             return self._cupy.full(shape, fill, dtype=dtype)
+
+    def zero_fill(self, arr) -> None:
+        with self._device():
+            arr.fill(0)            # a memset on the current stream: capturable, in order
+
+    def stream_key(self) -> int:
+        return int(self._cupy.cuda.get_current_stream().ptr)
+
+    def stream_capturing(self) -> bool:
+        stream = self._cupy.cuda.get_current_stream()
+        try:
+            return bool(stream.is_capturing())
+        except Exception:  # pragma: no cover - CuPy without capture support
+            return False
 
     def read_scalar(self, arr) -> int:
         """``int(arr.get())``: the one implicit synchronisation the library makes."""
@@ -294,6 +321,31 @@ class CupyBackend(Backend):
     def asnumpy(self, arr):
         with self._device():
             return self._cupy.asnumpy(arr)
+
+
+def data_ptr(x) -> int:
+    """The data pointer of a CuPy or NumPy array (planners need its alignment)."""
+    data = getattr(x, "data", None)
+    ptr = getattr(data, "ptr", None)   # CuPy
+    if ptr is None:
+        ptr = x.__array_interface__["data"][0]
+    return int(ptr)
+
+
+def cupy_kernel_args(args) -> tuple:
+    """The launch arguments as CuPy's marshalling takes them, for every CuPy the extras allow.
+
+    Launch code passes a C struct by value as a NumPy structured scalar (``np.void``), which
+    the simt layer takes as it is. CuPy 13 refuses ``np.void`` ("Unsupported type"); every
+    CuPy from 13 on passes a one-element ``numpy.ndarray`` by value (its bytes, copied by the
+    driver at launch). Everything else (CuPy arrays, NumPy integer scalars) passes unchanged.
+    """
+    out = []
+    for a in args:
+        if isinstance(a, np.void):
+            a = np.array(a)            # 0-d, the struct's dtype: one element, passed by value
+        out.append(a)
+    return tuple(out)
 
 
 def _check_supported(props: DeviceProps) -> None:

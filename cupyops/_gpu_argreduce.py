@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _modules, _trace
+from . import _modules, _trace, _workspace
+from ._backend import data_ptr
 from ._plan_argreduce import MAX_DIMS, ArgreducePlan, plan_argreduce, step_digits
 
 __all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressions",
@@ -123,20 +124,12 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
-    ptr = _data_ptr(x)
+    ptr = data_ptr(x)
     plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
                           force_64bit=force_64bit, hardmax=hardmax, base_address=ptr % 4096,
                           **PLAN_OPTIONS)
     _trace.record_plan(plan)
     return plan
-
-
-def _data_ptr(x) -> int:
-    data = getattr(x, "data", None)
-    ptr = getattr(data, "ptr", None)   # CuPy
-    if ptr is None:
-        ptr = x.__array_interface__["data"][0]
-    return int(ptr)
 
 
 def _key_dtype(plan):
@@ -148,31 +141,33 @@ def _index_dtype(plan):
 
 
 def _run(backend, x, plan: ArgreducePlan, out, *, kind: str, tie: str, final_mode: int,
-         out_width: int):
+         out_width: int, workspace=None):
     dt = x.dtype
     main = "argreduce_row" if plan.kernel == "row" else "argreduce_col"
-    if plan.passes == 1:
-        pk = backend.empty((1,), _key_dtype(plan))
-        pi = backend.empty((1,), _index_dtype(plan))
-        params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width)
-        fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
-        fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
-        return out
-    slots = plan.n_out * plan.nchunks
-    pk = backend.empty((slots,), _key_dtype(plan))
-    pi = backend.empty((slots,), _index_dtype(plan))
-    params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width)
     fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
-    fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
-    params2 = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
-                           finish=True)
-    fin = backend.kernel(FAMILY, dt, _expr("argreduce_finish", dt, plan.use_64bit))
-    fin(plan.finish_grid, plan.finish_block, (out, pk, pi, params2),
-        shared_mem=plan.finish_shared_mem)
+    # the partials (one (key, index) slot per group and chunk; a dummy slot for one pass) are
+    # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
+    # graph's replays find them where the capture left them. Every slot is written by the
+    # first launch before the finish reads it: no zeroing.
+    slots = plan.n_out * plan.nchunks if plan.passes > 1 else 1
+    with _workspace.scratch(backend, workspace) as ws:
+        pk, pi = ws.take(((slots,), _key_dtype(plan)), ((slots,), _index_dtype(plan)))
+        if plan.passes == 1:
+            params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width)
+            fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
+            return out
+        params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width)
+        fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
+        params2 = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
+                               finish=True)
+        fin = backend.kernel(FAMILY, dt, _expr("argreduce_finish", dt, plan.use_64bit))
+        fin(plan.finish_grid, plan.finish_block, (out, pk, pi, params2),
+            shared_mem=plan.finish_shared_mem)
     return out
 
 
-def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False):
+def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
+              workspace=None):
     """argmin (``kind="min"``) / argmax (``"max"``) over ``axes`` (sorted, non-empty); the
     result has the kept shape and ``index_dtype``. ``out``, when given, is C-contiguous of that
     shape and dtype and is written directly."""
@@ -184,21 +179,22 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
     if res is None or not _c_contiguous(res):
         res = backend.empty(kept_shape, index_dtype)
     _run(backend, x, plan, res, kind=kind, tie=tie, final_mode=MODE_INDEX,
-         out_width=index_dtype.itemsize)
+         out_width=index_dtype.itemsize, workspace=workspace)
     if out is not None and res is not out:
         out[...] = res
         return out
     return res
 
 
-def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False):
+def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
     """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
     axes = tuple(int(a) for a in axes)
     plan = _plan(backend, x, axes, True, force_64bit)
     res = out
     if res is None or not _c_contiguous(res):
         res = backend.empty(x.shape, x.dtype)
-    _run(backend, x, plan, res, kind="max", tie=tie, final_mode=MODE_HARDMAX, out_width=0)
+    _run(backend, x, plan, res, kind="max", tie=tie, final_mode=MODE_HARDMAX, out_width=0,
+         workspace=workspace)
     if out is not None and res is not out:
         out[...] = res
         return out

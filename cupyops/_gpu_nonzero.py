@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _modules, _trace
+from . import _modules, _trace, _workspace
+from ._backend import data_ptr
 from . import _plan_nonzero as plan
 
 __all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "FAMILY",
@@ -78,7 +79,7 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
     dtype = _native(x)
     p = plan.plan_count(x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
                         max_threads_per_sm=backend.props.max_threads_per_sm,
-                        force_64bit=force_64bit)
+                        force_64bit=force_64bit, base_address=data_ptr(x))
     _trace.record_plan(p)
     kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
     out = (backend.zeros if p.atomic else backend.empty)(kept_shape, np.int64)
@@ -89,37 +90,39 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
 
 # ------------------------------------------------------------------------------ coordinates
 
-def _scratch(backend, cp):
-    """Tile counter (element 0) and per-tile status words, zeroed: the one small initialisation."""
-    s = backend.zeros((cp.num_tiles + 1,), np.uint64)
+def _plan(x, index_dtype, force_64bit):
+    cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
+                               force_64bit=force_64bit, base_address=data_ptr(x))
+    _trace.record_plan(cp)
+    return cp
+
+
+def _scratch(backend, ws, cp):
+    """Tile counter (element 0) and per-tile status words from the call's scratch holder,
+    zeroed in-stream: the one small initialisation, on every call (and every graph replay)."""
+    (s,) = ws.take(((cp.num_tiles + 1,), np.uint64))
+    backend.zero_fill(s)
     return s[0:1], s[1:]
 
 
-def _setup(backend, x, index_dtype, force_64bit, stats):
-    """Plan, kernel, zeroed scratch, the 0-d count and the stats pointer (a dummy when off)."""
-    cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
-                               force_64bit=force_64bit)
-    _trace.record_plan(cp)
-    fn = _kernel(backend, _native(x), TILES, cp.wide)
-    counter, status = _scratch(backend, cp)
-    count_dev = backend.empty((), np.int64)
-    st = stats if stats is not None else counter
-    return cp, fn, counter, status, count_dev, st
-
-
-def _exact(backend, x, index_dtype, layout, force_64bit, stats=None):
+def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
     """SCAN, one host read, PLACE. Returns (out, count, count_dev)."""
-    cp, fn, counter, status, count_dev, st = _setup(backend, x, index_dtype, force_64bit, stats)
-    fn((cp.grid(plan.MODE_SCAN),), (cp.block,),
-       (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter, status, counter,
-        count_dev, st))
-    count = backend.read_scalar(count_dev)               # the one device-to-host read
-    shape = (count, cp.ndim) if layout == plan.LAYOUT_ROWS else (cp.ndim, count)
-    out = backend.empty(shape, index_dtype)
-    if count:
-        fn((cp.grid(plan.MODE_PLACE),), (cp.block,),
-           (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter, status, out,
-            count_dev, counter))
+    cp = _plan(x, index_dtype, force_64bit)
+    fn = _kernel(backend, _native(x), TILES, cp.wide)
+    count_dev = backend.empty((), np.int64)
+    with _workspace.scratch(backend, workspace) as ws:
+        counter, status = _scratch(backend, ws, cp)
+        st = stats if stats is not None else counter
+        fn((cp.grid(plan.MODE_SCAN),), (cp.block,),
+           (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter, status,
+            counter, count_dev, st))
+        count = backend.read_scalar(count_dev)               # the one device-to-host read
+        shape = (count, cp.ndim) if layout == plan.LAYOUT_ROWS else (cp.ndim, count)
+        out = backend.empty(shape, index_dtype)
+        if count:
+            fn((cp.grid(plan.MODE_PLACE),), (cp.block,),
+               (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter, status, out,
+                count_dev, counter))
     return out, count, count_dev
 
 
@@ -136,23 +139,34 @@ def nonzero(backend, x, index_dtype, *, force_64bit=False):
 
 
 def nonzero_coordinates(backend, x, size, fill_value, index_dtype, *, force_64bit=False,
-                        stats=None):
+                        stats=None, out=None, workspace=None):
     """``(coords, count)``: ``size=None`` exact (one host read); ``size=k``: ``k`` rows, the
     first ``min(count, k)`` coordinates and the rest ``fill_value``, with no host read.
 
     ``stats``: optional zeroed uint64 array of 4 to collect look-back statistics (tests):
     [0] predecessor aggregates summed, [1] waits on a predecessor with no status yet,
     [2] the most aggregates one tile summed, [3] tiles that summed at least one aggregate.
+
+    ``out``: ``(coords, count)`` to write (``size=k`` only; C-contiguous, checked by the API);
+    with it and a ``workspace`` the call allocates nothing: the CUDA-graph capture form.
     """
     index_dtype = np.dtype(index_dtype)
     if size is None:
-        out, _, count_dev = _exact(backend, x, index_dtype, plan.LAYOUT_ROWS, force_64bit, stats)
-        return out, count_dev
+        coords, _, count_dev = _exact(backend, x, index_dtype, plan.LAYOUT_ROWS, force_64bit,
+                                      stats, workspace)
+        return coords, count_dev
     k = int(size)
-    cp, fn, counter, status, count_dev, st = _setup(backend, x, index_dtype, force_64bit, stats)
-    out = backend.empty((k, cp.ndim), index_dtype)
-    fn((cp.grid(plan.MODE_FIXED, k),), (cp.block,),
-       (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
-                     stats=stats is not None),
-        counter, status, out, count_dev, st))
-    return out, count_dev
+    cp = _plan(x, index_dtype, force_64bit)
+    fn = _kernel(backend, _native(x), TILES, cp.wide)
+    if out is not None:
+        coords, count_dev = out
+    else:
+        coords, count_dev = backend.empty((k, cp.ndim), index_dtype), backend.empty((), np.int64)
+    with _workspace.scratch(backend, workspace) as ws:
+        counter, status = _scratch(backend, ws, cp)
+        st = stats if stats is not None else counter
+        fn((cp.grid(plan.MODE_FIXED, k),), (cp.block,),
+           (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
+                         stats=stats is not None),
+            counter, status, coords, count_dev, st))
+    return coords, count_dev

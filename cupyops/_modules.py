@@ -53,7 +53,7 @@ CTYPES: dict = {
     np.dtype(np.uint32): "unsigned int",
     np.dtype(np.int64): "long long",
     np.dtype(np.uint64): "unsigned long long",
-    np.dtype(np.float16): "__half",
+    np.dtype(np.float16): "cupyops_half",            # bits only; struct in kernels/common.cuh
     np.dtype(np.float32): "float",
     np.dtype(np.float64): "double",
     np.dtype(np.complex64): "cupyops_complex64",     # struct defined in kernels/common.cuh

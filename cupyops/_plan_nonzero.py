@@ -58,6 +58,8 @@ PARAMS_DTYPE = np.dtype([
     ("layout", "<i4"),
     ("index_bytes", "<i4"),
     ("stats_on", "<i4"),
+    ("narrow_loads", "<i4"),
+    ("pad0", "<i4"),
 ], align=True)
 
 COUNT_PARAMS_DTYPE = np.dtype([
@@ -76,12 +78,14 @@ COUNT_PARAMS_DTYPE = np.dtype([
     ("red_ndim", "<i4"),
     ("mode", "<i4"),
     ("atomic", "<i4"),
+    ("narrow_loads", "<i4"),
+    ("pad0", "<i4"),
 ], align=True)
 
 # The same numbers as the static_asserts of kernels/nonzero.cuh.
 FASTDIV_SIZE = 24
-PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 6
-COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 4
+PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 8
+COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 6
 
 
 def fastdiv(d: int) -> tuple:
@@ -127,6 +131,19 @@ def _byte_strides(x_strides, itemsize):
     return tuple(int(s) for s in x_strides)
 
 
+def narrow_loads(shape, strides, itemsize, base_address) -> bool:
+    """Whether an 8-byte element (complex64: two floats, only 4-byte aligned) may sit at an
+    address that is not a multiple of 8: the data pointer or a stride of a dim longer than 1
+    is not. Then the kernels read it as two 4-byte words; a misaligned 8-byte load would
+    fault on a GPU. (Every other type is loaded at its own size, which the API guarantees to
+    be aligned.)"""
+    if int(itemsize) != 8:
+        return False
+    if int(base_address) % 8:
+        return True
+    return any(int(s) % 8 for n, s in zip(shape, strides) if int(n) > 1)
+
+
 # ---------------------------------------------------------------------------------- coordinates
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +162,7 @@ class CoordinatePlan:
     coord_dims: tuple         # ((size, suffix), ...) of the non-unit dims, in order
     unit_mask: int
     index_bytes: int
+    narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
     block: int = NZ_BLOCK
 
     @property
@@ -196,6 +214,7 @@ class CoordinatePlan:
         p["layout"] = layout
         p["index_bytes"] = self.index_bytes
         p["stats_on"] = int(bool(stats))
+        p["narrow_loads"] = int(self.narrow_loads)
         return p[()]
 
 
@@ -209,8 +228,10 @@ def reading_dims(shape, strides) -> tuple:
     return tuple((d.size, d.strides[0]) for d in reversed(dims))
 
 
-def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False) -> CoordinatePlan:
-    """Plan ``nonzero_tiles`` for an input of ``shape`` / byte ``strides`` (size > 0, ndim >= 1)."""
+def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False,
+                     base_address=0) -> CoordinatePlan:
+    """Plan ``nonzero_tiles`` for an input of ``shape`` / byte ``strides`` (size > 0, ndim >= 1)
+    whose data pointer is ``base_address`` (only its alignment matters)."""
     shape = tuple(int(n) for n in shape)
     strides = _byte_strides(strides, itemsize)
     size = math.prod(shape)
@@ -241,7 +262,8 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     return CoordinatePlan(shape=shape, strides=strides, itemsize=int(itemsize), wide=wide,
                           forced_64bit=bool(force_64bit), items=items, tile=tile,
                           num_tiles=num_tiles, read_dims=read, coord_dims=tuple(coord),
-                          unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize)
+                          unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize,
+                          narrow_loads=narrow_loads(shape, strides, itemsize, base_address))
 
 
 # ---------------------------------------------------------------------------------- count_nonzero
@@ -264,6 +286,7 @@ class CountPlan:
     mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
     chunk_len: int
     n_chunks: int
+    narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
     block: int = NZ_BLOCK
 
     @property
@@ -297,11 +320,12 @@ class CountPlan:
         p["red_ndim"] = len(self.red_dims)
         p["mode"] = self.mode
         p["atomic"] = int(self.atomic)
+        p["narrow_loads"] = int(self.narrow_loads)
         return p[()]
 
 
 def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_sm=2048,
-               force_64bit=False) -> CountPlan:
+               force_64bit=False, base_address=0) -> CountPlan:
     """Plan ``count_nonzero_axes`` over ``axes`` (sorted, distinct, non-empty) of a non-empty input."""
     shape = tuple(int(n) for n in shape)
     strides = _byte_strides(strides, itemsize)
@@ -348,4 +372,5 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     return CountPlan(shape=shape, strides=strides, axes=axes, itemsize=int(itemsize), wide=wide,
                      forced_64bit=bool(force_64bit), kept_dims=kept_dims, red_dims=red_dims,
                      base=base, n_out=n_out, red_size=red_size, mode=mode, chunk_len=chunk_len,
-                     n_chunks=n_chunks)
+                     n_chunks=n_chunks,
+                     narrow_loads=narrow_loads(shape, strides, itemsize, base_address))

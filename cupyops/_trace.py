@@ -16,15 +16,19 @@ class Trace:
     plans: list = dataclasses.field(default_factory=list)
     launches: list = dataclasses.field(default_factory=list)   # (kernel name, grid, block, shared_mem)
     d2h_reads: int = 0
+    keep_args: bool = False
+    launch_args: list = dataclasses.field(default_factory=list)  # each launch's argument tuple
 
 
 _current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("cupyops_trace", default=None)
 
 
 @contextlib.contextmanager
-def recording():
-    """Collect plans, launches and device-to-host reads made inside the block."""
-    trace = Trace()
+def recording(*, args: bool = False):
+    """Collect plans, launches and device-to-host reads made inside the block; with
+    ``args=True`` also each launch's argument tuple, as the launch code passed it (tests: the
+    CuPy marshalling check, scratch lifetimes)."""
+    trace = Trace(keep_args=args)
     token = _current.set(trace)
     try:
         yield trace
@@ -38,10 +42,12 @@ def record_plan(plan) -> None:
         trace.plans.append(plan)
 
 
-def record_launch(name: str, grid, block, shared_mem: int) -> None:
+def record_launch(name: str, grid, block, shared_mem: int, args=()) -> None:
     trace = _current.get()
     if trace is not None:
         trace.launches.append((name, tuple(grid), tuple(block), int(shared_mem)))
+        if trace.keep_args:
+            trace.launch_args.append(tuple(args))
 
 
 def record_d2h() -> None:

@@ -7,7 +7,7 @@
 //
 // Template parameters of every entry point:
 //   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
-//       __half, float, double. Values are read as raw bits and turned into an ordering key.
+//       cupyops_half (float16 bits), float, double. Values are read as raw bits and turned into an ordering key.
 //   I — the internal index type: int (every offset, position and index < 2**31) or long long.
 // argmax/argmin, the tie direction, the output mode and the index width are runtime fields of
 // ArParams, so a module holds only 3 kernels x 2 index types.
@@ -97,7 +97,7 @@ AR_TYPE(signed char, cuo::u8, cuo::u32, 2, 0)
 AR_TYPE(short, cuo::u16, cuo::u32, 2, 0)
 AR_TYPE(int, cuo::u32, cuo::u32, 2, 0)
 AR_TYPE(long long, cuo::u64, cuo::u64, 2, 0)
-AR_TYPE(__half, cuo::u16, cuo::u32, 3, 0x7c00u)
+AR_TYPE(cupyops_half, cuo::u16, cuo::u32, 3, 0x7c00u)
 AR_TYPE(float, cuo::u32, cuo::u32, 3, 0x7f800000u)
 AR_TYPE(double, cuo::u64, cuo::u64, 3, 0x7ff0000000000000ull)
 #undef AR_TYPE

@@ -19,7 +19,9 @@
 //                                                 without divisions
 #pragma once
 
-#include <cuda_fp16.h>
+// No system header at all: NVRTC finds <cuda_fp16.h> only with the CUDA headers on its include
+// path, which a user's install may lack. float16 values are only ever read as bits, so the
+// kernels are instantiated on cupyops_half (below) instead of __half.
 
 #ifndef __forceinline__
 #define __forceinline__ inline
@@ -177,4 +179,7 @@ struct Odometer {
 // Complex value types (appended by the nonzero family; cupyops._modules.ctype maps complex64 /
 // complex128 to these names). Plain structs laid out like NumPy's complex: real then imaginary.
 struct __align__(8) cupyops_complex64 { float re, im; };
+
+// IEEE binary16 as its bits (cupyops._modules.ctype maps float16 here): 2 bytes, 2-aligned.
+struct __align__(2) cupyops_half { unsigned short bits; };
 struct __align__(16) cupyops_complex128 { double re, im; };

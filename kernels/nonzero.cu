@@ -36,7 +36,7 @@
 //     several chunks the partial counts are atomically added into a zeroed output.
 // Template parameters: T, the value type: unsigned char / short / int / long long for bool and
 //   the integer types of that size (the test only looks at the bit pattern, so signed and
-//   unsigned share an instantiation), __half, float, double, cupyops_complex64,
+//   unsigned share an instantiation), cupyops_half, float, double, cupyops_complex64,
 //   cupyops_complex128 (sign bits masked: -0.0 is zero); Wide, 64-bit linear indices and byte
 //   offsets (chosen by the planner past 2**31 elements or bytes, or forced with force_64bit).
 // Instantiated by: cupyops/_gpu_nonzero.py (family "nonzero", planned by cupyops/_plan_nonzero.py).
@@ -91,7 +91,7 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
             pred[j] = false;
             if (!Guard || L < (idx_t)p.size)
                 pred[j] = nz_is_nonzero<T>(reinterpret_cast<const T*>(
-                    x + nz_offset<Wide>(L, p.in_div, p.in_stride, p.in_ndim)));
+                    x + nz_offset<Wide>(L, p.in_div, p.in_stride, p.in_ndim)), p.narrow_loads != 0);
         }
 #pragma unroll
         for (int j = 0; j < BATCH; ++j) {
@@ -330,7 +330,7 @@ struct nz_count_unit {
     __device__ __forceinline__ bool nonzero_at(const nz_count_params& p, idx_t j) const
     {
         return nz_is_nonzero<T>(reinterpret_cast<const T*>(
-            xo + nz_offset<Wide>(j, p.red_div, p.red_stride, p.red_ndim)));
+            xo + nz_offset<Wide>(j, p.red_div, p.red_stride, p.red_ndim)), p.narrow_loads != 0);
     }
 
     __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const

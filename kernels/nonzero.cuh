@@ -39,42 +39,49 @@ template <typename T> struct nz_items {
 // Floats are tested through their bit pattern without the sign: -0.0 is zero, NaN and
 // subnormals are nonzero (CuPy compiles with -ftz=true, under which a float compare would
 // flush subnormals to zero). Complex: nonzero if either part is.
+// `narrow` (the plan's narrow_loads): the input is only element-aligned, not load-aligned, so
+// complex64 is read as two 4-byte words instead of one 8-byte load (a misaligned 8-byte load
+// faults on a GPU). The other types load exactly their element size and ignore it.
 template <typename T>
-__device__ __forceinline__ bool nz_is_nonzero(const T* p) { return *p != T(0); }
+__device__ __forceinline__ bool nz_is_nonzero(const T* p, bool) { return *p != T(0); }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<bool>(const bool* p)
+__device__ __forceinline__ bool nz_is_nonzero<bool>(const bool* p, bool)
 {
     return *reinterpret_cast<const nz_u8*>(p) != 0;
 }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<__half>(const __half* p)
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_half>(const cupyops_half* p, bool)
 {
     return (*reinterpret_cast<const nz_u16*>(p) & 0x7fffu) != 0u;
 }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<float>(const float* p)
+__device__ __forceinline__ bool nz_is_nonzero<float>(const float* p, bool)
 {
     return (*reinterpret_cast<const nz_u32*>(p) & 0x7fffffffu) != 0u;
 }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<double>(const double* p)
+__device__ __forceinline__ bool nz_is_nonzero<double>(const double* p, bool)
 {
     return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffffffffffffull) != 0ull;
 }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex64>(const cupyops_complex64* p)
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex64>(const cupyops_complex64* p, bool narrow)
 {
+    if (narrow) {
+        const nz_u32* q = reinterpret_cast<const nz_u32*>(p);
+        return ((q[0] | q[1]) & 0x7fffffffu) != 0u;
+    }
     // one 8-byte load of both parts
     return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffff7fffffffull) != 0ull;
 }
 
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p)
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p, bool)
 {
     const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
     return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
@@ -139,8 +146,10 @@ struct nz_params {
     nz_i32 layout;
     nz_i32 index_bytes;                     // 4 or 8: int32/uint32 or int64/uint64 output
     nz_i32 stats_on;                        // 1: look-back statistics into `stats` (tests)
+    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words (see nz_is_nonzero)
+    nz_i32 pad0;
 };
-static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 6,
+static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 8,
               "nz_params layout is mirrored in _plan_nonzero.py");
 
 struct nz_count_params {
@@ -160,8 +169,10 @@ struct nz_count_params {
     nz_i32 red_ndim;
     nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk)
     nz_i32 atomic;                          // 1: several chunks add into a zeroed output
+    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words
+    nz_i32 pad0;
 };
-static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 4,
+static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 6,
               "nz_count_params layout is mirrored in _plan_nonzero.py");
 
 // ------------------------------------------------------------------ strided offsets

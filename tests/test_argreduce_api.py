@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 import cupyops
 from ref_argreduce import ref_argreduce, ref_hardmax
 from strategies import REAL_DTYPES, arrays, axis_args
-from _devices import KERNEL_DEVICES
+from _devices import KERNEL_DEVICES, ops
 
 DEVICES = ["cpu"] + KERNEL_DEVICES
 
@@ -38,7 +38,8 @@ def test_argreduce_matches_reference(x, data, kind, tie, keepdims, index_dtype, 
     dt = np.dtype(index_dtype or "int64")
     for device in DEVICES:
         out = np.full(want.shape, 77, dt) if use_out else None
-        got = f(x, axis=axis, keepdims=keepdims, tie=tie, dtype=index_dtype, out=out, device=device)
+        got = getattr(ops(device), f.__name__)(x, axis=axis, keepdims=keepdims, tie=tie,
+                                               dtype=index_dtype, out=out)
         if use_out:
             assert got is out
         assert isinstance(got, np.ndarray) and got.dtype == dt and got.shape == want.shape
@@ -55,7 +56,7 @@ def test_hardmax_matches_reference(x, data, tie, use_out):
     want = ref_hardmax(x, axes, tie) if x.size else np.empty(x.shape, x.dtype)
     for device in DEVICES:
         out = np.full(x.shape, 5, x.dtype) if use_out else None
-        got = cupyops.hardmax(x, axis=axis, tie=tie, out=out, device=device)
+        got = ops(device).hardmax(x, axis=axis, tie=tie, out=out)
         if use_out:
             assert got is out
         assert got.shape == x.shape and got.dtype == x.dtype

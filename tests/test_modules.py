@@ -16,7 +16,7 @@ from cupyops import _modules as m
     (np.bool_, "bool"), (np.int8, "signed char"), (np.uint8, "unsigned char"),
     (np.int16, "short"), (np.uint16, "unsigned short"), (np.int32, "int"),
     (np.uint32, "unsigned int"), (np.int64, "long long"), (np.uint64, "unsigned long long"),
-    (np.float16, "__half"), (np.float32, "float"), (np.float64, "double"),
+    (np.float16, "cupyops_half"), (np.float32, "float"), (np.float64, "double"),
     (np.complex64, "cupyops_complex64"), (np.complex128, "cupyops_complex128"),
 ])
 def test_ctype(dtype, expected):
@@ -43,7 +43,7 @@ def test_name_expression():
     assert m.name_expression("h", np.bool_(True), np.int32(7)) == "h<true, 7>"
     assert m.name_expression("plain") == "plain"
     assert (m.name_expression("argreduce_row", np.float16, np.uint32, True, False)
-            == "argreduce_row<__half, unsigned int, true, false>")
+            == "argreduce_row<cupyops_half, unsigned int, true, false>")
 
 
 def test_name_expression_rejects_other_types():
@@ -123,7 +123,8 @@ def test_inline_includes_cycle():
 def test_module_source_selftest(selftest_family):
     src = m.module_source("selftest")
     assert "selftest_iota" in src
-    assert "#include <cuda_fp16.h>" in src
+    assert "cuo::" in src and "cupyops_half" in src       # common.cuh inlined
+    assert "#include <" not in src                           # no system header: no -I needed
 
 
 # ------------------------------------------------------------------------------------------

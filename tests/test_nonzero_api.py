@@ -7,7 +7,7 @@ import cupyops
 import cupyops._cpu_nonzero as cpu_nonzero
 from ref_nonzero import ref_argwhere, ref_count_nonzero
 from strategies import COMPLEX_DTYPES, REAL_DTYPES, arrays, axis_args
-from _devices import NONZERO_KERNEL_DEVICES
+from _devices import NONZERO_KERNEL_DEVICES, ops
 
 DTYPES = REAL_DTYPES + COMPLEX_DTYPES
 DEVICES = ["cpu"] + NONZERO_KERNEL_DEVICES
@@ -31,12 +31,12 @@ def test_argwhere_and_nonzero(x, data, index_dtype):
     before = x.copy()
     want = ref_argwhere(x)
     for device in DEVICES:
-        got = cupyops.argwhere(x, dtype=index_dtype, device=device)
+        got = ops(device).argwhere(x, dtype=index_dtype)
         assert got.dtype == np.dtype(index_dtype or "int64")
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         if x.ndim:
-            nz = cupyops.nonzero(x, device=device)
+            nz = ops(device).nonzero(x)
             assert isinstance(nz, tuple) and len(nz) == x.ndim
             for axis, arr in enumerate(nz):
                 assert arr.dtype == np.int64 and arr.ndim == 1 and arr.flags.c_contiguous
@@ -53,7 +53,7 @@ def test_count_nonzero(x, data):
     if keepdims:
         want = want.reshape([1 if i in axes else n for i, n in enumerate(x.shape)])
     for device in DEVICES:
-        got = cupyops.count_nonzero(x, axis=axis, keepdims=keepdims, device=device)
+        got = ops(device).count_nonzero(x, axis=axis, keepdims=keepdims)
         assert isinstance(got, np.ndarray) and got.dtype == np.int64
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
@@ -64,14 +64,14 @@ def test_count_nonzero(x, data):
 def test_nonzero_coordinates_fixed_size(x, size, fill, index_dtype):
     want = ref_argwhere(x)
     for device in DEVICES:
-        coords, count = cupyops.nonzero_coordinates(x, size=size, fill_value=fill,
-                                                    dtype=index_dtype, device=device)
+        coords, count = ops(device).nonzero_coordinates(x, size=size, fill_value=fill,
+                                                        dtype=index_dtype)
         assert count.shape == () and count.dtype == np.int64 and int(count) == want.shape[0]
         assert coords.shape == (size, x.ndim) and coords.dtype == np.dtype(index_dtype or "int64")
         k = min(size, want.shape[0])
         np.testing.assert_array_equal(coords[:k], want[:k])
         assert (coords[k:] == fill).all()
-        exact, count2 = cupyops.nonzero_coordinates(x, device=device)
+        exact, count2 = ops(device).nonzero_coordinates(x)
         np.testing.assert_array_equal(exact, want)
         assert int(count2) == want.shape[0]
 

@@ -1,0 +1,174 @@
+"""Scratch memory for the kernel path that outlives every launch (safe under CUDA-graph capture).
+
+A captured CUDA graph keeps the raw pointers of every buffer its kernels touched and writes
+them again at each replay. Scratch (the tile counter and status words of the nonzero scan, the
+per-chunk partials of split argmin/argmax) must therefore never go back to CuPy's pool when a
+call returns. It lives in one of two places:
+
+* a :class:`Workspace` the caller owns and passes as ``workspace=`` (fixed size, bound to one
+  device and one stream: the capture recipe of docs/api.md), or
+* the arena of the (backend, device, stream) the call runs on: grown on demand outside capture
+  and never freed, so a later capture of the same call on the same stream reuses its memory.
+
+Scratch that must start at zero is zeroed in-stream by the launch code on every call
+(``Backend.zero_fill``), so replays start clean too. Holding the holder's lock for the whole
+carve-and-launch section keeps two host threads that share a stream from interleaving their
+launches over the same scratch.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+__all__ = ["Workspace", "scratch", "arena_for", "ALIGN"]
+
+#: every carved array starts on this boundary (as CuPy's allocator does)
+ALIGN = 256
+
+
+def _layout(specs) -> tuple:
+    """Byte offsets of ``specs`` ((shape, dtype), ...) packed at ALIGN, and the total."""
+    offsets = []
+    total = 0
+    for shape, dtype in specs:
+        total = -(-total // ALIGN) * ALIGN
+        offsets.append(total)
+        n = 1
+        for d in shape:
+            n *= int(d)
+        total += max(n, 1) * np.dtype(dtype).itemsize
+    return tuple(offsets), total
+
+
+def _carve(buf, specs, offsets) -> list:
+    out = []
+    for (shape, dtype), off in zip(specs, offsets):
+        dt = np.dtype(dtype)
+        n = 1
+        for d in shape:
+            n *= int(d)
+        out.append(buf[off:off + n * dt.itemsize].view(dt).reshape(shape))
+    return out
+
+
+class _Holder:
+    """Common part: a lock, and ``take(*specs)`` returning arrays carved from one buffer."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+
+    def take(self, *specs) -> list:
+        offsets, total = _layout(specs)
+        buf = self._buffer(total)
+        return _carve(buf, specs, offsets)
+
+    def _buffer(self, nbytes: int):
+        raise NotImplementedError
+
+
+class Workspace(_Holder):
+    """Caller-owned scratch for kernel-path calls, for CUDA-graph capture.
+
+    ``Workspace(nbytes, device=None)`` allocates ``nbytes`` on ``device`` ("cuda" = CuPy's
+    current device, "cuda:N", or "simt"; ``None`` follows ``CUPYOPS_DEVICE``) and binds it to
+    the current CuPy stream. Pass it as ``workspace=`` to argmin, argmax, hardmax or
+    nonzero_coordinates. It is never reallocated: a call that needs more than ``nbytes``, or
+    runs on another device or stream, is a ``ValueError``. The memory lives as long as the
+    object (keep it alive as long as any graph that captured a call with it).
+    """
+
+    def __init__(self, nbytes: int = 1 << 20, *, device=None):
+        super().__init__()
+        from . import _dispatch
+        if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
+            raise TypeError(f"Workspace: nbytes must be an int, got {nbytes!r}")
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise ValueError(f"Workspace: nbytes must be non-negative, got {nbytes}")
+        kind, dev_id = _dispatch._parse_device_name(
+            _dispatch.default_device() if device is None else device)
+        if kind == "cpu":
+            raise ValueError("Workspace: device must be 'cuda', 'cuda:N' or 'simt' (the NumPy "
+                             "path needs no scratch), got 'cpu'")
+        from . import _backend
+        self._backend = _backend.get_backend(kind, dev_id)
+        self.device = (f"cuda:{self._backend.device_id}" if kind == "cuda" else "simt")
+        self.stream = self._backend.stream_key()
+        self.nbytes = nbytes
+        self._buf = self._backend.empty((max(nbytes, 1),), np.uint8)
+
+    def check(self, backend) -> None:
+        """ValueError unless ``backend`` and its current stream are this workspace's."""
+        if backend is not self._backend:
+            raise ValueError(f"workspace: it was made for {self.device}, but this call runs on "
+                             f"{backend.name}:{backend.device_id}; make one Workspace per device")
+        stream = backend.stream_key()
+        if stream != self.stream:
+            raise ValueError(f"workspace: it is bound to stream {self.stream:#x}, but the current "
+                             f"stream is {stream:#x}; make the Workspace with the stream you "
+                             f"launch on current")
+
+    def _buffer(self, nbytes: int):
+        if nbytes > self.nbytes:
+            raise ValueError(f"workspace: this call needs {nbytes} bytes of scratch, the "
+                             f"workspace has {self.nbytes}; make it with Workspace({nbytes}) "
+                             f"or more (never reallocated, so a captured graph stays valid)")
+        return self._buf
+
+    def __repr__(self):
+        return f"<cupyops.Workspace {self.nbytes} bytes on {self.device}, stream {self.stream:#x}>"
+
+
+class _Arena(_Holder):
+    """Scratch of one (backend, device, stream) when the call has no workspace: grows outside
+    capture, never frees (a graph captured earlier may still point at an older buffer)."""
+
+    def __init__(self, backend, stream):
+        super().__init__()
+        self._backend = backend
+        self._stream = stream
+        self._buffers: list = []         # every buffer ever made; the last is the current one
+
+    def _buffer(self, nbytes: int):
+        cur = self._buffers[-1] if self._buffers else None
+        if cur is not None and cur.nbytes >= nbytes:
+            return cur
+        if self._backend.stream_capturing():
+            raise ValueError(
+                f"the call needs {nbytes} bytes of scratch, more than this stream's arena holds, "
+                "during CUDA-graph capture, where nothing may be allocated: run the same call "
+                "once before capture, or pass workspace=cupyops.Workspace(...)")
+        size = max(nbytes, 2 * (cur.nbytes if cur is not None else 0), 4096)
+        buf = self._backend.empty((size,), np.uint8)
+        self._buffers.append(buf)
+        return buf
+
+
+_arenas: dict = {}
+_arenas_lock = threading.Lock()
+
+
+def arena_for(backend) -> _Arena:
+    key = (backend.name, backend.device_id, backend.stream_key())
+    arena = _arenas.get(key)
+    if arena is None:
+        with _arenas_lock:
+            arena = _arenas.get(key)
+            if arena is None:
+                arena = _arenas[key] = _Arena(backend, key[2])
+    return arena
+
+
+@contextlib.contextmanager
+def scratch(backend, workspace=None):
+    """The scratch holder of one call (``workspace`` checked, else the stream's arena), locked
+    for the call's carve-and-launch section: ``with scratch(be, ws) as s: a, b = s.take(...)``."""
+    if workspace is not None:
+        workspace.check(backend)
+        holder = workspace
+    else:
+        holder = arena_for(backend)
+    with holder._lock:
+        yield holder

@@ -1,0 +1,325 @@
+"""The CuPy path without a GPU: what real CuPy does with our launches, scratch lifetimes
+(CUDA-graph capture safety), alignment, device choice. The same checks on a real GPU are in
+tests/test_cupy_gpu.py."""
+import gc
+import json
+import os
+import pickle
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cupyops
+from cupyops import _backend, _trace
+from cupyops.testing import recording
+
+import cupy_marshal
+
+HERE = Path(__file__).resolve().parent
+OLDEST_CUPY = "13.6.0"     # the floor of both extras (pyproject.toml)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    launches = cupy_marshal.record_sweep()
+    exprs = {e.split("<")[0] for e, *_ in launches}
+    # every kernel and pass is in the sweep
+    assert {"argreduce_row", "argreduce_col", "argreduce_finish", "nonzero_tiles",
+            "count_nonzero_axes"} <= exprs, exprs
+    return launches
+
+
+def _cupy_or_skip():
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:   # the test extra installs cupy-cuda13x; a bare install may not
+        pytest.skip(f"cupy not importable: {exc}")
+    return cupy
+
+
+def test_installed_cupy_marshals_every_launch(sweep):
+    cupy = _cupy_or_skip()
+    res = cupy_marshal.marshal(sweep)
+    assert res["cupy"] == cupy.__version__
+    assert not res["failures"], "\n".join(res["failures"][:20])
+    assert res["ok"] == len(sweep)
+
+
+def test_marshalling_check_can_fail():
+    _cupy_or_skip()
+    bad = [("control", (1,), (1,), 0, [("value", np.ones(2, np.int64))])]
+    res = cupy_marshal.marshal(bad)
+    assert res["ok"] == 0 and len(res["failures"]) == 1
+    assert "numpy.ndarray of shape (2,)" in res["failures"][0]
+
+
+def _oldest_cupy_target() -> Path:
+    """cupy-cuda13x==13.6.0 installed with pip --target, once (cached across runs)."""
+    root = Path(os.environ.get("CUPYOPS_TEST_CACHE", Path.home() / ".cache" / "cupyops" / "test"))
+    tag = f"cupy-cuda13x-{OLDEST_CUPY}-py{sys.version_info[0]}{sys.version_info[1]}-np{np.__version__}"
+    target = root / tag
+    if (target / "cupy" / "__init__.py").is_file():
+        return target
+    tmp = root / (tag + f".tmp{os.getpid()}")
+    root.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "--target", str(tmp), f"cupy-cuda13x=={OLDEST_CUPY}", f"numpy=={np.__version__}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}"
+    try:
+        tmp.rename(target)
+    except OSError:            # another run got there first
+        pass
+    return target
+
+
+def test_oldest_cupy_marshals_every_launch(sweep, tmp_path):
+    target = _oldest_cupy_target()
+    # two controls that must fail under 13.6: a raw np.void (the old parameter passing) and a
+    # numpy array of two elements
+    params = [d for *_, descs in sweep for d in descs if d[0] == "value"
+              and isinstance(d[1], np.void)][0]
+    controls = [("control-void", (1,), (1,), 0, [("raw", params[1])]),
+                ("control-array", (1,), (1,), 0, [("value", np.ones(2, np.int64))])]
+    pkl = tmp_path / "launches.pkl"
+    pkl.write_bytes(pickle.dumps(list(sweep) + controls))
+    env = dict(os.environ, PYTHONPATH=str(target))
+    proc = subprocess.run([sys.executable, str(HERE / "cupy_marshal.py"), str(pkl)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["cupy"] == OLDEST_CUPY
+    failures = [f for f in res["failures"] if not f.startswith("control")]
+    assert not failures, "\n".join(failures[:20])
+    assert res["ok"] == len(sweep)
+    ctl = [f for f in res["failures"] if f.startswith("control")]
+    assert len(ctl) == 2 and "Unsupported type <class 'numpy.void'>" in ctl[0], ctl
+
+
+# ------------------------------------------------------------------------------------------
+# CuPy argument conversion
+# ------------------------------------------------------------------------------------------
+
+def test_struct_goes_to_cupy_as_one_element_array():
+    p = np.zeros((), np.dtype([("a", np.int64), ("b", np.int32)], align=True))
+    p["a"], p["b"] = 5, 7
+    buf = np.zeros(3, np.float32)
+    conv = _backend.cupy_kernel_args((buf, p[()], np.int64(3)))
+    assert conv[0] is buf and conv[2] == 3 and type(conv[2]) is np.int64
+    assert isinstance(conv[1], np.ndarray) and conv[1].size == 1
+    assert conv[1].tobytes() == p.tobytes()          # same bytes, same layout
+
+
+# ------------------------------------------------------------------------------------------
+# Scratch lifetimes (CUDA-graph capture safety), on simt
+# ------------------------------------------------------------------------------------------
+
+def _root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _scratch_roots(trace, x, results):
+    """Weak references to the root buffers of every launch argument that is neither the
+    input nor a result (scratch), and their addresses."""
+    skip = {id(_root(np.asarray(r))) for r in results} | {id(_root(x))}
+    refs, addrs = [], []
+    for args in trace.launch_args:
+        for a in args:
+            if isinstance(a, np.ndarray) and id(_root(a)) not in skip:
+                refs.append(weakref.ref(_root(a)))
+                addrs.append(a.__array_interface__["data"][0])
+    return refs, addrs
+
+
+SPLIT = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64,
+         "min_scratch_ratio": 0}
+
+
+def _calls(ws):
+    x2 = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
+    xn = (np.arange(5000) % 7 == 0).astype(np.float32)
+    return [
+        ("argmax split", x2, lambda: (cupyops.argmax(x2, axis=0, device="simt", workspace=ws),)),
+        ("argmin one pass", x2, lambda: (cupyops.argmin(x2, axis=1, device="simt",
+                                                        workspace=ws),)),
+        ("hardmax", x2, lambda: (cupyops.hardmax(x2, axis=0, device="simt", workspace=ws),)),
+        ("size=", xn, lambda: cupyops.nonzero_coordinates(xn, size=100, device="simt",
+                                                          workspace=ws)),
+        ("exact", xn, lambda: cupyops.nonzero_coordinates(xn, device="simt", workspace=ws)),
+    ]
+
+
+@pytest.mark.parametrize("with_workspace", [False, True])
+def test_scratch_outlives_the_call(monkeypatch, with_workspace):
+    from cupyops import _gpu_argreduce as G
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
+    ws = cupyops.Workspace(1 << 20, device="simt") if with_workspace else None
+    for name, x, call in _calls(ws):
+        with recording(args=True) as t:
+            res = call()
+        refs, addrs = _scratch_roots(t, x, res)
+        assert refs, f"{name}: no scratch argument was recorded"
+        del res, t
+        gc.collect()
+        dead = [i for i, r in enumerate(refs) if r() is None]
+        assert not dead, f"{name}: scratch freed after the call (a captured graph would write it)"
+        with recording(args=True) as t2:
+            res2 = call()
+        _, addrs2 = _scratch_roots(t2, x, res2)
+        if with_workspace:
+            assert addrs2 == addrs, f"{name}: the same workspace gave other scratch addresses"
+
+
+def test_split_plan_really_splits(monkeypatch):
+    from cupyops import _gpu_argreduce as G
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
+    x = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
+    with recording() as t:
+        r = cupyops.argmax(x, axis=0, device="simt")
+    assert t.plans[0].passes == 2 and [l[0].split("<")[0] for l in t.launches] == [
+        "argreduce_col", "argreduce_finish"]
+    np.testing.assert_array_equal(r, np.argmax(x, axis=0))
+
+
+def test_scratch_is_rezeroed_on_every_call():
+    ws = cupyops.Workspace(1 << 16, device="simt")
+    a = (np.arange(3000) % 5 == 0).astype(np.int32)
+    b = (np.arange(3000) % 3 == 0).astype(np.int32)
+    for x in (a, b, a):
+        coords, count = cupyops.nonzero_coordinates(x, size=2000, device="simt", workspace=ws)
+        assert int(count) == np.count_nonzero(x)
+        np.testing.assert_array_equal(coords[:int(count), 0], np.flatnonzero(x))
+
+
+def test_workspace_errors():
+    x = np.ones((4, 4), np.float32)
+    ws = cupyops.Workspace(16, device="simt")
+    with pytest.raises(ValueError, match="needs .* bytes of scratch"):
+        cupyops.nonzero_coordinates(np.ones(100_000, np.float32), size=4, device="simt",
+                                    workspace=ws)
+    with pytest.raises(TypeError, match="workspace must be None or a cupyops.Workspace"):
+        cupyops.argmax(x, device="simt", workspace=bytearray(16))
+    with pytest.raises(ValueError, match="NumPy path"):
+        cupyops.argmax(x, device="cpu", workspace=cupyops.Workspace(1024, device="simt"))
+    with pytest.raises(ValueError, match="device must be"):
+        cupyops.Workspace(1024, device="cpu")
+    with pytest.raises(ValueError, match="non-negative"):
+        cupyops.Workspace(-1, device="simt")
+
+
+def test_nonzero_coordinates_out(monkeypatch):
+    x = (np.arange(600).reshape(20, 30) % 7 == 0).astype(np.float32)
+    want, wn = cupyops.nonzero_coordinates(x, size=50, fill_value=-1, dtype=np.int32)
+    for device in ("cpu", "simt"):
+        oc, on = np.zeros((50, 2), np.int32), np.zeros((), np.int64)
+        c, n = cupyops.nonzero_coordinates(x, size=50, fill_value=-1, out=(oc, on),
+                                           device=device)
+        assert c is oc and n is on
+        np.testing.assert_array_equal(c, want)
+        assert int(n) == int(wn)
+    with pytest.raises(ValueError, match="needs size="):
+        cupyops.nonzero_coordinates(x, out=(oc, on))
+    with pytest.raises(TypeError, match="tuple"):
+        cupyops.nonzero_coordinates(x, size=50, out=oc)
+    with pytest.raises(ValueError, match="shape"):
+        cupyops.nonzero_coordinates(x, size=49, out=(oc, on))
+
+
+def test_zero_d_fixed_size_makes_no_host_read():
+    with recording() as t:
+        c, n = cupyops.nonzero_coordinates(np.array(2.5, np.float32), size=3, device="simt")
+    assert t.d2h_reads == 0 and c.shape == (3, 0) and int(n) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Alignment
+# ------------------------------------------------------------------------------------------
+
+def _complex64_at_4(n, shape=None):
+    buf = np.zeros(2 * n + 2, np.float32)
+    x = buf[1:-1].view(np.complex64)
+    assert x.__array_interface__["data"][0] % 8 == 4
+    x[:] = (np.arange(n) % 7 == 0) * (1 + 0j) + (np.arange(n) % 11 == 0) * 1j
+    return x if shape is None else x.reshape(shape)
+
+
+@pytest.mark.parametrize("shape", [(1025,), (33, 31), (3, 5, 7)])
+def test_complex64_at_4_byte_offset_every_nonzero_op(shape):
+    n = int(np.prod(shape))
+    x = _complex64_at_4(n, shape)
+    ref = x.copy()                   # 8-byte aligned: the plain path
+    calls = {
+        "argwhere": lambda a: cupyops.argwhere(a, device="simt"),
+        "nonzero": lambda a: np.stack(cupyops.nonzero(a, device="simt")),
+        "count_nonzero": lambda a: cupyops.count_nonzero(a, axis=-1, device="simt"),
+        "count_all": lambda a: cupyops.count_nonzero(a, device="simt"),
+        "size=": lambda a: cupyops.nonzero_coordinates(a, size=n, device="simt")[0],
+        "exact": lambda a: cupyops.nonzero_coordinates(a, device="simt")[0],
+    }
+    for name, f in calls.items():
+        with recording() as t:
+            got = f(x)
+        assert all(p.narrow_loads for p in t.plans), f"{name}: not planned with 4-byte loads"
+        with recording() as t:
+            want = f(ref)
+        assert not any(p.narrow_loads for p in t.plans), f"{name}: aligned input planned narrow"
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        np.testing.assert_array_equal(got, np.asarray(getattr(np, "argwhere")(ref)) if name ==
+                                      "argwhere" else want)
+
+
+def test_narrow_loads_planning():
+    from cupyops._plan_nonzero import narrow_loads
+    assert not narrow_loads((4,), (8,), 8, 0x1000)
+    assert narrow_loads((4,), (8,), 8, 0x1004)
+    assert narrow_loads((3, 4), (12 * 8 + 4, 8), 8, 0x1000)     # odd row stride
+    assert not narrow_loads((1, 4), (12 * 8 + 4, 8), 8, 0x1000)  # unit dim: stride unused
+    assert not narrow_loads((4,), (4,), 4, 0x1002)               # only 8-byte elements
+
+
+def test_cupy_input_not_element_aligned_is_refused():
+    cupy = _cupy_or_skip()
+    from cupy.cuda import memory
+    host = np.zeros(64, np.uint8)
+    mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
+    for dtype, off in (("float32", 2), ("complex64", 2), ("float64", 4), ("int16", 1)):
+        a = cupy.ndarray((4,), dtype, memptr=memory.MemoryPointer(mem, off))
+        from cupyops import _api
+        with pytest.raises(ValueError, match="not a multiple of"):
+            _api._check_cupy_alignment(a, "x", "argmax")
+    # complex64 needs 4, not 8
+    ok = cupy.ndarray((4,), "complex64", memptr=memory.MemoryPointer(mem, 4))
+    _api._check_cupy_alignment(ok, "x", "argmax")
+
+
+# ------------------------------------------------------------------------------------------
+# Device choice
+# ------------------------------------------------------------------------------------------
+
+def test_device_cuda_means_cupys_current_device(monkeypatch):
+    """device="cuda" with NumPy input: the CuPy device context is CuPy's current device (no
+    device id), "cuda:N" names N."""
+    cupy = _cupy_or_skip()
+    from cupyops import _api, _dispatch
+    seen = []
+
+    class FakeDevice:
+        def __init__(self, *args):
+            seen.append(args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(cupy.cuda, "Device", FakeDevice)
+    _api._device_ctx(_dispatch.Placement("cuda", False, None))
+    _api._device_ctx(_dispatch.Placement("cuda", False, 1))
+    assert seen == [(), (1,)]
