@@ -109,3 +109,39 @@ def test_sdist_ships_kernels(tmp_path):
     for f in (ROOT / "kernels").iterdir():
         if f.suffix in (".cu", ".cuh"):
             assert any(n.endswith(f"kernels/{f.name}") for n in names), f.name
+
+
+def _readme_commands():
+    lines, inside = [], False
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```sh") and not lines and not inside:
+            inside = True
+            continue
+        if inside and line.startswith("```"):
+            break
+        if inside:
+            lines.append(line)
+    return lines
+
+
+def test_readme_starts_with_the_two_commands():
+    """.ci/run takes the second line of the README's first sh block as the test command."""
+    first, second = _readme_commands()
+    assert (ROOT / "README.md").read_text().splitlines()[2] == "```sh"
+    assert "pip install -q ." in first and "-m cupyops bench" in first
+    assert "'.[test]'" in second and "-m pytest" in second
+
+
+def test_readme_installs_from_the_checkout_only():
+    text = (ROOT / "README.md").read_text()
+    assert "pip install 'cupyops[" not in text and "pip install cupyops" not in text
+    for extra in ("'.[cuda13]'", "'.[cuda12]'"):
+        assert extra in text
+
+
+def test_demo_names_no_missing_file(capsys):
+    from cupyops.__main__ import demo
+    assert demo("cpu") == 0
+    out = capsys.readouterr().out
+    assert "SPEC" not in out and "spec" not in out.lower().split("devices:")[1]
+    assert "all 16 examples give the results of DirectML's operator reference pages" in out
