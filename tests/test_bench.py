@@ -460,3 +460,16 @@ def test_simt_plot_zooms_and_keeps_goals_apart(tmp_path, monkeypatch):
     for ln in goal_lines:
         assert mcolors.to_hex(ln.get_color()) not in bar_colors
     real_close(fig)
+
+
+def test_unavailable_device_from_the_environment_is_named(monkeypatch, capsys):
+    from cupyops import _devices
+    monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops-bench")
+    monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
+    assert bench.main(["--tiny", "--no-cold", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "device simt (from CUPYOPS_DEVICE='simt') is not available here" in err
+    assert "no-such-compiler-cupyops-bench" in err
+    assert bench.main(["simt", "--tiny", "--no-cold", "--quiet"]) == 2
+    assert "asked for on the command line" in capsys.readouterr().err
+    assert not _devices.simt_status()[0]
