@@ -103,6 +103,8 @@ class Backend:
         trace, checks the launch configuration against ``props`` and launches."""
         family = getattr(family, "name", family)       # a KernelFamily or its name
         key = (family, np.dtype(value_dtype), expr)
+        if _trace._dry.get() is not None:
+            return self._dry_launcher(key)
         k = self._kernels.get(key)
         if k is None:
             raw = self.function(family, value_dtype, expr)
@@ -131,6 +133,29 @@ class Backend:
 
     def _launcher(self, raw, expr):
         raise NotImplementedError
+
+    def _dry_launcher(self, key):
+        """A launcher for ``cupyops.testing.dry_run``: the expression is checked against its
+        family's declared list (nothing is compiled), the launch configuration is checked as
+        usual, and the launch is handed to the recorder instead of running."""
+        k = self._dry_kernels.get(key) if hasattr(self, "_dry_kernels") else None
+        if k is not None:
+            return k
+        family, dtype, expr = key
+        if expr not in _modules.get_family(family).expressions_for(dtype):
+            raise KeyError(f"{expr!r} is not an expression of kernel family {family!r} for {dtype}")
+        check = self._check_launch
+
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            _trace.record_launch(expr, grid, block, shared_mem, args)
+            rec = _trace._dry.get()
+            if rec is not None:
+                rec.launches.append((expr, grid, block, shared_mem, tuple(args)))
+
+        launch.__name__ = f"dry_launch[{expr}]"
+        self.__dict__.setdefault("_dry_kernels", {})[key] = launch
+        return launch
 
     # -- arrays ----------------------------------------------------------------------------
     # Allocations start on a 256-byte boundary, as CuPy's allocator does on a GPU: NumPy's own
@@ -211,6 +236,10 @@ class SimtBackend(Backend):
 
     def read_scalar(self, arr) -> int:
         _trace.record_d2h()
+        dry = _trace._dry.get()
+        if dry is not None:          # a dry run: the count the caller asked for
+            dry.d2h_reads += 1
+            return dry.count
         a = np.asarray(arr)
         if a.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {a.shape}")
@@ -301,6 +330,10 @@ class CupyBackend(Backend):
     def read_scalar(self, arr) -> int:
         """``int(arr.get())``: the one implicit synchronisation the library makes."""
         _trace.record_d2h()
+        dry = _trace._dry.get()
+        if dry is not None:          # a dry run: the count the caller asked for
+            dry.d2h_reads += 1
+            return dry.count
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
         with self._device():

@@ -54,3 +54,30 @@ def record_d2h() -> None:
     trace = _current.get()
     if trace is not None:
         trace.d2h_reads += 1
+
+
+# --------------------------------------------------------------------------- dry runs
+
+@dataclasses.dataclass
+class DryRun:
+    """What ``cupyops.testing.dry_run`` recorded: each launch handed over instead of run."""
+    count: int = 1
+    launches: list = dataclasses.field(default_factory=list)   # (expr, grid, block, smem, args)
+    d2h_reads: int = 0
+
+
+_dry: contextvars.ContextVar[DryRun | None] = contextvars.ContextVar("cupyops_dry_run", default=None)
+
+
+def dry_run_active() -> DryRun | None:
+    return _dry.get()
+
+
+@contextlib.contextmanager
+def dry_running(count: int = 1):
+    rec = DryRun(count=int(count))
+    token = _dry.set(rec)
+    try:
+        yield rec
+    finally:
+        _dry.reset(token)
