@@ -6,13 +6,14 @@ argmax / argmin / hardmax over any set of axes with a tie direction, and the non
 same kernels on the CPU's emulation of CUDA. Importing cupyops imports no cupy and compiles
 nothing.
 """
-from ._api import (argmax, argmin, argwhere, count_nonzero, hardmax, nonzero,
-                   nonzero_coordinates)
+from ._api import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
+                   nonzero, nonzero_coordinates)
 from ._workspace import Workspace
 
 __version__ = "0.1.0"
 
-__all__ = ["argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
+__all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
+           "count_nonzero",
            "nonzero_coordinates", "precompile", "available_devices", "Workspace"]
 
 

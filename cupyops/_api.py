@@ -13,36 +13,56 @@ import numpy as np
 
 from . import _dispatch
 
-ARGREDUCE_DTYPES = tuple(np.dtype(t) for t in (
+HARDMAX_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64))
-NONZERO_DTYPES = ARGREDUCE_DTYPES + (np.dtype(np.complex64), np.dtype(np.complex128))
-INDEX_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64))
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+#: datetime64 / timedelta64 (any unit) are accepted where ``datetime=True`` is passed to
+#: _check_value_dtype: argmin/argmax/nanarg* and the nonzero family, not hardmax
+DATETIME_NAMES = ("datetime64", "timedelta64")
+ARGREDUCE_DTYPES = HARDMAX_DTYPES
+NONZERO_DTYPES = HARDMAX_DTYPES
+#: index dtypes of argmin / argmax / nanargmin / nanargmax: every integer dtype (as CuPy)
+INDEX_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64, np.int8,
+                                           np.int16, np.uint8, np.uint16))
+#: coordinate dtypes of argwhere / nonzero_coordinates: DirectML's four
+COORD_DTYPES = INDEX_DTYPES[:4]
 TIES = ("first", "last")
 
 _DTYPE_NAMES = lambda dts: ", ".join(d.name for d in dts)  # noqa: E731
 
 
+def _as_int64_bits(x):
+    """A datetime64 / timedelta64 array (any unit, any byte order) viewed as int64: the kernels
+    and the nonzero test read these bits (NaT = INT64_MIN, nonzero, the extreme of argmin/max)."""
+    bo = x.dtype.byteorder
+    return x.view(np.dtype(np.int64).newbyteorder(bo if bo in "<>" else "="))
+
+
 # --------------------------------------------------------------------------- argument checks
 
-def _check_value_dtype(x, allowed, opname):
+def _check_value_dtype(x, allowed, opname, datetime=False):
     dt = x.dtype
     if dt.kind in "biufc" and dt.newbyteorder("=") in allowed:
         return
-    raise TypeError(f"{opname}: x has dtype {dt}, which is not supported; supported dtypes are "
-                    f"{_DTYPE_NAMES(allowed)}")
+    if datetime and dt.kind in "mM":
+        return
+    names = _DTYPE_NAMES(allowed) + (", " + ", ".join(DATETIME_NAMES) if datetime else "")
+    why = (" (a one-hot of datetime64 or timedelta64 values means nothing)"
+           if dt.kind in "mM" else "")
+    raise TypeError(f"{opname}: x has dtype {dt}, which is not supported{why}; supported "
+                    f"dtypes are {names}")
 
 
-def _check_index_dtype(dtype, argname="dtype", opname=""):
+def _check_index_dtype(dtype, argname="dtype", opname="", allowed=INDEX_DTYPES):
     if dtype is None:
         return np.dtype(np.int64)
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(INDEX_DTYPES)}, "
+        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(allowed)}, "
                         f"got {dtype!r}") from None
-    if dt not in INDEX_DTYPES:
-        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(INDEX_DTYPES)}, got {dt}")
+    if dt not in allowed:
+        raise TypeError(f"{opname}: {argname} must be one of {_DTYPE_NAMES(allowed)}, got {dt}")
     return dt
 
 
@@ -51,10 +71,24 @@ def _index_fits(n_positions: int, dt: np.dtype) -> bool:
     return n_positions - 1 <= np.iinfo(dt).max
 
 
-def _normalize_axes(axis, ndim, opname):
-    """None → every axis; int or tuple of ints → sorted tuple of distinct non-negative axes."""
+def _normalize_axes(axis, ndim, opname, zero_d=False):
+    """None → every axis; int or tuple of ints → sorted tuple of distinct non-negative axes.
+    ``zero_d``: a 0-d input takes axis 0 or -1 (and nothing else) and reduces nothing, as
+    NumPy's argmax does (argmin/argmax/hardmax)."""
     if axis is None:
         return tuple(range(ndim))
+    if zero_d and ndim == 0:
+        for a in (axis if isinstance(axis, tuple) else (axis,)):
+            if isinstance(a, (bool, np.bool_)) or isinstance(axis, list):
+                break
+            try:
+                a = operator.index(a)
+            except TypeError:
+                break
+            if a not in (0, -1):
+                raise np.exceptions.AxisError(a, 0, msg_prefix=opname)
+        else:
+            return ()
     items = axis if isinstance(axis, tuple) else (axis,)
     if isinstance(axis, list):
         raise TypeError(f"{opname}: axis must be None, an int or a tuple of ints, got a list")
@@ -235,11 +269,11 @@ def _xp(placement):
 
 # --------------------------------------------------------------------------- argmax / argmin
 
-def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace):
-    opname = "arg" + kind
+def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan=False):
+    opname = ("nanarg" if skip_nan else "arg") + kind
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
-    axes = _normalize_axes(axis, x.ndim, opname)
+    _check_value_dtype(x, ARGREDUCE_DTYPES, opname, datetime=True)
+    axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
     keepdims = _check_bool(keepdims, "keepdims", opname)
     _check_tie(tie, opname)
     if dtype is None and getattr(out, "dtype", None) in INDEX_DTYPES:
@@ -271,19 +305,25 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace):
 
     with _device_ctx(placement):
         if not axes or math.prod(kept_shape) == 0:
+            # (nanarg*: a group of one NaN is all NaN, as NumPy says)
+            if skip_nan and not axes and x.dtype.kind in "fc" and bool(xp.isnan(x).any()):
+                raise ValueError("All-NaN slice encountered")
             res = xp.zeros(kept_shape, index_dtype)
         elif placement.kind == "cpu":
             from . import _cpu_argreduce
-            res = _cpu_argreduce.argreduce(x, axes, kind=kind, tie=tie, index_dtype=index_dtype,
-                                           out=out_kept)
+            f = _cpu_argreduce.nanargreduce if skip_nan else _cpu_argreduce.argreduce
+            res = f(x, axes, kind=kind, tie=tie, index_dtype=index_dtype, out=out_kept)
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)
-            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(x, placement, opname), axes, kind=kind,
+            datetime = x.dtype.kind in "mM"
+            kx = _as_int64_bits(x) if datetime else x
+            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(kx, placement, opname), axes, kind=kind,
                                            tie=tie, index_dtype=index_dtype,
                                            out=_kernel_out(out_kept, placement),
                                            force_64bit=_dispatch.force_64bit.get(),
-                                           workspace=workspace)
+                                           workspace=workspace, skip_nan=skip_nan,
+                                           datetime=datetime)
             res = _from_kernel_result(res, placement)
         if out is not None:
             _deliver(res, out_kept)
@@ -297,7 +337,8 @@ def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None
     """Index of the largest element over ``axis`` (row-major index within the reduced axes).
 
     ``tie="first"`` returns the smallest index among equal maxima, ``"last"`` the largest. NaN
-    counts as the maximum. ``dtype`` is the index dtype (int64, int32, uint32 or uint64).
+    (complex: a NaN in either part) and NaT count as the maximum. Complex values order on
+    (real, imag). ``dtype`` is the index dtype: any integer dtype the group's last index fits.
     ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
     capture; docs/api.md).
     """
@@ -310,6 +351,20 @@ def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None
     return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace)
 
 
+def nanargmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
+              workspace=None):
+    """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
+    ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
+    a flag the same single pass sets. Arguments as argmax."""
+    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, True)
+
+
+def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
+              workspace=None):
+    """argmin that skips NaN; see nanargmax."""
+    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, True)
+
+
 # --------------------------------------------------------------------------- hardmax
 
 def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None):
@@ -320,8 +375,8 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
     """
     opname = "hardmax"
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, ARGREDUCE_DTYPES, opname)
-    axes = _normalize_axes(axis, x.ndim, opname)
+    _check_value_dtype(x, HARDMAX_DTYPES, opname)
+    axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
     _check_tie(tie, opname)
     out = _check_out(out, x, x.shape, x.dtype, opname, f"{x.dtype}, x's dtype (hardmax's result has it)")
     workspace = _check_workspace(workspace, placement, opname)
@@ -353,7 +408,7 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
 # --------------------------------------------------------------------------- nonzero family
 
 def _check_coordinate_dtype(x, dtype, opname):
-    index_dtype = _check_index_dtype(dtype, "dtype", opname)
+    index_dtype = _check_index_dtype(dtype, "dtype", opname, COORD_DTYPES)
     longest = max(x.shape, default=0)
     if not _index_fits(longest, index_dtype):
         raise ValueError(f"{opname}: a dimension of length {longest} is too long for index dtype "
@@ -365,36 +420,53 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
     """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
     opname = "count_nonzero"
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
+    if x.dtype.kind in "mM":
+        x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
     axes = _normalize_axes(axis, x.ndim, opname)
     keepdims = _check_bool(keepdims, "keepdims", opname)
     shape = tuple(x.shape)
     kept_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
     result_shape = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else kept_shape
     xp = _xp(placement)
+    # broadcast (zero-stride) axes repeat the same elements: count the distinct ones once, then
+    # multiply by the repeats of the reduced ones and broadcast along the kept ones
+    bro = [i for i in range(x.ndim) if shape[i] > 1 and x.strides[i] == 0]
     with _device_ctx(placement):
         if not axes:  # reduces nothing (also every 0-d input): x != 0 itself
             res = (x != 0).astype(np.int64)
         elif x.size == 0:
             res = xp.zeros(kept_shape, np.int64)
-        elif placement.kind == "cpu":
-            from . import _cpu_nonzero
-            res = _cpu_nonzero.count_nonzero(x, axes)
+        elif bro:
+            sub = x[tuple(slice(0, 1) if i in bro else slice(None) for i in range(x.ndim))]
+            res = xp.asarray(_count_nonzero_distinct(sub, axes, placement, opname))
+            res = res * math.prod(shape[i] for i in bro if i in axes)
+            res = xp.ascontiguousarray(xp.broadcast_to(res, kept_shape))
         else:
-            from . import _gpu_nonzero
-            backend = _kernel_backend(placement)
-            res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement, opname), axes,
-                                             force_64bit=_dispatch.force_64bit.get())
-            res = _from_kernel_result(res, placement)
+            res = _count_nonzero_distinct(x, axes, placement, opname)
     res = xp.asarray(res)
     return res.reshape(result_shape)
+
+
+def _count_nonzero_distinct(x, axes, placement, opname):
+    """count_nonzero over ``axes`` (non-empty) of a non-empty x on its placement."""
+    if placement.kind == "cpu":
+        from . import _cpu_nonzero
+        return _cpu_nonzero.count_nonzero(x, axes)
+    from . import _gpu_nonzero
+    backend = _kernel_backend(placement)
+    res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement, opname), axes,
+                                     force_64bit=_dispatch.force_64bit.get())
+    return _from_kernel_result(res, placement)
 
 
 def argwhere(x, /, *, dtype=None, device=None):
     """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
     opname = "argwhere"
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
+    if x.dtype.kind in "mM":
+        x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
     index_dtype = _check_coordinate_dtype(x, dtype, opname)
     xp = _xp(placement)
     with _device_ctx(placement):
@@ -416,7 +488,9 @@ def nonzero(x, /, *, device=None):
     """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
     opname = "nonzero"
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
+    if x.dtype.kind in "mM":
+        x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
     if x.ndim == 0:
         raise ValueError("nonzero: x is 0-d; the array API does not define nonzero for 0-d arrays "
                          "(use argwhere, or x.reshape(1))")
@@ -448,7 +522,9 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
     """
     opname = "nonzero_coordinates"
     x, placement = _dispatch.place(x, device)
-    _check_value_dtype(x, NONZERO_DTYPES, opname)
+    _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
+    if x.dtype.kind in "mM":
+        x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
     if out is not None:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError(f"{opname}: out must be a tuple (coords, count), got "
@@ -456,7 +532,7 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
         if size is None:
             raise ValueError(f"{opname}: out= needs size=k: the exact-size result's shape is not "
                              f"known before the count is read")
-        if dtype is None and getattr(out[0], "dtype", None) in INDEX_DTYPES:
+        if dtype is None and getattr(out[0], "dtype", None) in COORD_DTYPES:
             dtype = out[0].dtype  # with dtype=None, out's dtype is the result dtype
     index_dtype = _check_coordinate_dtype(x, dtype, opname)
     if size is not None:
@@ -480,7 +556,7 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
                          f"[{info.min}, {info.max}]")
     if out is not None:
         out = (_check_out(out[0], x, (size, x.ndim), index_dtype, f"{opname} (out[0], coords)",
-                          f"one of {_DTYPE_NAMES(INDEX_DTYPES)}" if dtype is None else None),
+                          f"one of {_DTYPE_NAMES(COORD_DTYPES)}" if dtype is None else None),
                _check_out(out[1], x, (), np.dtype(np.int64), f"{opname} (out[1], count)"))
     workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)

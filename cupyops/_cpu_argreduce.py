@@ -53,7 +53,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-__all__ = ["argreduce", "hardmax"]
+__all__ = ["argreduce", "nanargreduce", "hardmax"]
 
 # Tunables (module-level so tests can monkeypatch them small to exercise the chunk logic).
 CHUNK_ELEMS = 1 << 18       # input elements per chunk for engines that make input-sized temporaries
@@ -536,7 +536,10 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
         out[...] = sub
         return out
 
-    is_float = x.dtype.kind == "f"
+    # NaN-like values (float NaN; complex with a NaN part; NaT) are unequal to themselves:
+    # the engines find them through np.isnan, and max/min/argmax propagate them (NumPy >= 1.18
+    # for NaT), so they are the extreme as our rule says
+    is_float = x.dtype.kind in "fcmM"
 
     # reduced dims: weights over the original reduced shape
     rsh = [x.shape[a] for a in axes]
@@ -614,6 +617,59 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
             res_flat[start:start + count] = lin
     if out_flat is None:
         out[...] = res_flat.reshape(kshape_out)
+    return out
+
+
+def _gather(x: np.ndarray, axes: tuple, idx: np.ndarray) -> np.ndarray:
+    """x at the element whose row-major index within the reduced axes is ``idx`` (kept shape),
+    for every group: one fancy-index gather of n_out elements."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    rc = np.unravel_index(idx, tuple(x.shape[a] for a in axes))
+    sel = [None] * x.ndim
+    for i, a in enumerate(kept):
+        shp = [1] * len(kept)
+        shp[i] = x.shape[a]
+        sel[a] = np.arange(x.shape[a]).reshape(shp)
+    for i, a in enumerate(axes):
+        sel[a] = rc[i]
+    return x[tuple(sel)]
+
+
+def nanargreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """nanargmin / nanargmax: argreduce with NaN skipped (NaT is not skipped, as in NumPy); a
+    group of only NaN is ``ValueError("All-NaN slice encountered")``.
+
+    1. argreduce with NaN as the extreme; one gather of the winners: if none is NaN, no group
+       holds NaN and that is the answer (no copy).
+    2. Else, as NumPy's nanargmax does, a copy with NaN replaced by the weakest value (-inf, or
+       (-inf, -inf) for complex; +inf for argmin) is reduced. A group whose winner is a
+       replaced NaN either is all NaN or has that weakest value as its extreme: for those, the
+       first/last element equal to it that is not NaN is located by one more argreduce on a
+       bool mask (NumPy itself returns the NaN's place there, e.g. nanargmax([nan, -inf]) is 0;
+       we skip NaN as the spec says)."""
+    index_dtype = np.dtype(index_dtype)
+    if x.dtype.kind not in "fc":
+        return argreduce(x, axes, kind=kind, tie=tie, index_dtype=index_dtype, out=out)
+    kshape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    res = argreduce(x, axes, kind=kind, tie=tie, index_dtype=np.int64)
+    if np.isnan(_gather(x, axes, res)).any():
+        nan = np.isnan(x)
+        w = -np.inf if kind == "max" else np.inf
+        weakest = np.array(complex(w, w) if x.dtype.kind == "c" else w, dtype=x.dtype)
+        y = np.where(nan, weakest, x)
+        res = argreduce(y, axes, kind=kind, tie=tie, index_dtype=np.int64)
+        bad = np.isnan(_gather(x, axes, res))
+        if bad.any():
+            m = y == weakest
+            m &= ~nan
+            r3 = argreduce(m, axes, kind="max", tie=tie, index_dtype=np.int64)
+            if not _gather(m, axes, r3)[bad].all():
+                raise ValueError("All-NaN slice encountered")
+            res = np.where(bad, r3, res)
+    if out is None:
+        return res.astype(index_dtype, copy=False).reshape(kshape)
+    out[...] = res
     return out
 
 

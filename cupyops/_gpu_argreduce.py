@@ -6,7 +6,14 @@ and launches at most two kernels. No host synchronisation, no copy of the input.
 
 Family ``"argreduce"`` (registered at import): per value dtype, the kernels ``argreduce_row``,
 ``argreduce_col`` and ``argreduce_finish``, each for ``I = int`` and ``I = long long``
-(6 expressions a dtype, 72 in all).
+(6 expressions a dtype, 90 in all). datetime64 and timedelta64 of every unit run the module of
+the one canonical dtype ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the
+extreme) on the input viewed as int64 (CuPy has no datetime dtypes): ``datetime=True``.
+
+nanargmin / nanargmax (``nan_skip=True``) are the same single pass with NaN mapped to the weakest
+key; the kernel that stores an index sets a 4-byte all-NaN flag (zeroed before the launch) when
+the group's winner is NaN, and :func:`argreduce` reads that flag once to raise NumPy's
+``ValueError("All-NaN slice encountered")``: one host read, only for float and complex dtypes.
 """
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ __all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressi
 FAMILY = "argreduce"
 DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64))
+    np.float16, np.float32, np.float64, np.complex64, np.complex128, "m8[ns]"))
+#: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
+DATETIME = np.dtype("m8[ns]")
 KERNELS = ("argreduce_row", "argreduce_col", "argreduce_finish")
 INDEX_CTYPES = {False: "int", True: "long long"}
 
@@ -40,7 +49,7 @@ PARAMS_DTYPE = np.dtype([
     ("wgroup", np.int64), ("wchunk", np.int64),
     ("nk", np.int32), ("nd", np.int32), ("nw", np.int32), ("mode", np.int32),
     ("last", np.int32), ("is_min", np.int32), ("out_width", np.int32), ("team", np.int32),
-    ("vec", np.int32), ("pad0", np.int32),
+    ("vec", np.int32), ("nan_skip", np.int32), ("narrow_in", np.int32), ("narrow_out", np.int32),
     ("k_size", np.int64, (_D,)), ("k_in", np.int64, (_D,)), ("k_out", np.int64, (_D,)),
     ("d_size", np.int64, (_D,)), ("d_in", np.int64, (_D,)), ("d_w", np.int64, (_D,)),
     ("d_step", np.int64, (_D,)),
@@ -63,13 +72,15 @@ def _block_sizes(expr: str) -> tuple:
 
 
 def _dynamic_shared(dtype, expr: str, block: int) -> int:
-    # column combine: up to 4 (key, index) pairs per thread; finish: one pair per thread;
-    # row: (block/32 + 1) pairs
+    # column combine: up to 4 (key, index) pairs per thread (one for values of 4 bytes or more);
+    # finish: one pair per thread; row: (block/32 + 1) pairs. A pair is at most 16 bytes, 24
+    # for complex128's 16-byte keys.
+    pair = 24 if dtype.itemsize == 16 else 16
     if expr.startswith("argreduce_col"):
-        return block * 4 * 16
+        return block * (4 if dtype.itemsize < 4 else 1) * pair
     if expr.startswith("argreduce_finish"):
-        return block * 16
-    return (block // 32 + 1) * 16
+        return block * pair
+    return (block // 32 + 1) * pair
 
 
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
@@ -84,7 +95,8 @@ def _fill(arr, values):
 
 
 def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_width: int = 8,
-                 finish: bool = False) -> np.void:
+                 finish: bool = False, nan_skip: bool = False,
+                 narrow_out: bool = False) -> np.void:
     """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``."""
     p = np.zeros((), PARAMS_DTYPE)
     last = tie == "last"
@@ -106,6 +118,9 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
     p["out_width"] = out_width
     p["team"] = plan.team
     p["vec"] = plan.vec
+    p["nan_skip"] = int(bool(nan_skip))
+    p["narrow_in"] = int(plan.narrow_loads)
+    p["narrow_out"] = int(bool(narrow_out))
     _fill(p["k_size"], [d[0] for d in plan.kept])
     _fill(p["k_in"], [d[1] for d in plan.kept])
     _fill(p["k_out"], [d[2] for d in plan.kept])
@@ -127,13 +142,41 @@ def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
     ptr = data_ptr(x)
     plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
                           force_64bit=force_64bit, hardmax=hardmax, base_address=ptr % 4096,
-                          **PLAN_OPTIONS)
+                          element_align=_element_align(x.dtype), **PLAN_OPTIONS)
     _trace.record_plan(plan)
     return plan
 
 
+def _element_align(dtype) -> int:
+    """The alignment every element has (complex: half its size, two floats)."""
+    dt = np.dtype(dtype)
+    return dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
+
+
+def datetime_as_int64(x):
+    """A datetime64 / timedelta64 array (any unit, any byte order) as int64 of the same bits."""
+    bo = x.dtype.byteorder
+    return x.view(np.dtype(np.int64).newbyteorder(bo if bo in "<>" else "="))
+
+
+def _canonical(x, datetime):
+    """(array the kernels read, value dtype of the module). datetime64 / timedelta64 of any
+    unit (or their int64 view with ``datetime=True``) run as DATETIME. A complex array with a
+    stride that is not a multiple of its itemsize (possible for complex64 views of float32 data)
+    is the one layout the planner's element strides cannot express: it is copied."""
+    if x.dtype.kind in "mM":
+        x, datetime = datetime_as_int64(x), True
+    if any(n > 1 and s % x.dtype.itemsize for n, s in zip(x.shape, x.strides)):
+        x = x.copy()
+    return x, (DATETIME if datetime else x.dtype)
+
+
 def _key_dtype(plan):
-    return np.dtype(np.uint64 if plan.key_itemsize == 8 else np.uint32)
+    return np.dtype(np.uint64 if plan.key_itemsize >= 8 else np.uint32)
+
+
+def _key_shape(plan, slots):
+    return (slots, 2) if plan.key_itemsize == 16 else (slots,)
 
 
 def _index_dtype(plan):
@@ -141,8 +184,10 @@ def _index_dtype(plan):
 
 
 def _run(backend, x, plan: ArgreducePlan, out, *, kind: str, tie: str, final_mode: int,
-         out_width: int, workspace=None):
-    dt = x.dtype
+         out_width: int, workspace=None, nan_skip=False, narrow_out=False, value_dtype=None):
+    """Launch the plan; returns the all-NaN flag (a 1-element uint32 device array, set by the
+    kernel when a group is all NaN) when ``nan_skip``, else None."""
+    dt = x.dtype if value_dtype is None else np.dtype(value_dtype)
     main = "argreduce_row" if plan.kernel == "row" else "argreduce_col"
     fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
     # the partials (one (key, index) slot per group and chunk; a dummy slot for one pass) are
@@ -150,36 +195,49 @@ def _run(backend, x, plan: ArgreducePlan, out, *, kind: str, tie: str, final_mod
     # graph's replays find them where the capture left them. Every slot is written by the
     # first launch before the finish reads it: no zeroing.
     slots = plan.n_out * plan.nchunks if plan.passes > 1 else 1
+    kw = dict(kind=kind, tie=tie, out_width=out_width, nan_skip=nan_skip, narrow_out=narrow_out)
     with _workspace.scratch(backend, workspace) as ws:
-        pk, pi = ws.take(((slots,), _key_dtype(plan)), ((slots,), _index_dtype(plan)))
+        pk, pi, flag = ws.take((_key_shape(plan, slots), _key_dtype(plan)),
+                               ((slots,), _index_dtype(plan)), ((1,), np.dtype(np.uint32)))
+        if nan_skip:
+            backend.zero_fill(flag)
         if plan.passes == 1:
-            params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width)
-            fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
-            return out
-        params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width)
-        fn(plan.grid, plan.block, (x, out, pk, pi, params), shared_mem=plan.shared_mem)
-        params2 = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
-                               finish=True)
+            params = build_params(plan, mode=final_mode, **kw)
+            fn(plan.grid, plan.block, (x, out, pk, pi, flag, params), shared_mem=plan.shared_mem)
+            return flag if nan_skip else None
+        params = build_params(plan, mode=MODE_PARTIAL, **kw)
+        fn(plan.grid, plan.block, (x, out, pk, pi, flag, params), shared_mem=plan.shared_mem)
+        params2 = build_params(plan, mode=final_mode, finish=True, **kw)
         fin = backend.kernel(FAMILY, dt, _expr("argreduce_finish", dt, plan.use_64bit))
-        fin(plan.finish_grid, plan.finish_block, (out, pk, pi, params2),
+        fin(plan.finish_grid, plan.finish_block, (out, pk, pi, flag, params2),
             shared_mem=plan.finish_shared_mem)
-    return out
+    return flag if nan_skip else None
 
 
 def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
-              workspace=None):
+              workspace=None, skip_nan=False, datetime=False):
     """argmin (``kind="min"``) / argmax (``"max"``) over ``axes`` (sorted, non-empty); the
-    result has the kept shape and ``index_dtype``. ``out``, when given, is C-contiguous of that
-    shape and dtype and is written directly."""
+    result has the kept shape and ``index_dtype`` (any integer dtype of 1 to 8 bytes). ``out``,
+    when given, is C-contiguous of that shape and dtype and is written directly.
+
+    ``skip_nan``: nanargmin / nanargmax — NaN is skipped (NaT is not, as in NumPy); a group of
+    only NaN is ``ValueError("All-NaN slice encountered")``, found by one host read of the
+    kernel's all-NaN flag (float and complex dtypes only; the others hold no NaN).
+    ``datetime``: x is the int64 view of datetime64 / timedelta64 values (NaT the extreme)."""
     axes = tuple(int(a) for a in axes)
     index_dtype = np.dtype(index_dtype)
+    x, vdt = _canonical(x, datetime)
+    nan_skip = bool(skip_nan) and vdt.kind in "fc"
     kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
     plan = _plan(backend, x, axes, False, force_64bit)
     res = out
     if res is None or not _c_contiguous(res):
         res = backend.empty(kept_shape, index_dtype)
-    _run(backend, x, plan, res, kind=kind, tie=tie, final_mode=MODE_INDEX,
-         out_width=index_dtype.itemsize, workspace=workspace)
+    flag = _run(backend, x, plan, res, kind=kind, tie=tie, final_mode=MODE_INDEX,
+                out_width=index_dtype.itemsize, workspace=workspace, nan_skip=nan_skip,
+                value_dtype=vdt)
+    if flag is not None and backend.read_scalar(flag):
+        raise ValueError("All-NaN slice encountered")
     if out is not None and res is not out:
         out[...] = res
         return out
@@ -189,12 +247,18 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
     """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
     axes = tuple(int(a) for a in axes)
+    if x.dtype.kind in "mM":
+        raise TypeError(f"hardmax: x has dtype {x.dtype}; a one-hot of datetime64 or "
+                        "timedelta64 values means nothing")
+    x, _ = _canonical(x, False)
     plan = _plan(backend, x, axes, True, force_64bit)
     res = out
     if res is None or not _c_contiguous(res):
         res = backend.empty(x.shape, x.dtype)
+    narrow_out = _element_align(res.dtype) < res.dtype.itemsize and \
+        data_ptr(res) % res.dtype.itemsize != 0
     _run(backend, x, plan, res, kind="max", tie=tie, final_mode=MODE_HARDMAX, out_width=0,
-         workspace=workspace)
+         workspace=workspace, narrow_out=narrow_out)
     if out is not None and res is not out:
         out[...] = res
         return out

@@ -58,6 +58,8 @@ CTYPES: dict = {
     np.dtype(np.float64): "double",
     np.dtype(np.complex64): "cupyops_complex64",     # struct defined in kernels/common.cuh
     np.dtype(np.complex128): "cupyops_complex128",   # struct defined in kernels/common.cuh
+    # datetime64 / timedelta64 of every unit run as this one (int64 counts, NaT = INT64_MIN)
+    np.dtype("m8[ns]"): "cupyops_datetime",          # struct defined in kernels/common.cuh
 }
 
 

@@ -108,7 +108,11 @@ class ArgreducePlan:
     finish_grid: tuple = (1, 1, 1)
     finish_shared_mem: int = 0
     write_chunk: int = 0         # hardmax split: positions q per finish block
-    key_itemsize: int = 4        # bytes of an ordering key (4, or 8 for 8-byte values)
+    key_itemsize: int = 4        # bytes of an ordering key (4; 8 for 8-byte values; 16 for
+                                 # complex128)
+    narrow_loads: bool = False   # complex elements only element-aligned (complex64 at 4 bytes,
+                                 # complex128 at 8): the kernels read each as two half-width
+                                 # words, as a wider load at a smaller alignment faults on a GPU
 
     @property
     def index_itemsize(self) -> int:
@@ -160,7 +164,7 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
                    hardmax=False, base_address=0, min_split_elements=MIN_SPLIT_ELEMENTS,
                    min_work_per_thread=MIN_WORK_PER_THREAD,
                    min_block_team_vecs=MIN_BLOCK_TEAM_VECS,
-                   min_scratch_ratio=MIN_SCRATCH_RATIO) -> ArgreducePlan:
+                   min_scratch_ratio=MIN_SCRATCH_RATIO, element_align=None) -> ArgreducePlan:
     """Plan argmin/argmax (``hardmax=False``) or hardmax over ``axes`` of an array.
 
     shape, strides_bytes: the input's (any strides: negative, zero, overlapping).
@@ -170,6 +174,9 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     force_64bit: plan 64-bit internal indexing even where 32 bits would do (tests).
     base_address: the data pointer of element 0 (only its low bits matter: vector loads need
         the walk's base aligned to a vector).
+    element_align: the alignment every element is guaranteed (bytes; default: the itemsize).
+        Complex values have half their size: when the data is not itemsize-aligned the plan
+        asks for narrow loads (``narrow_loads``).
     min_split_elements, min_work_per_thread, min_block_team_vecs: when a block per group and
         splitting groups across blocks pay (the defaults); tests lower them to exercise those
         paths on small inputs.
@@ -241,7 +248,9 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     group = math.prod(d.size for d in red)
     group_full = math.prod(red_shape)
     in_base = in_base_k + in_base_r
-    key_size = 8 if itemsize == 8 else 4
+    key_size = 16 if itemsize == 16 else (8 if itemsize == 8 else 4)
+    align = itemsize if element_align is None else int(element_align)
+    narrow = align < itemsize and (int(base_address) + in_base * itemsize) % itemsize != 0
 
     # ---- kernel choice ---------------------------------------------------------------------
     r0 = red[0].strides[0] if red else None
@@ -383,7 +392,7 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         block=tuple(block), grid=(grid_x, nchunks, 1), shared_mem=shared,
         chunk=chunk, nchunks=nchunks, passes=passes,
         finish_block=finish_block, finish_grid=finish_grid, finish_shared_mem=finish_shared,
-        write_chunk=write_chunk, key_itemsize=key_size,
+        write_chunk=write_chunk, key_itemsize=key_size, narrow_loads=bool(narrow),
     )
 
 

@@ -2,14 +2,18 @@
 //
 // Computes, for every group of elements spanned by the reduced axes, the logical row-major
 // index (over the reduced axes, in increasing axis order) of the extreme element, and writes
-// either that index (argmin/argmax, index dtype int32/uint32/int64/uint64 chosen at the store)
-// or the one-hot output of x's shape and dtype (hardmax).
+// either that index (argmin/argmax/nanargmin/nanargmax; any integer index dtype of 1, 2, 4 or 8
+// bytes, chosen at the store by p.out_width) or the one-hot output of x's shape and dtype
+// (hardmax).
 //
 // Template parameters of every entry point:
 //   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
-//       cupyops_half (float16 bits), float, double. Values are read as raw bits and turned into an ordering key.
+//       cupyops_half (float16 bits), float, double, cupyops_complex64, cupyops_complex128,
+//       cupyops_datetime (datetime64/timedelta64 of any unit: int64 with NaT = INT64_MIN).
+//       Values are read as raw bits and turned into an ordering key.
 //   I — the internal index type: int (every offset, position and index < 2**31) or long long.
-// argmax/argmin, the tie direction, the output mode and the index width are runtime fields of
+// argmax/argmin, NaN skipping (nanarg*), the tie direction, the output mode, the index width and
+// the narrow (element-aligned only) loads and stores of complex values are runtime fields of
 // ArParams, so a module holds only 3 kernels x 2 index types.
 //
 // Entry points (blocks of at most 256 threads; __launch_bounds__(256, 4) keeps >= 50% occupancy):
@@ -31,10 +35,17 @@
 //
 // The one comparison rule (ar_better): each value maps to an unsigned ordering key — an
 // order-preserving bijection of the value's own type (exact for 64-bit integers; float16 as the
-// float it encodes; bool as 0/1; -0.0 == 0.0) — complemented for argmin, with every NaN mapped
-// to the largest key for both. The larger key wins; equal keys go to the smaller logical index
-// (tie "first") or the larger one ("last"). This is a total order on (key, index) pairs, so the
-// result does not depend on block size, grid size or reduction order. Comparing bit patterns
+// float it encodes; bool as 0/1; -0.0 == 0.0; complex lexicographic on (real, imag) with
+// -0.0 == 0.0 in each part, as (key(real), key(imag)) in one 64- or 128-bit key) — complemented
+// for argmin. Every NaN (complex: a NaN in either part) maps to the largest key for argmin and
+// argmax (NaN is the extreme), and to the smallest key, 0, for nanargmin/nanargmax (p.nan_skip):
+// no other value has key 0, so any non-NaN element beats it, and a group whose winning key is 0
+// is all NaN — the kernel that stores the index then sets *allnan (a 4-byte device flag the host
+// zeroes before and reads once after: that read is nanarg*'s only host synchronisation, and it
+// costs no pass over the input). NaT (datetime) is the largest key for every kind, nanarg*
+// included, as NumPy does not skip it. The larger key wins; equal keys go to the smaller logical
+// index (tie "first") or the larger one ("last"). This is a total order on (key, index) pairs, so
+// the result does not depend on block size, grid size or reduction order. Comparing bit patterns
 // also keeps float subnormals exact under -ftz=true.
 #include "common.cuh"
 
@@ -64,7 +75,9 @@ struct ArParams {
     long long wchunk;       // hardmax finish: positions q per block (grid.y)
     int nk, nd, nw, mode;   // kept / reduced / write dimensions; output mode
     int last, is_min, out_width, team;
-    int vec, pad0;
+    int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)
+    int narrow_in, narrow_out;  // complex read / one-hot written as two half-width words: the
+                                // data is only element-aligned (cupyops._plan_argreduce)
     long long k_size[AR_MAX_DIMS], k_in[AR_MAX_DIMS], k_out[AR_MAX_DIMS];
     long long d_size[AR_MAX_DIMS], d_in[AR_MAX_DIMS], d_w[AR_MAX_DIMS], d_step[AR_MAX_DIMS];
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
@@ -78,8 +91,10 @@ extern __shared__ unsigned long long ar_smem[];
 // Ordering keys
 // ------------------------------------------------------------------------------------------
 
-// bits: the raw storage type; key: u32 (values of <= 4 bytes) or u64; kind: 0 bool,
-// 1 unsigned, 2 signed, 3 float; inf: the bit pattern of +inf (floats).
+// bits: the raw storage type; key: u32 (values of <= 4 bytes), u64 or u128 (complex128);
+// kind: 0 bool, 1 unsigned, 2 signed, 3 float, 4 complex (bits: real part in the low half),
+// 5 datetime/timedelta (int64, NaT = INT64_MIN the extreme); inf: the bit pattern of +inf
+// (floats; complex: of one part).
 template <class T> struct ArType;
 #define AR_TYPE(T, BITS, KEY, KIND, INF)                                                  \
     template <> struct ArType<T> {                                                        \
@@ -100,15 +115,45 @@ AR_TYPE(long long, cuo::u64, cuo::u64, 2, 0)
 AR_TYPE(cupyops_half, cuo::u16, cuo::u32, 3, 0x7c00u)
 AR_TYPE(float, cuo::u32, cuo::u32, 3, 0x7f800000u)
 AR_TYPE(double, cuo::u64, cuo::u64, 3, 0x7ff0000000000000ull)
+AR_TYPE(cupyops_complex64, cuo::u64, cuo::u64, 4, 0x7f800000u)
+AR_TYPE(cupyops_datetime, cuo::u64, cuo::u64, 5, 0)
 #undef AR_TYPE
+template <> struct ArType<cupyops_complex128> {
+    typedef cuo::u128 bits;
+    typedef cuo::u128 key;
+    enum { kind = 4 };
+    static __device__ __forceinline__ cuo::u64 inf() { return 0x7ff0000000000000ull; }
+};
 
-// The ordering key of one value given by its bits. `flip` is all ones for argmin, 0 for argmax.
+// Order-preserving unsigned image of a float's bits P (-0.0 == 0.0); `nan` tells NaN.
+template <class P>
+__device__ __forceinline__ P ar_float_mono(P b, P inf, bool& nan)
+{
+    constexpr P ones = (P)~(P)0;
+    constexpr P sign = (P)(ones ^ (P)(ones >> 1));
+    const P mag = (P)(b & (P)~sign);
+    nan = mag > inf;
+    if (mag == 0) b = 0;                            // -0.0 == 0.0
+    return (b & sign) ? (P)~b : (P)(b | sign);
+}
+
+// The ordering key of one value given by its bits. `flip` is all ones for argmin, 0 for argmax;
+// `nank` is the key of NaN: all ones (NaN is the extreme), or 0 for nanargmin/nanargmax.
 template <class T>
 __device__ __forceinline__ typename ArType<T>::key ar_key(typename ArType<T>::bits b,
-                                                          typename ArType<T>::key flip)
+                                                          typename ArType<T>::key flip,
+                                                          typename ArType<T>::key nank)
 {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
+    if constexpr (sizeof(B) == 16) {                // complex128: (real, imag) in one u128
+        bool nr, ni;
+        K k;
+        k.hi = ar_float_mono<cuo::u64>(b.lo, ArType<T>::inf(), nr);
+        k.lo = ar_float_mono<cuo::u64>(b.hi, ArType<T>::inf(), ni);
+        if (nr || ni) return nank;
+        return k ^ flip;
+    } else {
     constexpr B ones = (B)~(B)0;
     constexpr B sign = (B)(ones ^ (B)(ones >> 1));
     if constexpr (ArType<T>::kind == 0) {
@@ -117,12 +162,24 @@ __device__ __forceinline__ typename ArType<T>::key ar_key(typename ArType<T>::bi
         return (K)b ^ (flip & (K)ones);
     } else if constexpr (ArType<T>::kind == 2) {
         return (K)(B)(b ^ sign) ^ (flip & (K)ones);
-    } else {
-        const B mag = (B)(b & (B)~sign);
-        if (mag > ArType<T>::inf()) return (K)~(K)0;  // every NaN: the extreme for both kinds
-        if (mag == 0) b = 0;                            // -0.0 == 0.0
-        const B mono = (b & sign) ? (B)~b : (B)(b | sign);
+    } else if constexpr (ArType<T>::kind == 3) {
+        bool nan;
+        const B mono = ar_float_mono<B>(b, ArType<T>::inf(), nan);
+        if (nan) return nank;
         return (K)mono ^ (flip & (K)ones);
+    } else if constexpr (ArType<T>::kind == 5) {
+        // NaT is the largest key for every kind; the others keep their order in [0, 2**64 - 2]
+        // (the image of INT64_MIN + 1 .. INT64_MAX), complemented within that range for argmin
+        if (b == sign) return ~K();
+        const K k0 = (K)(b ^ sign) - 1;
+        return (k0 ^ flip) - (flip & 1);
+    } else {                                        // complex64: (real, imag) in one u64
+        bool nr, ni;
+        const cuo::u32 kr = ar_float_mono<cuo::u32>((cuo::u32)b, (cuo::u32)ArType<T>::inf(), nr);
+        const cuo::u32 ki = ar_float_mono<cuo::u32>((cuo::u32)(b >> 32), (cuo::u32)ArType<T>::inf(), ni);
+        if (nr || ni) return nank;
+        return (((K)kr << 32) | (K)ki) ^ flip;
+    }
     }
 }
 
@@ -140,7 +197,7 @@ struct ArBest {
     I i;
     __device__ __forceinline__ void clear(bool last)
     {
-        k = 0;
+        k = K();
         i = last ? (I)-1 : cuo::index_max<I>();
     }
     __device__ __forceinline__ void take(K k2, I i2, bool last)
@@ -155,6 +212,28 @@ struct ArBest {
 // ------------------------------------------------------------------------------------------
 // Thread level: scan positions [start, hi) with a constant stride, V elements per position
 // ------------------------------------------------------------------------------------------
+
+// One load of a raw vector at `a`. A complex element (one per vector) whose address may be only
+// element-aligned (`narrow`: complex64 at 4 bytes, complex128 at 8) is read as two half-width
+// words: an 8- or 16-byte load at a smaller alignment faults on a GPU.
+template <class T, class Vec>
+__device__ __forceinline__ void ar_load(Vec& v, const unsigned char* a, bool narrow)
+{
+    if constexpr (ArType<T>::kind == 4 && sizeof(Vec) == sizeof(typename ArType<T>::bits)) {
+        if (narrow) {
+            if constexpr (sizeof(Vec) == 8) {
+                const cuo::u32 lo = *reinterpret_cast<const cuo::u32*>(a);
+                const cuo::u32 hi = *reinterpret_cast<const cuo::u32*>(a + 4);
+                v.w[0] = (cuo::u64)lo | ((cuo::u64)hi << 32);
+            } else {
+                v.w[0] = *reinterpret_cast<const cuo::u64*>(a);
+                v.w[1] = *reinterpret_cast<const cuo::u64*>(a + 8);
+            }
+            return;
+        }
+    }
+    v = *reinterpret_cast<const Vec*>(a);
+}
 
 // UN positions per iteration: their loads are all issued before the first comparison, so a
 // thread keeps UN loads in flight (memory-level parallelism), then the positions left over.
@@ -171,6 +250,8 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     typedef cuo::vec_bytes<V * (int)sizeof(B)> Vec;
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
+    const bool narrow = p.narrow_in != 0;
+    const K nank = p.nan_skip ? K() : ~K();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -183,7 +264,7 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
             U l[UN];
 #pragma unroll
             for (int u = 0; u < UN; ++u) {
-                v[u] = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+                ar_load<T>(v[u], bytes + (size_t)od.off * S, narrow);
                 l[u] = od.lid;
                 od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
             }
@@ -191,16 +272,17 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
             for (int u = 0; u < UN; ++u) {
 #pragma unroll
                 for (int j = 0; j < V; ++j)
-                    best.take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip),
+                    best.take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank),
                               (I)(lbase + l[u] + (U)j * w0), last);
             }
         }
     }
     for (; pos < hi; pos += step) {
-        const Vec v = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+        Vec v;
+        ar_load<T>(v, bytes + (size_t)od.off * S, narrow);
 #pragma unroll
         for (int j = 0; j < V; ++j)
-            best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip), (I)(lbase + od.lid + (U)j * w0),
+            best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + od.lid + (U)j * w0),
                       last);
         od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
     }
@@ -345,13 +427,26 @@ __device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool la
 // Stores
 // ------------------------------------------------------------------------------------------
 
+// The index, stored at the index dtype's width (1, 2, 4 or 8 bytes; the host checked it fits).
 template <class U>
 __device__ __forceinline__ void ar_store_index(void* out, long long elem, U idx, int width)
 {
     if (width == 8)
         reinterpret_cast<unsigned long long*>(out)[elem] = (unsigned long long)idx;
-    else
+    else if (width == 4)
         reinterpret_cast<unsigned int*>(out)[elem] = (unsigned int)idx;
+    else if (width == 2)
+        reinterpret_cast<unsigned short*>(out)[elem] = (unsigned short)idx;
+    else
+        reinterpret_cast<unsigned char*>(out)[elem] = (unsigned char)idx;
+}
+
+// nanargmin/nanargmax: a group whose winning key is 0 (the key of NaN) holds only NaN.
+template <class K>
+__device__ __forceinline__ void ar_flag_all_nan(unsigned int* allnan, const K& k,
+                                                const ArParams& p)
+{
+    if (p.nan_skip && k == K()) *allnan = 1u;
 }
 
 // The bit pattern of 1 in T.
@@ -359,7 +454,14 @@ template <class T>
 __device__ __forceinline__ typename ArType<T>::bits ar_one_bits()
 {
     typedef typename ArType<T>::bits B;
-    if constexpr (ArType<T>::kind == 3) {
+    if constexpr (sizeof(B) == 16) {                // complex128: 1 + 0j
+        B one;
+        one.lo = 0x3ff0000000000000ull;
+        one.hi = 0;
+        return one;
+    } else if constexpr (ArType<T>::kind == 4) {    // complex64: 1 + 0j (real part low)
+        return (B)0x3f800000u;
+    } else if constexpr (ArType<T>::kind == 3) {
         if constexpr (sizeof(B) == 2) return (B)0x3c00u;
         else if constexpr (sizeof(B) == 4) return (B)0x3f800000u;
         else return (B)0x3ff0000000000000ull;
@@ -383,8 +485,20 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
     const B one = ar_one_bits<T>();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(q0, p.nw, p.w_size, p.w_out, p.w_w);
+    if constexpr (ArType<T>::kind == 4 && sizeof(B) == 8) {
+        if (p.narrow_out) {     // complex64 out only 4-byte aligned: two 4-byte stores
+            cuo::u32* o32 = reinterpret_cast<cuo::u32*>(o);
+            for (U q = q0; q < q1; q += qstep) {
+                const I e = (I)(group_out + od.off);
+                o32[2 * e] = (od.lid == (U)win) ? 0x3f800000u : 0u;
+                o32[2 * e + 1] = 0u;
+                od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+            }
+            return;
+        }
+    }
     for (U q = q0; q < q1; q += qstep) {
-        o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : (B)0;
+        o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : B();
         od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
     }
 }
@@ -396,12 +510,13 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
 template <class T, class I>
 __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict__ out,
                                        typename ArType<T>::key* __restrict__ pkey,
-                                       I* __restrict__ pidx, const ArParams& p)
+                                       I* __restrict__ pidx, unsigned int* __restrict__ allnan,
+                                       const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
     const bool last = p.last != 0;
-    const K flip = p.is_min ? (K)~(K)0 : (K)0;
+    const K flip = p.is_min ? ~K() : K();
     const int team = p.team;
     const bool block_team = team >= (int)blockDim.x;
     const int t = block_team ? (int)threadIdx.x : (int)(threadIdx.x & (team - 1));
@@ -432,6 +547,7 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
     } else if (t == 0) {
         if (p.mode == AR_MODE_INDEX) {
             ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
+            ar_flag_all_nan(allnan, best.k, p);
         } else {
             const U slot = (U)blockIdx.y * (U)p.n_out + o;
             pkey[slot] = best.k;
@@ -452,9 +568,12 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
     typedef cuo::vec_bytes<VC * (int)sizeof(B)> Vec;
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
+    const bool narrow = p.narrow_in != 0;
+    const K nank = p.nan_skip ? K() : ~K();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -466,7 +585,7 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
             U l[UN];
 #pragma unroll
             for (int u = 0; u < UN; ++u) {
-                v[u] = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+                ar_load<T>(v[u], bytes + (size_t)od.off * S, narrow);
                 l[u] = od.lid;
                 od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
             }
@@ -474,16 +593,17 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
             for (int u = 0; u < UN; ++u) {
 #pragma unroll
                 for (int j = 0; j < VC; ++j)
-                    best[j].take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip), (I)(lbase + l[u]),
+                    best[j].take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank), (I)(lbase + l[u]),
                                  last);
             }
         }
     }
     for (; pos < hi; pos += step) {
-        const Vec v = *reinterpret_cast<const Vec*>(bytes + (size_t)od.off * S);
+        Vec v;
+        ar_load<T>(v, bytes + (size_t)od.off * S, narrow);
 #pragma unroll
         for (int j = 0; j < VC; ++j)
-            best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip), (I)(lbase + od.lid), last);
+            best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + od.lid), last);
         od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
     }
 }
@@ -493,12 +613,13 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
 template <class T, class I, int VC>
 __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __restrict__ out,
                                             typename ArType<T>::key* __restrict__ pkey,
-                                            I* __restrict__ pidx, const ArParams& p)
+                                            I* __restrict__ pidx,
+                                            unsigned int* __restrict__ allnan, const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
     const bool last = p.last != 0;
-    const K flip = p.is_min ? (K)~(K)0 : (K)0;
+    const K flip = p.is_min ? ~K() : K();
     const U o = ((U)blockIdx.x * (U)blockDim.x + (U)threadIdx.x) * (U)VC;
     const U ty = (U)threadIdx.y;
     const bool valid = o < (U)p.n_out;
@@ -527,6 +648,7 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
         } else if (ty == 0) {
             if (p.mode == AR_MODE_INDEX) {
                 ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
+                ar_flag_all_nan(allnan, best[j].k, p);
             } else {
                 const U slot = (U)blockIdx.y * (U)p.n_out + o + (U)j;
                 pkey[slot] = best[j].k;
@@ -539,17 +661,18 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
 template <class T, class I>
 __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict__ out,
                                        typename ArType<T>::key* __restrict__ pkey,
-                                       I* __restrict__ pidx, const ArParams& p)
+                                       I* __restrict__ pidx, unsigned int* __restrict__ allnan,
+                                       const ArParams& p)
 {
     // values narrower than 4 bytes: 4-byte loads covering 4 / sizeof(T) neighbouring groups
     constexpr int S = (int)sizeof(T);
     if constexpr (S < 4) {
         if (p.vec == 4 / S) {
-            ar_col_impl<T, I, 4 / S>(x, out, pkey, pidx, p);
+            ar_col_impl<T, I, 4 / S>(x, out, pkey, pidx, allnan, p);
             return;
         }
     }
-    ar_col_impl<T, I, 1>(x, out, pkey, pidx, p);
+    ar_col_impl<T, I, 1>(x, out, pkey, pidx, allnan, p);
 }
 
 // Second pass of a split group. Block (x, y) threads: x over groups (coalesced partial reads
@@ -558,7 +681,8 @@ __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict
 template <class T, class I>
 __device__ __forceinline__ void ar_finish(void* __restrict__ out,
                                           const typename ArType<T>::key* __restrict__ pkey,
-                                          const I* __restrict__ pidx, const ArParams& p)
+                                          const I* __restrict__ pidx,
+                                          unsigned int* __restrict__ allnan, const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
@@ -585,6 +709,7 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out,
         ar_write_onehot<T, I>(out, out_off, q0 + ty, q1, (U)blockDim.y, best[0].i, p);
     } else if (ty == 0) {
         ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best[0].i, p.out_width);
+        ar_flag_all_nan(allnan, best[0].k, p);
     }
 }
 
@@ -595,23 +720,25 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out,
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
 argreduce_row(const T* __restrict__ x, void* __restrict__ out,
-              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx, ArParams p)
+              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx,
+              unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_row<T, I>(x, out, pkey, pidx, p);
+    ar_row<T, I>(x, out, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
 argreduce_col(const T* __restrict__ x, void* __restrict__ out,
-              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx, ArParams p)
+              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx,
+              unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_col<T, I>(x, out, pkey, pidx, p);
+    ar_col<T, I>(x, out, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
 argreduce_finish(void* __restrict__ out, const typename ArType<T>::key* __restrict__ pkey,
-                 const I* __restrict__ pidx, ArParams p)
+                 const I* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_finish<T, I>(out, pkey, pidx, p);
+    ar_finish<T, I>(out, pkey, pidx, allnan, p);
 }

@@ -6,7 +6,9 @@
 //
 // Contents:
 //   cuo::u8 .. cuo::u64, cuo::i32, cuo::i64     fixed-width typedefs
-//   cuo::uint_of<N>::type                         unsigned integer of N bytes (1, 2, 4, 8)
+//   cuo::uint_of<N>::type                         unsigned integer of N bytes (1, 2, 4, 8, 16)
+//   cuo::u128                                     two u64 words (hi more significant) with ==, !=,
+//                                                 >, ^, ~ and shfl_xor: complex128 bits and keys
 //   cuo::unsigned_of<I>::type                     int -> unsigned int, long long -> unsigned long long
 //   cuo::index_max<I>()                           largest value of a signed index type
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
@@ -39,7 +41,37 @@ typedef unsigned long long u64;
 typedef int i32;
 typedef long long i64;
 
+// 128 bits as two words, hi the more significant: complex128's storage (lo = real part, hi =
+// imaginary part) and its ordering keys. 8-byte aligned, so it never causes a 16-byte access.
+struct u128 {
+    u64 lo, hi;
+};
+__device__ __forceinline__ bool operator==(const u128& a, const u128& b)
+{
+    return a.lo == b.lo && a.hi == b.hi;
+}
+__device__ __forceinline__ bool operator!=(const u128& a, const u128& b) { return !(a == b); }
+__device__ __forceinline__ bool operator>(const u128& a, const u128& b)
+{
+    return a.hi != b.hi ? a.hi > b.hi : a.lo > b.lo;
+}
+__device__ __forceinline__ u128 operator^(const u128& a, const u128& b)
+{
+    u128 r;
+    r.lo = a.lo ^ b.lo;
+    r.hi = a.hi ^ b.hi;
+    return r;
+}
+__device__ __forceinline__ u128 operator~(const u128& a)
+{
+    u128 r;
+    r.lo = ~a.lo;
+    r.hi = ~a.hi;
+    return r;
+}
+
 template <int N> struct uint_of;
+template <> struct uint_of<16> { typedef u128 type; };
 template <> struct uint_of<1> { typedef u8 type; };
 template <> struct uint_of<2> { typedef u16 type; };
 template <> struct uint_of<4> { typedef u32 type; };
@@ -66,7 +98,12 @@ template <int S, int N>
 __device__ __forceinline__ typename uint_of<S>::type vec_elem(const vec_bytes<N>& v, int j)
 {
     typedef typename uint_of<S>::type B;
-    if constexpr (N == 16 && S == 8) {
+    if constexpr (S == 16) {
+        B r;
+        r.lo = v.w[0];
+        r.hi = v.w[1];
+        return r;
+    } else if constexpr (N == 16 && S == 8) {
         return (B)v.w[j];
     } else if constexpr (N >= 8) {
         const u64 w = v.w[(j * S) / 8];
@@ -91,6 +128,13 @@ __device__ __forceinline__ i32 shfl_xor(i32 v, int m, int w = 32)
 __device__ __forceinline__ i64 shfl_xor(i64 v, int m, int w = 32)
 {
     return __shfl_xor_sync(0xffffffffu, v, m, w);
+}
+__device__ __forceinline__ u128 shfl_xor(u128 v, int m, int w = 32)
+{
+    u128 r;
+    r.lo = __shfl_xor_sync(0xffffffffu, v.lo, m, w);
+    r.hi = __shfl_xor_sync(0xffffffffu, v.hi, m, w);
+    return r;
 }
 
 // Dynamic shared memory as `n` keys followed (8-byte aligned) by `n` indices.
@@ -183,3 +227,7 @@ struct __align__(8) cupyops_complex64 { float re, im; };
 // IEEE binary16 as its bits (cupyops._modules.ctype maps float16 here): 2 bytes, 2-aligned.
 struct __align__(2) cupyops_half { unsigned short bits; };
 struct __align__(16) cupyops_complex128 { double re, im; };
+
+// datetime64 / timedelta64 of any unit, as its int64 count (cupyops._modules.ctype maps the
+// canonical timedelta64[ns] here; argreduce views every unit as it): NaT is INT64_MIN.
+struct __align__(8) cupyops_datetime { long long v; };

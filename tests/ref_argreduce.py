@@ -9,11 +9,15 @@ Rules (docs: SPEC.md, "argmax / argmin"):
   taken in increasing axis order;
 - tie="first" keeps the smallest index among equal extremes, tie="last" the largest;
 - NaN is the extreme for both argmax and argmin: the first NaN (tie first) or last NaN (tie last);
-- -0.0 == 0.0 is a tie.
+  a complex value with a NaN in either part is NaN; NaT (datetime64/timedelta64) is NaN-like;
+- complex values compare as the Python tuple (real, imag): lexicographic;
+- -0.0 == 0.0 is a tie (in each part of a complex);
+- nan=True (nanargmin/nanargmax): NaN is skipped, NaT is not; a group of only NaN raises
+  ValueError("All-NaN slice encountered").
 
 Signatures (other test modules reuse them to check the GPU kernels):
-    ref_argreduce(x, axes, kind, tie) -> int64 ndarray of the kept shape
-    ref_hardmax(x, axes, tie)          -> ndarray of x's shape and dtype
+    ref_argreduce(x, axes, kind, tie, nan=False) -> int64 ndarray of the kept shape
+    ref_hardmax(x, axes, tie)                    -> ndarray of x's shape and dtype
 ``axes`` is an iterable of non-negative (or negative) ints, or None for all axes.
 """
 from __future__ import annotations
@@ -25,19 +29,33 @@ import numpy as np
 __all__ = ["ref_argreduce", "ref_hardmax", "py_value"]
 
 
+class _NaT:
+    """NaT: like NaN, the extreme, but never skipped."""
+
+
+NAT = _NaT()
+
+
 def py_value(v):
-    """A NumPy scalar as a Python value with exact comparisons."""
+    """A NumPy scalar as a Python value with exact comparisons: int, float, a (real, imag)
+    tuple of floats for complex, NAT for NaT."""
     if isinstance(v, (np.bool_, bool)):
         return int(bool(v))
     if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
+    if isinstance(v, np.complexfloating):
+        return (float(v.real), float(v.imag))
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return NAT if np.isnat(v) else int(v.astype(np.int64))
     raise TypeError(f"unsupported scalar {v!r} of type {type(v)}")
 
 
 def _is_nan(v) -> bool:
-    return isinstance(v, float) and math.isnan(v)
+    if isinstance(v, tuple):
+        return math.isnan(v[0]) or math.isnan(v[1])
+    return v is NAT or (isinstance(v, float) and math.isnan(v))
 
 
 def _better(a, b, kind: str) -> bool:
@@ -53,7 +71,7 @@ def _norm_axes(x, axes):
     return tuple(sorted(a % x.ndim for a in axes)) if x.ndim else tuple(axes)
 
 
-def _group_index(x, kept_axes, red_axes, kcoord, kind, tie):
+def _group_index(x, kept_axes, red_axes, kcoord, kind, tie, nan=False):
     rshape = tuple(x.shape[a] for a in red_axes)
     best_i = None
     best_v = None
@@ -65,6 +83,8 @@ def _group_index(x, kept_axes, red_axes, kcoord, kind, tie):
         for a, c in zip(red_axes, rcoord):
             full[a] = c
         v = py_value(x[tuple(full)])
+        if nan and _is_nan(v) and v is not NAT:
+            continue                      # nanarg*: NaN skipped (NaT is not)
         if _is_nan(v):
             if not best_nan or tie == "last":
                 best_i, best_v, best_nan = lin, v, True
@@ -74,11 +94,13 @@ def _group_index(x, kept_axes, red_axes, kcoord, kind, tie):
         if best_i is None or _better(v, best_v, kind) or (tie == "last" and v == best_v):
             best_i, best_v = lin, v
     if best_i is None:
+        if nan and math.prod(rshape) > 0:
+            raise ValueError("All-NaN slice encountered")
         raise ValueError("attempt to get argmax of an empty sequence")
     return best_i
 
 
-def ref_argreduce(x, axes, kind: str = "max", tie: str = "first") -> np.ndarray:
+def ref_argreduce(x, axes, kind: str = "max", tie: str = "first", nan: bool = False) -> np.ndarray:
     """Linear index (int64) of the max / min inside each reduced group; shape = kept dims."""
     x = np.asarray(x)
     red_axes = _norm_axes(x, axes)
@@ -87,7 +109,7 @@ def ref_argreduce(x, axes, kind: str = "max", tie: str = "first") -> np.ndarray:
     kshape = tuple(x.shape[a] for a in kept_axes)
     res = np.zeros(kshape, dtype=np.int64)
     for kcoord in np.ndindex(*kshape):
-        res[kcoord] = _group_index(x, kept_axes, red_axes, kcoord, kind, tie)
+        res[kcoord] = _group_index(x, kept_axes, red_axes, kcoord, kind, tie, nan)
     return res
 
 
