@@ -440,8 +440,9 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
         elif bro:
             sub = x[tuple(slice(0, 1) if i in bro else slice(None) for i in range(x.ndim))]
             res = xp.asarray(_count_nonzero_distinct(sub, axes, placement, opname))
-            res = res * math.prod(shape[i] for i in bro if i in axes)
-            res = xp.ascontiguousarray(xp.broadcast_to(res, kept_shape))
+            full = xp.empty(kept_shape, np.int64)        # a fresh array, as always
+            full[...] = res * math.prod(shape[i] for i in bro if i in axes)
+            res = full
         else:
             res = _count_nonzero_distinct(x, axes, placement, opname)
     res = xp.asarray(res)

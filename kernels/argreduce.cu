@@ -55,10 +55,12 @@
 #ifndef AR_UNROLL_COL
 #define AR_UNROLL_COL 4
 #endif
-// (64-bit indexing: at most 2 positions, to stay within 64 registers without spills).
+// (64-bit indexing: at most 2 positions, and 1 for vectors of 8 or more elements, whose keys
+// and 64-bit indices with the runtime NaN key (nanarg*) would not fit 64 registers unspilled).
 constexpr int ar_unroll(int v, bool idx64)
 {
-    return v >= 16 ? 1 : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
+    return (v >= 16 || (idx64 && v >= 8)) ? 1
+                                           : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
 }
 
 // Kernel parameters, passed by value. Mirrors cupyops._gpu_argreduce.PARAMS_DTYPE (NumPy,
@@ -633,7 +635,9 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
         const U lo = (U)blockIdx.y * (U)p.chunk;
         const U rest = (U)p.group - lo;
         const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
-        ar_scan_cols<T, I, VC, AR_UNROLL_COL>(x + p.in_base + (I)in_off, lo + ty, hi,
+        // (complex128 with 64-bit indexing: 2 positions in flight, to stay within 64 registers)
+        constexpr int UNC = (sizeof(T) == 16 && sizeof(I) == 8) ? 2 : AR_UNROLL_COL;
+        ar_scan_cols<T, I, VC, UNC>(x + p.in_base + (I)in_off, lo + ty, hi,
                                               (U)blockDim.y, p, flip, best);
     }
     ar_column_combine(best, last);

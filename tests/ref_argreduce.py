@@ -39,6 +39,8 @@ NAT = _NaT()
 def py_value(v):
     """A NumPy scalar as a Python value with exact comparisons: int, float, a (real, imag)
     tuple of floats for complex, NAT for NaT."""
+    if isinstance(v, (np.datetime64, np.timedelta64)):     # (timedelta64 is an np.integer)
+        return NAT if np.isnat(v) else int(v.astype(np.int64))
     if isinstance(v, (np.bool_, bool)):
         return int(bool(v))
     if isinstance(v, np.integer):
@@ -47,8 +49,6 @@ def py_value(v):
         return float(v)
     if isinstance(v, np.complexfloating):
         return (float(v.real), float(v.imag))
-    if isinstance(v, (np.datetime64, np.timedelta64)):
-        return NAT if np.isnat(v) else int(v.astype(np.int64))
     raise TypeError(f"unsupported scalar {v!r} of type {type(v)}")
 
 

@@ -3,6 +3,8 @@ import numpy as np
 
 
 def is_nonzero(v):
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(v)) or int(v.astype(np.int64)) != 0   # NaT is nonzero
     v = complex(v) if np.iscomplexobj(v) else v
     if isinstance(v, complex):
         return v.real != 0 or v.imag != 0 or v.real != v.real or v.imag != v.imag

@@ -6,6 +6,8 @@ from hypothesis import strategies as st
 REAL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float16", "float32", "float64"]
 COMPLEX_DTYPES = ["complex64", "complex128"]
+#: datetime64 / timedelta64: values are int64 counts, -2**63 is NaT
+DATETIME_DTYPES = ["datetime64[s]", "timedelta64[ns]"]
 LAYOUTS = ["C", "F", "transposed", "negative", "step", "broadcast", "nonnative", "unaligned"]
 
 
@@ -19,7 +21,16 @@ def tiny_values(dtype):
         return [int(np.iinfo(dt).min), -1, 0, 1, 2, int(np.iinfo(dt).max)]
     if dt.kind == "f":
         return [-1.0, -0.0, 0.0, 1.0, 2.0, np.nan, np.inf, -np.inf]
-    return [0, 1j, -0.0 + 0j, 1 + 1j, complex(np.nan, 0), 2]
+    if dt.kind in "mM":
+        return [-2**63, -2**63 + 1, -1, 0, 1, 2**63 - 1]
+    return [0, 1j, -0.0 + 0j, 1 + 1j, complex(np.nan, 0), 2, complex(0, np.nan),
+            complex(1, -0.0), complex(1, np.inf), complex(-np.inf, 1)]
+
+
+def _array(values, dt):
+    if dt.kind in "mM":
+        return np.array(values, np.int64).view(dt)
+    return np.array(values, dtype=dt)
 
 
 @st.composite
@@ -32,7 +43,7 @@ def shapes(draw, min_dims=0, max_dims=4, max_side=5, allow_empty=True):
 def _materialize(values, dtype, shape, layout, rng_draw):
     """Return an array with `shape` and the given layout holding `values` (flat, row-major)."""
     dt = np.dtype(dtype)
-    base = np.array(values, dtype=dt).reshape(shape) if shape else np.array(values[0], dtype=dt)
+    base = _array(values, dt).reshape(shape) if shape else _array(values[:1], dt).reshape(())
     if layout == "C" or base.ndim == 0:
         return np.ascontiguousarray(base)
     if layout == "F":
@@ -72,7 +83,7 @@ def arrays(draw, dtypes=REAL_DTYPES, min_dims=0, max_dims=4, max_side=5, allow_e
         small_shape = tuple(1 if i == axis else n for i, n in enumerate(shape))
         n = int(np.prod(small_shape))
         values = draw(st.lists(st.sampled_from(tiny_values(dtype)), min_size=n, max_size=n))
-        small = np.array(values, np.dtype(dtype)).reshape(small_shape)
+        small = _array(values, np.dtype(dtype)).reshape(small_shape)
         return np.broadcast_to(small, shape)
     shape = draw(shapes(min_dims, max_dims, max_side, allow_empty))
     n = max(1, int(np.prod(shape)))

@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 
 import cupyops
 from ref_argreduce import ref_argreduce, ref_hardmax
-from strategies import REAL_DTYPES, arrays, axis_args
+from strategies import COMPLEX_DTYPES, DATETIME_DTYPES, REAL_DTYPES, arrays, axis_args
 from _devices import KERNEL_DEVICES, ops
 
 DEVICES = ["cpu"] + KERNEL_DEVICES
@@ -19,27 +19,47 @@ def _normalize(axis, ndim):
     return tuple(sorted(a % ndim for a in axis))
 
 
-@given(x=arrays(REAL_DTYPES), data=st.data(), kind=st.sampled_from(["max", "min"]),
+ALL_DTYPES = REAL_DTYPES + COMPLEX_DTYPES + DATETIME_DTYPES
+INDEX_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+@given(x=arrays(ALL_DTYPES), data=st.data(), kind=st.sampled_from(["max", "min"]),
        tie=st.sampled_from(["first", "last"]), keepdims=st.booleans(),
-       index_dtype=st.sampled_from([None, "int32", "uint32", "uint64", "int64"]),
-       use_out=st.booleans())
-def test_argreduce_matches_reference(x, data, kind, tie, keepdims, index_dtype, use_out):
+       index_dtype=st.sampled_from([None] + INDEX_DTYPES), use_out=st.booleans(),
+       nan=st.booleans())
+def test_argreduce_matches_reference(x, data, kind, tie, keepdims, index_dtype, use_out, nan):
     axis = data.draw(axis_args(x.ndim))
     axes = _normalize(axis, x.ndim)
-    f = cupyops.argmax if kind == "max" else cupyops.argmin
+    name = ("nanarg" if nan else "arg") + kind
+    f = getattr(cupyops, name)
     before = x.copy()
     if any(x.shape[a] == 0 for a in axes):
         with pytest.raises(ValueError, match="empty sequence"):
             f(x, axis=axis)
         return
-    want = ref_argreduce(x, axes, kind, tie)
+    group = int(np.prod([x.shape[a] for a in axes]))
+    if index_dtype and group - 1 > np.iinfo(index_dtype).max:
+        for device in DEVICES:
+            with pytest.raises(ValueError, match="too many for index dtype"):
+                getattr(ops(device), name)(x, axis=axis, dtype=index_dtype)
+        return
+    try:
+        want = ref_argreduce(x, axes, kind, tie, nan=nan)
+    except ValueError as e:
+        assert "All-NaN" in str(e)
+        if not int(np.prod([x.shape[i] for i in range(x.ndim) if i not in axes])):
+            return     # no group at all: the reference raised on its first (virtual) one
+        for device in DEVICES:
+            with pytest.raises(ValueError, match="All-NaN slice encountered"):
+                getattr(ops(device), name)(x, axis=axis, tie=tie, dtype=index_dtype)
+        return
     if keepdims:
         want = want.reshape([1 if i in axes else n for i, n in enumerate(x.shape)])
     dt = np.dtype(index_dtype or "int64")
     for device in DEVICES:
         out = np.full(want.shape, 77, dt) if use_out else None
-        got = getattr(ops(device), f.__name__)(x, axis=axis, keepdims=keepdims, tie=tie,
-                                               dtype=index_dtype, out=out)
+        got = getattr(ops(device), name)(x, axis=axis, keepdims=keepdims, tie=tie,
+                                         dtype=index_dtype, out=out)
         if use_out:
             assert got is out
         assert isinstance(got, np.ndarray) and got.dtype == dt and got.shape == want.shape
@@ -47,8 +67,8 @@ def test_argreduce_matches_reference(x, data, kind, tie, keepdims, index_dtype, 
     np.testing.assert_array_equal(x, before)
 
 
-@given(x=arrays(REAL_DTYPES), data=st.data(), tie=st.sampled_from(["first", "last"]),
-       use_out=st.booleans())
+@given(x=arrays(REAL_DTYPES + COMPLEX_DTYPES), data=st.data(),
+       tie=st.sampled_from(["first", "last"]), use_out=st.booleans())
 def test_hardmax_matches_reference(x, data, tie, use_out):
     axis = data.draw(axis_args(x.ndim)) if x.ndim else None
     axes = _normalize(axis, x.ndim)
@@ -114,3 +134,100 @@ def test_index_order_of_reduced_axes_is_row_major_in_axis_order():
     x[1, 2, 3] = 9   # in axes (0, 2): index 1 * 4 + 3 = 7
     np.testing.assert_array_equal(cupyops.argmax(x, axis=(2, 0)), [0, 0, 7])
     np.testing.assert_array_equal(cupyops.argmax(x, axis=(-1, 0)), [0, 0, 7])
+
+
+# ---------------------------------------------------------------------------- issue 13
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_d_input_axes(device):
+    o = ops(device)
+    for x in (np.array(3.5), np.float32(2), np.array(7, np.int8), np.array("NaT", "M8[s]")):
+        for axis in (None, 0, -1, (0,), ()):
+            for f in (o.argmax, o.argmin, o.nanargmax, o.nanargmin):
+                r = f(x, axis=axis)
+                assert r.shape == () and int(r) == 0, (x, axis)
+            if x.dtype.kind not in "mM":
+                h = o.hardmax(x, axis=axis)
+                assert h.shape == () and h.dtype == x.dtype and h == 1
+        for axis in (1, -2, (1,)):
+            with pytest.raises(np.exceptions.AxisError, match="out of bounds for array of dimension 0"):
+                o.argmax(x, axis=axis)
+        if x.dtype.kind not in "mM":
+            with pytest.raises(np.exceptions.AxisError):
+                o.hardmax(x, axis=1)
+    assert int(o.argmax(np.array(3.0), axis=0, keepdims=True)) == 0
+    with pytest.raises(ValueError, match="All-NaN"):
+        o.nanargmax(np.array(np.nan), axis=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nanarg_exported_and_numpy_compatible(device):
+    assert "nanargmax" in cupyops.__all__ and "nanargmin" in cupyops.__all__
+    o = ops(device)
+    x = np.array([[np.nan, 3, 1, 3], [2, np.nan, np.nan, -1], [np.nan, -np.inf, 5, np.nan]])
+    for f, g in ((o.nanargmax, np.nanargmax), (o.nanargmin, np.nanargmin)):
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(f(x, axis=axis), g(x, axis=axis))
+    np.testing.assert_array_equal(o.nanargmax(x, axis=1, tie="last"), [3, 0, 2])
+    np.testing.assert_array_equal(o.nanargmin(x, axis=1, keepdims=True, dtype=np.uint8),
+                                  [[2], [3], [1]])
+    assert o.nanargmin(x, axis=1, dtype=np.uint8).dtype == np.uint8
+    # NaN is skipped even next to -inf (NumPy's replace-by--inf gives the NaN's place, 0)
+    assert int(o.nanargmax(np.array([np.nan, -np.inf]))) == 1
+    c = np.array([complex(1, np.nan), 1 + 1j, complex(np.nan, 9), 1 + 1j])
+    assert int(o.nanargmax(c)) == 1 and int(o.nanargmax(c, tie="last")) == 3
+    with pytest.raises(ValueError, match="All-NaN slice encountered"):
+        o.nanargmax(np.array([[1.0, np.nan], [np.nan, np.nan]]), axis=1)
+    with pytest.raises(ValueError, match="All-NaN slice encountered"):
+        o.nanargmin(np.full((3, 3), np.nan, np.complex64))
+    d = np.array(["NaT", "2001-01-01", "NaT"], "M8[D]")       # NaT is not skipped
+    assert int(o.nanargmax(d)) == 0 and int(o.nanargmin(d, tie="last")) == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_complex_and_datetime_follow_numpy(device):
+    o = ops(device)
+    rng = np.random.default_rng(5)
+    parts = np.array([-np.inf, -1.0, -0.0, 0.0, 1.0, np.inf, np.nan])
+    for dt in (np.complex64, np.complex128):
+        x = np.empty((6, 40), dt)
+        x.real = parts[rng.integers(0, 6, x.shape)]
+        x.imag = parts[rng.integers(0, 7, x.shape)]
+        x.real[rng.random(x.shape) < 0.02] = np.nan
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(o.argmax(x, axis=axis), np.argmax(x, axis=axis))
+            np.testing.assert_array_equal(o.argmin(x, axis=axis), np.argmin(x, axis=axis))
+        h = o.hardmax(x, axis=1)
+        assert h.dtype == dt
+        np.testing.assert_array_equal(h, ref_hardmax(x, (1,)))
+        assert set(np.unique(h).tolist()) <= {0j, 1 + 0j}
+    d = rng.integers(-5, 5, (5, 30)).astype("m8[s]")
+    d[rng.random(d.shape) < 0.05] = np.timedelta64("NaT")
+    for dt in ("m8[s]", "M8[D]", ">m8[ms]"):
+        y = d.astype(dt) if dt[0] != ">" else d.astype(np.dtype("m8[s]").newbyteorder(">"))
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(o.argmax(y, axis=axis), np.argmax(y, axis=axis))
+            np.testing.assert_array_equal(o.argmin(y, axis=axis), np.argmin(y, axis=axis))
+            np.testing.assert_array_equal(o.nanargmin(y, axis=axis), np.nanargmin(y, axis=axis))
+    with pytest.raises(TypeError, match="datetime64"):
+        o.hardmax(d.astype("M8[s]"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_integer_index_dtype_and_the_fit_rule(device):
+    o = ops(device)
+    x = np.arange(300, dtype=np.float32) % 7
+    for dt in INDEX_DTYPES:
+        info = np.iinfo(dt)
+        n = min(int(info.max) + 1, 300)
+        r = o.argmax(x[:n], dtype=dt)
+        assert r.dtype == dt and int(r) == int(np.argmax(x[:n]))
+        assert int(o.argmin(x[:n], tie="last", dtype=dt)) == n - 7 + int(np.argmin(x[n - 7:n]))
+        if n < 300:
+            with pytest.raises(ValueError, match=f"too many for index dtype {dt}"):
+                o.argmax(x[:n + 1], dtype=dt)
+            with pytest.raises(ValueError, match=f"too many for index dtype {dt}"):
+                o.nanargmin(x[:n + 1], dtype=dt)
+        out = np.zeros(3, dt)
+        assert o.argmax(x[:60].reshape(3, 20), axis=1, out=out) is out   # out's dtype decides
+        np.testing.assert_array_equal(out, np.argmax(x[:60].reshape(3, 20), axis=1))

@@ -15,7 +15,11 @@ from ref_argreduce import ref_argreduce, ref_hardmax
 
 BE = get_backend("simt")
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                                "uint32", "uint64", "float16", "float32", "float64")]
+                                "uint32", "uint64", "float16", "float32", "float64", "complex64",
+                                "complex128", "datetime64[D]", "timedelta64[ns]")]
+NAN_DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "complex64", "complex128")]
+INDEX_DTYPES = [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                                      "uint32", "uint64")]
 KINDS = ("max", "min")
 TIES = ("first", "last")
 SCHEDULES = ("forward", "reverse", 12345)
@@ -35,7 +39,24 @@ def tiny_values(rng, shape, dtype):
         info = np.iinfo(dtype)
         pool = np.array([info.min, info.min + 1, 0, 1, 2, info.max - 1, info.max], dtype=object)
         return pool[rng.integers(0, len(pool), shape)].astype(dtype)
-    pool = np.array([-np.inf, -1.5, -0.0, 0.0, 0.0, 2.0, 2.0, np.inf], dtype=dtype)
+    if dtype.kind in "mM":
+        # int64 extremes next to NaT (INT64_MIN), which is the extreme of both kinds
+        i64 = np.iinfo(np.int64)
+        pool = np.array([i64.min + 1, i64.min + 2, -1, 0, 0, 1, i64.max - 1, i64.max], np.int64)
+        v = pool[rng.integers(0, len(pool), shape)]
+        v[rng.random(shape) < 0.02] = i64.min
+        return v.view(dtype)
+    parts = np.array([-np.inf, -1.5, -0.0, 0.0, 0.0, 2.0, 2.0, np.inf])
+    if dtype.kind == "c":
+        # few distinct (real, imag) pairs so that ties in one part and both parts happen; a NaN
+        # in either part
+        v = np.empty(shape, dtype)
+        v.real = parts[rng.integers(2, 6, shape)] if shape else parts[3]
+        v.imag = parts[rng.integers(0, len(parts), shape)]
+        v.real[rng.random(shape) < 0.01] = np.nan
+        v.imag[rng.random(shape) < 0.01] = np.nan
+        return v
+    pool = parts.astype(dtype)
     v = pool[rng.integers(0, len(pool), shape)]
     v[rng.random(shape) < 0.02] = np.nan
     return v
@@ -106,7 +127,7 @@ def check_all(x, axes, *, hardmax=True, index_dtype=np.int64, **kw):
                                           err_msg=f"{kind} {tie} {t.plans[0]}")
             assert len(t.launches) == t.plans[0].passes <= 2 and t.d2h_reads == 0
             cases.add(t.plans[0].case)
-    if hardmax:
+    if hardmax and x.dtype.kind not in "mM":
         for tie in TIES:
             r, t = run_hm(x, axes, tie, **kw)
             assert r.dtype == x.dtype and r.shape == x.shape
@@ -439,3 +460,236 @@ def test_larger_sweep(dtype):
         check_all(x, axes)
         with simt.schedule(99):
             check_all(np.asfortranarray(x), axes, hardmax=False)
+
+
+# ---------------------------------------------------------------------------- issue 13:
+# complex, datetime, nanargmin/nanargmax, every index dtype, narrow complex loads
+
+def run_nan(x, axes, kind="max", tie="first", index_dtype=np.int64, **kw):
+    with _trace.recording() as t:
+        r = G.argreduce(BE, x, tuple(axes), kind=kind, tie=tie,
+                        index_dtype=np.dtype(index_dtype), skip_nan=True, **kw)
+    return r, t
+
+
+def check_nan(x, axes, **kw):
+    """nanargmin/nanargmax, every kind x tie, against the brute-force reference (NaN skipped);
+    one host read of the all-NaN flag for float/complex values, none otherwise. Returns the
+    cases that ran."""
+    cases = set()
+    for kind in KINDS:
+        for tie in TIES:
+            want = ref_argreduce(x, axes, kind, tie, nan=True)
+            r, t = run_nan(x, axes, kind, tie, **kw)
+            np.testing.assert_array_equal(r, want, err_msg=f"nan{kind} {tie} {t.plans[0]}")
+            assert t.d2h_reads == (1 if x.dtype.kind in "fc" else 0)
+            assert len(t.launches) == t.plans[0].passes
+            cases.add(t.plans[0].case)
+    return cases
+
+
+def nan_values(rng, shape, dtype, frac=0.3):
+    """tiny_values with many NaN (but no all-NaN group for the shapes used)."""
+    v = tiny_values(rng, shape, dtype)
+    m = rng.random(shape) < frac
+    if np.dtype(dtype).kind == "c":
+        v.imag[m] = np.nan
+    else:
+        v[m] = np.nan
+    return v
+
+
+def test_complex_order_nan_and_signed_zero():
+    for dt in (np.complex64, np.complex128):
+        x = np.array([[1 + 1j, 1 + 2j, 1 + 2j, complex(2, -np.inf), 0j],
+                      [-0.0 - 1j, 0.0 - 1j, -1j, complex(-0.0, -1.0), complex(-1, 5)],
+                      [complex(np.nan, 0), 3, complex(0, np.nan), 3, complex(-np.inf, 0)],
+                      [complex(1, np.inf), complex(np.inf, -np.inf), complex(np.inf, -np.inf),
+                       1j, complex(-np.inf, -np.inf)]], dt)
+        for kind in KINDS:
+            for tie in TIES:
+                np.testing.assert_array_equal(run(x, (1,), kind, tie)[0],
+                                              ref_argreduce(x, (1,), kind, tie))
+        np.testing.assert_array_equal(run(x, (1,), "max", "first")[0], [3, 0, 0, 1])
+        np.testing.assert_array_equal(run(x, (1,), "max", "last")[0], [3, 3, 2, 2])
+        np.testing.assert_array_equal(run(x, (1,), "min", "first")[0], [4, 4, 0, 4])
+        np.testing.assert_array_equal(run_nan(x, (1,), "max", "last")[0], [3, 3, 3, 2])
+        np.testing.assert_array_equal(run_nan(x, (1,), "min", "first")[0], [4, 4, 4, 4])
+        h = run_hm(x, (1,), "first")[0]
+        assert h.dtype == dt and h[0, 3] == 1 + 0j and np.count_nonzero(h) == 4
+        assert h.imag.sum() == 0
+
+
+def test_datetime_nat_is_the_extreme_and_not_skipped():
+    i64 = np.iinfo(np.int64)
+    raw = np.array([[5, i64.min, i64.max, i64.min, i64.min + 1],
+                    [i64.max, i64.min + 1, i64.max, i64.min + 1, 0]], np.int64)
+    for dt in ("datetime64[s]", "timedelta64[D]"):
+        x = raw.view(dt)
+        np.testing.assert_array_equal(run(x, (1,), "max", "first")[0], [1, 0])
+        np.testing.assert_array_equal(run(x, (1,), "max", "last")[0], [3, 2])
+        np.testing.assert_array_equal(run(x, (1,), "min", "first")[0], [1, 1])
+        np.testing.assert_array_equal(run(x, (1,), "min", "last")[0], [3, 3])
+        # nanarg* do not skip NaT, and make no host read
+        r, t = run_nan(x, (1,), "min", "last")
+        np.testing.assert_array_equal(r, [3, 3])
+        assert t.d2h_reads == 0
+        with pytest.raises(TypeError, match="datetime"):
+            G.hardmax(BE, x, (1,), tie="first")
+    # the int64 view with datetime=True is the API's form (CuPy has no datetime dtype)
+    r, t = run(raw, (1,), "max", "first", datetime=True)
+    np.testing.assert_array_equal(r, [1, 0])
+    assert "cupyops_datetime" in t.launches[0][0]
+
+
+@pytest.mark.parametrize("dtype", NAN_DTYPES, ids=str)
+def test_nanarg_every_case(dtype, monkeypatch):
+    rng = np.random.default_rng(21)
+    a = nan_values(rng, (5, 70), dtype)
+    assert check_nan(a, (1,)) == {"row"}
+    assert check_nan(np.ascontiguousarray(a.T), (0,)) == {"column"}
+    assert check_nan(a[::-1, ::-2], (1,)) == {"general"}
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    b = nan_values(rng, (3, 1101), dtype)
+    assert check_nan(b, (1,)) == {"split"}
+    assert check_nan(np.ascontiguousarray(b.T), (0,)) == {"split"}
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "complex64", "complex128"])
+def test_nanarg_all_nan_group_raises(dtype, split, monkeypatch):
+    if split:
+        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(22)
+    x = nan_values(rng, (4, 601), dtype)
+    x[2] = np.nan
+    cases = set()
+    for xx, axes in ((x, (1,)), (np.ascontiguousarray(x.T), (0,)), (x, (0, 1))):
+        if axes == (0, 1):
+            xx = np.full_like(x, np.nan)
+        for kind in KINDS:
+            with _trace.recording() as t:
+                with pytest.raises(ValueError, match="All-NaN slice encountered"):
+                    G.argreduce(BE, xx, axes, kind=kind, tie="last", index_dtype=np.int64,
+                                skip_nan=True)
+            assert t.d2h_reads == 1
+            cases.add(t.plans[0].case)
+    assert ("split" in cases) == split
+    # the flag is zeroed on every call: a clean call after an all-NaN one passes
+    ok = nan_values(rng, (4, 601), dtype, frac=0.1)
+    np.testing.assert_array_equal(run_nan(ok, (1,))[0], ref_argreduce(ok, (1,), "max", "first",
+                                                                       nan=True))
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
+def test_new_dtypes_under_schedules(schedule, monkeypatch):
+    rng = np.random.default_rng(23)
+    with simt.schedule(schedule):
+        for dt in ("complex64", "complex128", "timedelta64[ns]"):
+            x = tiny_values(rng, (3, 1100), dt)
+            check_all(x, (1,))
+            check_all(np.ascontiguousarray(x.T), (0,))
+        check_nan(nan_values(rng, (3, 300), "complex64"), (1,))
+        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        x = tiny_values(rng, (2, 1500), "complex128")
+        assert check_all(x, (0, 1)) == {"split"}
+        assert check_nan(nan_values(rng, (2, 1501), "float32"), (1,)) == {"split"}
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 1023, 1025])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "datetime64[ms]"])
+def test_new_dtypes_group_sizes(n, dtype, monkeypatch):
+    rng = np.random.default_rng(n + 100)
+    x = tiny_values(rng, (3, n), dtype)
+    check_all(x, (1,))
+    check_all(np.ascontiguousarray(x.T), (0,))
+    check_all(x[:, ::-1], (1,))
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    cases = check_all(x, (1,)) | check_all(np.ascontiguousarray(x.T), (0,))
+    if n > 256:
+        assert cases == {"split"}
+
+
+def test_new_dtypes_force_64bit(monkeypatch):
+    rng = np.random.default_rng(24)
+    for dt in ("complex64", "complex128", "timedelta64[s]"):
+        x = tiny_values(rng, (5, 300), dt)
+        for xx, axes in ((x, (1,)), (x, (0,)), (x[::-1, ::3], (0, 1))):
+            r, t = run(xx, axes, "max", "last", force_64bit=True)
+            assert t.plans[0].use_64bit and "long long" in t.launches[0][0]
+            np.testing.assert_array_equal(r, fast_ref(xx, axes, "max", "last"))
+    y = nan_values(rng, (5, 300), "complex128")
+    r, t = run_nan(y, (0, 1), "min", "last", force_64bit=True)
+    assert t.plans[0].use_64bit
+    np.testing.assert_array_equal(r, ref_argreduce(y, (0, 1), "min", "last", nan=True))
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+def test_every_index_dtype_stored_at_its_width(index_dtype, monkeypatch):
+    """1- and 2-byte indices: neighbouring outputs are written by neighbouring threads; a wrong
+    width would clobber them. Largest index that fits: 127 / 255 / 32767 / 65535."""
+    rng = np.random.default_rng(25)
+    info = np.iinfo(index_dtype)
+    n = int(min(info.max, 40000)) + 1
+    x = tiny_values(rng, (3, n), "int16")
+    x[:, -1] = np.iinfo(np.int16).max          # the last index wins for max/last
+    cases = set()
+    for xx, axes in ((x, (1,)), (np.ascontiguousarray(x.T), (0,))):
+        for kind in KINDS:
+            out = np.full(3, info.max // 3, index_dtype)
+            r, t = run(xx, axes, kind, "last", index_dtype, out=out)
+            assert r is out and r.dtype == index_dtype
+            np.testing.assert_array_equal(out.astype(np.int64), fast_ref(xx, axes, kind, "last"))
+            cases.add(t.plans[0].case)
+    assert run(x, (1,), "max", "last", index_dtype)[0].tolist() == [n - 1] * 3
+    y = tiny_values(rng, (37, 9), "uint8")          # many outputs, short groups: column kernel
+    r, t = run(y, (0,), "min", "first", index_dtype)
+    assert t.plans[0].case == "column" and r.dtype == index_dtype
+    np.testing.assert_array_equal(r.astype(np.int64), fast_ref(y, (0,), "min", "first"))
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    r, t = run(x, (1,), "max", "last", index_dtype)
+    assert (t.plans[0].case == "split") == (n > 256)
+    assert r.tolist() == [n - 1] * 3
+
+
+def _offset_view(a, offset):
+    """A copy of ``a`` whose data starts ``offset`` bytes past a 256-byte boundary."""
+    raw = np.empty(a.nbytes + 512, np.uint8)
+    start = (-raw.__array_interface__["data"][0] % 256) + offset
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("dtype,offset", [("complex64", 4), ("complex128", 8)])
+def test_complex_only_element_aligned_uses_narrow_loads(dtype, offset, monkeypatch):
+    rng = np.random.default_rng(26)
+    a = _offset_view(tiny_values(rng, (6, 40), dtype), offset)
+    assert a.__array_interface__["data"][0] % a.itemsize == offset
+    for x, axes in ((a, (1,)), (a, (0,)), (a[:, ::-1], (1,)), (a, (0, 1))):
+        r, t = run(x, axes)
+        assert t.plans[0].narrow_loads and t.plans[0].vec == 1
+        assert check_all(x, axes)
+    good = aligned(a)
+    assert not run(good, (1,))[1].plans[0].narrow_loads
+    # hardmax into an out that is only element-aligned: narrow stores
+    out = _offset_view(np.zeros(a.shape, dtype), offset)
+    r, t = run_hm(aligned(a), (1,), "first", out=out)
+    assert r is out
+    np.testing.assert_array_equal(out, fast_hardmax(a, (1,), "first"))
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    b = _offset_view(tiny_values(rng, (2, 1200), dtype), offset)
+    assert check_all(b, (1,)) == {"split"}
+    assert check_nan(nan_values(rng, (2, 1200), dtype)[:, :600], (1,))
+
+
+def test_complex64_stride_not_a_multiple_of_itemsize_is_copied():
+    rng = np.random.default_rng(27)
+    f = tiny_values(rng, (60,), "float32")
+    x = np.lib.stride_tricks.as_strided(f.view(np.complex64), (19,), (12,))
+    assert x.flags.aligned
+    dense = np.ascontiguousarray(x)
+    for kind in KINDS:
+        np.testing.assert_array_equal(run(x, (0,), kind, "last")[0],
+                                      fast_ref(dense, (0,), kind, "last"))
+    np.testing.assert_array_equal(run_hm(x, (0,))[0], fast_hardmax(dense, (0,), "first"))

@@ -6,10 +6,10 @@ from hypothesis import given, strategies as st
 import cupyops
 import cupyops._cpu_nonzero as cpu_nonzero
 from ref_nonzero import ref_argwhere, ref_count_nonzero
-from strategies import COMPLEX_DTYPES, REAL_DTYPES, arrays, axis_args
+from strategies import COMPLEX_DTYPES, DATETIME_DTYPES, REAL_DTYPES, arrays, axis_args
 from _devices import NONZERO_KERNEL_DEVICES, ops
 
-DTYPES = REAL_DTYPES + COMPLEX_DTYPES
+DTYPES = REAL_DTYPES + COMPLEX_DTYPES + DATETIME_DTYPES
 DEVICES = ["cpu"] + NONZERO_KERNEL_DEVICES
 
 
@@ -125,3 +125,42 @@ def test_broadcast_input_is_not_copied(monkeypatch):
                                                 dtype=np.int64)
     np.testing.assert_array_equal(coords[:, 0], [0, 1, 2, 3])
     assert int(count) == 2**31 + 5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_count_nonzero_of_broadcast_views_counts_distinct_elements(device):
+    import time
+    o = ops(device)
+    t = time.perf_counter()
+    assert int(o.count_nonzero(np.broadcast_to(np.float32(1), (2**33,)))) == 2**33
+    assert int(o.count_nonzero(np.broadcast_to(np.float32(0), (2**33,)))) == 0
+    assert time.perf_counter() - t < 20       # walking 2**33 elements takes far longer
+    base = np.array([[0, 1, 2], [3, 0, 0]], np.float64)
+    x = np.broadcast_to(base[:, None, :], (2, 5, 3))
+    for axis in (None, 0, 1, 2, (0, 1), (1, 2), (0, 2)):
+        for keepdims in (False, True):
+            got = o.count_nonzero(x, axis=axis, keepdims=keepdims)
+            want = np.count_nonzero(np.ascontiguousarray(x), axis=axis, keepdims=keepdims)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, want, err_msg=f"axis={axis}")
+            got[...] = -1                # a fresh, writable result
+    big = np.broadcast_to(np.array([1, 0, 3], np.int8)[:, None], (3, 2**31 + 7))
+    np.testing.assert_array_equal(o.count_nonzero(big, axis=1), [2**31 + 7, 0, 2**31 + 7])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_datetime_nonzero_family(device):
+    o = ops(device)
+    d = np.array([["NaT", "1970-01-01", "2000-01-01"], ["1970-01-01", "1969-12-31", "NaT"]],
+                 "M8[D]")
+    t = d - np.datetime64("1970-01-01")
+    for x in (d, t, t.astype(np.dtype("m8[D]").newbyteorder(">"))):
+        assert int(o.count_nonzero(x)) == np.count_nonzero(x) == 4
+        np.testing.assert_array_equal(o.count_nonzero(x, axis=0), np.count_nonzero(x, axis=0))
+        np.testing.assert_array_equal(o.argwhere(x), np.argwhere(x))
+        for a, b in zip(o.nonzero(x), np.nonzero(x)):
+            np.testing.assert_array_equal(a, b)
+        coords, count = o.nonzero_coordinates(x, size=6, fill_value=9)
+        assert int(count) == 4
+        np.testing.assert_array_equal(coords[:4], np.argwhere(x))
+        assert (coords[4:] == 9).all()
