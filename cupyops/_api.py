@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from . import _dispatch
+from . import _bf16, _dispatch
 
 HARDMAX_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -46,7 +46,9 @@ def _check_value_dtype(x, allowed, opname, datetime=False):
         return
     if datetime and dt.kind in "mM":
         return
-    names = _DTYPE_NAMES(allowed) + (", " + ", ".join(DATETIME_NAMES) if datetime else "")
+    if dt.kind == "V" and dt.name == "bfloat16":   # ml_dtypes' (NumPy or CuPy); see _bf16
+        return
+    names = _DTYPE_NAMES(allowed) + ", bfloat16" + (", " + ", ".join(DATETIME_NAMES) if datetime else "")
     why = (" (a one-hot of datetime64 or timedelta64 values means nothing)"
            if dt.kind in "mM" else "")
     raise TypeError(f"{opname}: x has dtype {dt}, which is not supported{why}; supported "
@@ -306,13 +308,14 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
     with _device_ctx(placement):
         if not axes or math.prod(kept_shape) == 0:
             # (nanarg*: a group of one NaN is all NaN, as NumPy says)
-            if skip_nan and not axes and x.dtype.kind in "fc" and bool(xp.isnan(x).any()):
+            if skip_nan and not axes and x.dtype.kind in "fcV" and bool(xp.isnan(x).any()):
                 raise ValueError("All-NaN slice encountered")
             res = xp.zeros(kept_shape, index_dtype)
         elif placement.kind == "cpu":
             from . import _cpu_argreduce
             f = _cpu_argreduce.nanargreduce if skip_nan else _cpu_argreduce.argreduce
-            res = f(x, axes, kind=kind, tie=tie, index_dtype=index_dtype, out=out_kept)
+            res = f(_bf16.widen(x) if x.dtype.kind == "V" else x, axes, kind=kind, tie=tie,
+                    index_dtype=index_dtype, out=out_kept)
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)
@@ -388,7 +391,10 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
             res = xp.ones(x.shape, x.dtype)
         elif placement.kind == "cpu":
             from . import _cpu_argreduce
-            res = _cpu_argreduce.hardmax(x, axes, tie=tie, out=out)
+            if x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
+                res = _bf16.narrow(_cpu_argreduce.hardmax(_bf16.widen(x), axes, tie=tie), x.dtype)
+            else:
+                res = _cpu_argreduce.hardmax(x, axes, tie=tie, out=out)
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)

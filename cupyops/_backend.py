@@ -358,6 +358,8 @@ class CupyBackend(Backend):
 
 def data_ptr(x) -> int:
     """The data pointer of a CuPy or NumPy array (planners need its alignment)."""
+    if isinstance(x, np.ndarray):   # (its .data, a memoryview, refuses ml_dtypes' bfloat16)
+        return int(x.__array_interface__["data"][0])
     data = getattr(x, "data", None)
     ptr = getattr(data, "ptr", None)   # CuPy
     if ptr is None:

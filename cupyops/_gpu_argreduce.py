@@ -30,6 +30,8 @@ FAMILY = "argreduce"
 DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128, "m8[ns]"))
+if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is installed
+    DTYPES += (_modules._bf16.dtype(),)
 #: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
 DATETIME = np.dtype("m8[ns]")
 KERNELS = ("argreduce_row", "argreduce_col", "argreduce_finish")
@@ -227,7 +229,7 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
     axes = tuple(int(a) for a in axes)
     index_dtype = np.dtype(index_dtype)
     x, vdt = _canonical(x, datetime)
-    nan_skip = bool(skip_nan) and vdt.kind in "fc"
+    nan_skip = bool(skip_nan) and vdt.kind in "fcV"   # V: bfloat16
     kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
     plan = _plan(backend, x, axes, False, force_64bit)
     res = out

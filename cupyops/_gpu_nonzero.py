@@ -27,6 +27,8 @@ __all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "FAMIL
 NONZERO_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
+if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is installed
+    NONZERO_DTYPES += (_modules._bf16.dtype(),)
 
 TILES = "nonzero_tiles"
 COUNT = "count_nonzero_axes"

@@ -61,6 +61,9 @@ CTYPES: dict = {
     # datetime64 / timedelta64 of every unit run as this one (int64 counts, NaT = INT64_MIN)
     np.dtype("m8[ns]"): "cupyops_datetime",          # struct defined in kernels/common.cuh
 }
+from . import _bf16  # noqa: E402
+if _bf16.dtype() is not None:   # bfloat16 (ml_dtypes, optional): bits only, kernels/common.cuh
+    CTYPES[_bf16.dtype()] = "cupyops_bfloat16"
 
 
 def _native(dtype) -> np.dtype:

@@ -8,7 +8,7 @@
 //
 // Template parameters of every entry point:
 //   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
-//       cupyops_half (float16 bits), float, double, cupyops_complex64, cupyops_complex128,
+//       cupyops_half (float16 bits), cupyops_bfloat16 (bf16 bits), float, double, cupyops_complex64, cupyops_complex128,
 //       cupyops_datetime (datetime64/timedelta64 of any unit: int64 with NaT = INT64_MIN).
 //       Values are read as raw bits and turned into an ordering key.
 //   I — the internal index type: int (every offset, position and index < 2**31) or long long.
@@ -115,6 +115,7 @@ AR_TYPE(short, cuo::u16, cuo::u32, 2, 0)
 AR_TYPE(int, cuo::u32, cuo::u32, 2, 0)
 AR_TYPE(long long, cuo::u64, cuo::u64, 2, 0)
 AR_TYPE(cupyops_half, cuo::u16, cuo::u32, 3, 0x7c00u)
+AR_TYPE(cupyops_bfloat16, cuo::u16, cuo::u32, 3, 0x7f80u)
 AR_TYPE(float, cuo::u32, cuo::u32, 3, 0x7f800000u)
 AR_TYPE(double, cuo::u64, cuo::u64, 3, 0x7ff0000000000000ull)
 AR_TYPE(cupyops_complex64, cuo::u64, cuo::u64, 4, 0x7f800000u)
@@ -464,7 +465,8 @@ __device__ __forceinline__ typename ArType<T>::bits ar_one_bits()
     } else if constexpr (ArType<T>::kind == 4) {    // complex64: 1 + 0j (real part low)
         return (B)0x3f800000u;
     } else if constexpr (ArType<T>::kind == 3) {
-        if constexpr (sizeof(B) == 2) return (B)0x3c00u;
+        if constexpr (sizeof(B) == 2)                // float16 or bfloat16 (told by +inf)
+            return ArType<T>::inf() == (B)0x7f80u ? (B)0x3f80u : (B)0x3c00u;
         else if constexpr (sizeof(B) == 4) return (B)0x3f800000u;
         else return (B)0x3ff0000000000000ull;
     } else {

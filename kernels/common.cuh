@@ -226,6 +226,9 @@ struct __align__(8) cupyops_complex64 { float re, im; };
 
 // IEEE binary16 as its bits (cupyops._modules.ctype maps float16 here): 2 bytes, 2-aligned.
 struct __align__(2) cupyops_half { unsigned short bits; };
+// bfloat16 as its bits (cupyops._modules.ctype maps ml_dtypes' bfloat16 here): the upper half
+// of a float32, 2 bytes, 2-aligned. Only ever read as bits, like cupyops_half.
+struct __align__(2) cupyops_bfloat16 { unsigned short bits; };
 struct __align__(16) cupyops_complex128 { double re, im; };
 
 // datetime64 / timedelta64 of any unit, as its int64 count (cupyops._modules.ctype maps the

@@ -36,7 +36,7 @@
 //     several chunks the partial counts are atomically added into a zeroed output.
 // Template parameters: T, the value type: unsigned char / short / int / long long for bool and
 //   the integer types of that size (the test only looks at the bit pattern, so signed and
-//   unsigned share an instantiation), cupyops_half, float, double, cupyops_complex64,
+//   unsigned share an instantiation), cupyops_half, cupyops_bfloat16, float, double, cupyops_complex64,
 //   cupyops_complex128 (sign bits masked: -0.0 is zero); Wide, 64-bit linear indices and byte
 //   offsets (chosen by the planner past 2**31 elements or bytes, or forced with force_64bit).
 // Instantiated by: cupyops/_gpu_nonzero.py (family "nonzero", planned by cupyops/_plan_nonzero.py).

@@ -58,6 +58,12 @@ __device__ __forceinline__ bool nz_is_nonzero<cupyops_half>(const cupyops_half* 
 }
 
 template <>
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_bfloat16>(const cupyops_bfloat16* p, bool)
+{
+    return (*reinterpret_cast<const nz_u16*>(p) & 0x7fffu) != 0u;
+}
+
+template <>
 __device__ __forceinline__ bool nz_is_nonzero<float>(const float* p, bool)
 {
     return (*reinterpret_cast<const nz_u32*>(p) & 0x7fffffffu) != 0u;
