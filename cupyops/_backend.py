@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from cupyops import _modules, _trace
+from cupyops._cache import LRU
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
            "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "data_ptr"]
@@ -90,6 +91,9 @@ class Backend:
     def __init__(self):
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        #: what launch code derives from a layout (plans, packed parameters), per backend, so
+        #: the device's properties are part of every key; never memory (see _cache)
+        self.plans = LRU(1024)
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -111,6 +115,23 @@ class Backend:
             k = self._launcher(raw, expr)
             self._kernels[key] = k
         return k
+
+    def launcher(self, family: str, value_dtype, expr: str):
+        """Like :meth:`kernel`, but the launcher does not check the configuration again: for
+        launches whose ``(grid, block, shared_mem)`` came from :meth:`check_launch` (the
+        cached launch plans of the hot path)."""
+        if _trace._dry.get() is not None:
+            return self._dry_launcher((getattr(family, "name", family), np.dtype(value_dtype),
+                                       expr)).unchecked
+        k = self._kernels.get((family, value_dtype, expr))
+        if k is None:
+            k = self.kernel(family, value_dtype, expr)
+        return k.unchecked
+
+    def check_launch(self, expr, grid, block, shared_mem) -> tuple:
+        """``(grid, block, shared_mem)`` normalised (tuples, int), or ``ValueError`` when this
+        device cannot launch it."""
+        return self._check_launch(expr, grid, block, shared_mem)
 
     def _check_launch(self, expr, grid, block, shared_mem) -> tuple:
         grid = _dims(grid, "grid")
@@ -146,14 +167,18 @@ class Backend:
             raise KeyError(f"{expr!r} is not an expression of kernel family {family!r} for {dtype}")
         check = self._check_launch
 
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+        def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             rec = _trace._dry.get()
             if rec is not None:
                 rec.launches.append((expr, grid, block, shared_mem, tuple(args)))
 
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            unchecked(grid, block, args, shared_mem)
+
         launch.__name__ = f"dry_launch[{expr}]"
+        launch.unchecked = unchecked
         self.__dict__.setdefault("_dry_kernels", {})[key] = launch
         return launch
 
@@ -225,13 +250,17 @@ class SimtBackend(Backend):
     def _launcher(self, raw, expr):
         check = self._check_launch
 
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+        def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
 
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            return unchecked(grid, block, args, shared_mem)
+
         launch.__name__ = f"launch[{expr}]"
         launch.raw = raw
+        launch.unchecked = unchecked
         return launch
 
     def read_scalar(self, arr) -> int:
@@ -286,8 +315,7 @@ class CupyBackend(Backend):
         default_max = self.props.max_shared_per_block
         optin_set = self._optin_set
 
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+        def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             args = cupy_kernel_args(args)
             with Device(device_id):
@@ -295,10 +323,15 @@ class CupyBackend(Backend):
                     # dynamic shared memory above 48 KiB must be opted into per function
                     raw.max_dynamic_shared_size_bytes = shared_mem
                     optin_set[expr] = shared_mem
-                return raw(grid, block, tuple(args), shared_mem=shared_mem)
+                return raw(grid, block, args, shared_mem=shared_mem)
+
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            return unchecked(grid, block, args, shared_mem)
 
         launch.__name__ = f"launch[{expr}]"
         launch.raw = raw
+        launch.unchecked = unchecked
         return launch
 
     def empty(self, shape, dtype):

@@ -17,6 +17,8 @@ the group's winner is NaN, and :func:`argreduce` reads that flag once to raise N
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import _modules, _trace, _workspace
@@ -185,35 +187,92 @@ def _index_dtype(plan):
     return np.dtype(np.int64 if plan.use_64bit else np.int32)
 
 
-def _run(backend, x, plan: ArgreducePlan, out, *, kind: str, tie: str, final_mode: int,
-         out_width: int, workspace=None, nan_skip=False, narrow_out=False, value_dtype=None):
-    """Launch the plan; returns the all-NaN flag (a 1-element uint32 device array, set by the
-    kernel when a group is all NaN) when ``nan_skip``, else None."""
-    dt = x.dtype if value_dtype is None else np.dtype(value_dtype)
-    main = "argreduce_row" if plan.kernel == "row" else "argreduce_col"
-    fn = backend.kernel(FAMILY, dt, _expr(main, dt, plan.use_64bit))
+@dataclasses.dataclass(frozen=True, eq=False)
+class ArgreduceLaunches:
+    """Everything one call does that follows from its layout and options: the plan, the
+    kernels, the packed parameters and the scratch it carves. Built once per layout by
+    :func:`prepare` (cached per backend), run by :func:`execute` on any array of that layout."""
+
+    plan: ArgreducePlan
+    value_dtype: np.dtype
+    main: tuple            # (family, value dtype, expr) of the first launch
+    main_cfg: tuple        # its (grid, block, shared_mem), checked
+    params: np.void
+    finish: tuple | None   # (family, value dtype, expr) of the finish launch, or None
+    finish_cfg: tuple | None
+    finish_params: np.void | None
+    scratch: tuple         # ((shape, dtype), ...) for the partial keys, indices, all-NaN flag
+    out_shape: tuple
+    out_dtype: np.dtype
+    nan_skip: bool
+
+
+def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
+            force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None):
+    """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype) or
+    hardmax (``out_dtype`` x's dtype) over ``axes`` of an array laid out like ``x`` (the
+    canonical array the kernels read). Cached per backend on the layout and every option."""
+    out_dtype = np.dtype(out_dtype)
+    vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
+    key = ("argreduce", x.shape, x.strides, x.dtype, data_ptr(x) % 16, axes, hardmax, kind, tie,
+           out_dtype, bool(force_64bit), bool(nan_skip), bool(narrow_out), vdt,
+           tuple(sorted(PLAN_OPTIONS.items())))
+    hit = backend.plans.get(key)
+    if hit is not None:
+        _trace.record_plan(hit.plan)
+        return hit
+    plan = _plan(backend, x, axes, hardmax, force_64bit)
+    main = (FAMILY, vdt, _expr("argreduce_row" if plan.kernel == "row" else "argreduce_col",
+                               vdt, plan.use_64bit))
+    final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
+    kw = dict(kind=kind, tie=tie, out_width=0 if hardmax else out_dtype.itemsize,
+              nan_skip=nan_skip, narrow_out=narrow_out)
     # the partials (one (key, index) slot per group and chunk; a dummy slot for one pass) are
     # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
     # graph's replays find them where the capture left them. Every slot is written by the
-    # first launch before the finish reads it: no zeroing.
+    # first launch before the finish reads it: no zeroing (the all-NaN flag is zeroed).
     slots = plan.n_out * plan.nchunks if plan.passes > 1 else 1
-    kw = dict(kind=kind, tie=tie, out_width=out_width, nan_skip=nan_skip, narrow_out=narrow_out)
-    with _workspace.scratch(backend, workspace) as ws:
-        pk, pi, flag = ws.take((_key_shape(plan, slots), _key_dtype(plan)),
-                               ((slots,), _index_dtype(plan)), ((1,), np.dtype(np.uint32)))
-        if nan_skip:
-            backend.zero_fill(flag)
-        if plan.passes == 1:
-            params = build_params(plan, mode=final_mode, **kw)
-            fn(plan.grid, plan.block, (x, out, pk, pi, flag, params), shared_mem=plan.shared_mem)
-            return flag if nan_skip else None
+    scratch = ((_key_shape(plan, slots), _key_dtype(plan)), ((slots,), _index_dtype(plan)),
+               ((1,), np.dtype(np.uint32)))
+    main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
+    if plan.passes == 1:
+        finish = fparams = finish_cfg = None
+        params = build_params(plan, mode=final_mode, **kw)
+    else:
         params = build_params(plan, mode=MODE_PARTIAL, **kw)
-        fn(plan.grid, plan.block, (x, out, pk, pi, flag, params), shared_mem=plan.shared_mem)
-        params2 = build_params(plan, mode=final_mode, finish=True, **kw)
-        fin = backend.kernel(FAMILY, dt, _expr("argreduce_finish", dt, plan.use_64bit))
-        fin(plan.finish_grid, plan.finish_block, (out, pk, pi, flag, params2),
-            shared_mem=plan.finish_shared_mem)
-    return flag if nan_skip else None
+        finish = (FAMILY, vdt, _expr("argreduce_finish", vdt, plan.use_64bit))
+        fparams = build_params(plan, mode=final_mode, finish=True, **kw)
+        finish_cfg = backend.check_launch(finish[2], plan.finish_grid, plan.finish_block,
+                                          plan.finish_shared_mem)
+    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    launches = ArgreduceLaunches(
+        plan=plan, value_dtype=vdt, main=main, main_cfg=main_cfg, params=params, finish=finish,
+        finish_cfg=finish_cfg, finish_params=fparams, scratch=scratch,
+        out_shape=x.shape if hardmax else kept_shape, out_dtype=out_dtype,
+        nan_skip=bool(nan_skip))
+    return backend.plans.put(key, launches)
+
+
+def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
+    """Run ``launches`` on ``x`` (laid out as prepared) into ``out`` (C-contiguous, of the
+    output shape and dtype) or a fresh array; returns it. nanarg*: one host read of the
+    all-NaN flag, ``ValueError("All-NaN slice encountered")`` when set."""
+    res = backend.empty(launches.out_shape, launches.out_dtype) if out is None else out
+    holder = _workspace.holder_for(backend, workspace)
+    with holder._lock:
+        pk, pi, flag = holder.carve(launches.scratch)
+        if launches.nan_skip:
+            backend.zero_fill(flag)
+        grid, block, smem = launches.main_cfg
+        backend.launcher(*launches.main)(grid, block, (x, res, pk, pi, flag, launches.params),
+                                         smem)
+        if launches.finish is not None:
+            grid, block, smem = launches.finish_cfg
+            backend.launcher(*launches.finish)(grid, block,
+                                               (res, pk, pi, flag, launches.finish_params), smem)
+    if launches.nan_skip and backend.read_scalar(flag):
+        raise ValueError("All-NaN slice encountered")
+    return res
 
 
 def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
@@ -226,45 +285,53 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
     only NaN is ``ValueError("All-NaN slice encountered")``, found by one host read of the
     kernel's all-NaN flag (float and complex dtypes only; the others hold no NaN).
     ``datetime``: x is the int64 view of datetime64 / timedelta64 values (NaT the extreme)."""
+    x, launches = prepare_argreduce(backend, x, axes, kind=kind, tie=tie,
+                                    index_dtype=index_dtype, force_64bit=force_64bit,
+                                    skip_nan=skip_nan, datetime=datetime)
+    return _execute_into(backend, launches, x, out, workspace)
+
+
+def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=False,
+                      skip_nan=False, datetime=False):
+    """(the array the kernels read, its launches) for :func:`argreduce`'s arguments."""
     axes = tuple(int(a) for a in axes)
-    index_dtype = np.dtype(index_dtype)
     x, vdt = _canonical(x, datetime)
     nan_skip = bool(skip_nan) and vdt.kind in "fcV"   # V: bfloat16
-    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    plan = _plan(backend, x, axes, False, force_64bit)
-    res = out
-    if res is None or not _c_contiguous(res):
-        res = backend.empty(kept_shape, index_dtype)
-    flag = _run(backend, x, plan, res, kind=kind, tie=tie, final_mode=MODE_INDEX,
-                out_width=index_dtype.itemsize, workspace=workspace, nan_skip=nan_skip,
-                value_dtype=vdt)
-    if flag is not None and backend.read_scalar(flag):
-        raise ValueError("All-NaN slice encountered")
-    if out is not None and res is not out:
+    return x, prepare(backend, x, axes, hardmax=False, kind=kind, tie=tie,
+                      out_dtype=index_dtype, force_64bit=force_64bit, nan_skip=nan_skip,
+                      value_dtype=vdt)
+
+
+def _execute_into(backend, launches, x, out, workspace):
+    if out is None or not _c_contiguous(out):
+        res = execute(backend, launches, x, None, workspace)
+        if out is None:
+            return res
         out[...] = res
         return out
-    return res
+    return execute(backend, launches, x, out, workspace)
 
 
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
     """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
+    x, launches = prepare_hardmax(backend, x, axes, tie=tie, force_64bit=force_64bit, out=out)
+    return _execute_into(backend, launches, x, out, workspace)
+
+
+def prepare_hardmax(backend, x, axes, *, tie, force_64bit=False, out=None):
+    """(the array the kernels read, its launches) for :func:`hardmax`'s arguments."""
     axes = tuple(int(a) for a in axes)
     if x.dtype.kind in "mM":
         raise TypeError(f"hardmax: x has dtype {x.dtype}; a one-hot of datetime64 or "
                         "timedelta64 values means nothing")
     x, _ = _canonical(x, False)
-    plan = _plan(backend, x, axes, True, force_64bit)
-    res = out
-    if res is None or not _c_contiguous(res):
-        res = backend.empty(x.shape, x.dtype)
-    narrow_out = _element_align(res.dtype) < res.dtype.itemsize and \
-        data_ptr(res) % res.dtype.itemsize != 0
-    _run(backend, x, plan, res, kind="max", tie=tie, final_mode=MODE_HARDMAX, out_width=0,
-         workspace=workspace, narrow_out=narrow_out)
-    if out is not None and res is not out:
-        out[...] = res
-        return out
-    return res
+    # a complex64 output only 4-byte aligned is written as two 4-byte words (fresh outputs
+    # are 256-byte aligned)
+    narrow_out = (out is not None and _c_contiguous(out)
+                  and _element_align(out.dtype) < out.dtype.itemsize
+                  and data_ptr(out) % out.dtype.itemsize != 0)
+    return x, prepare(backend, x, axes, hardmax=True, kind="max", tie=tie, out_dtype=x.dtype,
+                      force_64bit=force_64bit, narrow_out=narrow_out)
 
 
 def _c_contiguous(a) -> bool:

@@ -69,9 +69,17 @@ def _native(x):
     return dt if dt.isnative else dt.newbyteorder("=")
 
 
-def _kernel(backend, dtype, name, wide):
-    expr = _modules.name_expression(name, kernel_value_dtype(dtype), wide)
-    return backend.kernel(FAMILY.name, dtype, expr)
+def _launch(backend, p, dtype, name, grid):
+    """The launcher of kernel ``name`` for plan ``p`` and its checked ``(grid, block, smem)``,
+    both kept in the plan's memo (the configuration is checked once per plan and grid)."""
+    key = ("launch", name, dtype, grid)
+    hit = p.memo.get(key)
+    if hit is None:
+        expr = _modules.name_expression(name, kernel_value_dtype(dtype), p.wide)
+        cfg = backend.check_launch(expr, (grid,), (p.block,), 0)
+        hit = p.memo[key] = (expr, cfg)
+    expr, cfg = hit
+    return backend.launcher(FAMILY.name, dtype, expr), cfg
 
 
 # ------------------------------------------------------------------------------ count_nonzero
@@ -79,52 +87,73 @@ def _kernel(backend, dtype, name, wide):
 def count_nonzero(backend, x, axes, *, force_64bit=False):
     """int64 counts of ``x != 0`` over ``axes`` (sorted, distinct, non-empty), kept shape."""
     dtype = _native(x)
-    p = plan.plan_count(x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
-                        max_threads_per_sm=backend.props.max_threads_per_sm,
-                        force_64bit=force_64bit, base_address=data_ptr(x))
+    key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
+           bool(force_64bit))
+    p = backend.plans.get(key)
+    if p is None:
+        p = backend.plans.put(key, plan.plan_count(
+            x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
+            max_threads_per_sm=backend.props.max_threads_per_sm, force_64bit=force_64bit,
+            base_address=data_ptr(x)))
     _trace.record_plan(p)
-    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
-    out = (backend.zeros if p.atomic else backend.empty)(kept_shape, np.int64)
-    fn = _kernel(backend, dtype, COUNT, p.wide)
-    fn((p.grid,), (p.block,), (x, p.params(), out))
+    kept_shape = p.memo.get("kept_shape")
+    if kept_shape is None:
+        kept_shape = p.memo["kept_shape"] = tuple(n for i, n in enumerate(x.shape)
+                                                  if i not in p.axes)
+    out = backend.empty(kept_shape, np.int64)
+    if p.atomic:                              # chunks add into it: zeroed in-stream
+        backend.zero_fill(out)
+    fn, (grid, block, smem) = _launch(backend, p, dtype, COUNT, p.grid)
+    fn(grid, block, (x, p.params(), out), smem)
     return out
 
 
 # ------------------------------------------------------------------------------ coordinates
 
-def _plan(x, index_dtype, force_64bit):
-    cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
-                               force_64bit=force_64bit, base_address=data_ptr(x))
+def _plan(backend, x, index_dtype, force_64bit):
+    index_bytes = np.dtype(index_dtype).itemsize
+    key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, index_bytes,
+           bool(force_64bit))
+    cp = backend.plans.get(key)
+    if cp is None:
+        cp = backend.plans.put(key, plan.plan_coordinates(
+            x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
+            base_address=data_ptr(x)))
     _trace.record_plan(cp)
     return cp
+
+
+_U64 = np.dtype(np.uint64)
 
 
 def _scratch(backend, ws, cp):
     """Tile counter (element 0) and per-tile status words from the call's scratch holder,
     zeroed in-stream: the one small initialisation, on every call (and every graph replay)."""
-    (s,) = ws.take(((cp.num_tiles + 1,), np.uint64))
+    (s,) = ws.carve((((cp.num_tiles + 1,), _U64),))
     backend.zero_fill(s)
     return s[0:1], s[1:]
 
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
     """SCAN, one host read, PLACE. Returns (out, count, count_dev)."""
-    cp = _plan(x, index_dtype, force_64bit)
-    fn = _kernel(backend, _native(x), TILES, cp.wide)
+    cp = _plan(backend, x, index_dtype, force_64bit)
+    dtype = _native(x)
     count_dev = backend.empty((), np.int64)
-    with _workspace.scratch(backend, workspace) as ws:
+    ws = _workspace.holder_for(backend, workspace)
+    with ws._lock:
         counter, status = _scratch(backend, ws, cp)
         st = stats if stats is not None else counter
-        fn((cp.grid(plan.MODE_SCAN),), (cp.block,),
-           (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter, status,
-            counter, count_dev, st))
+        fn, (grid, block, smem) = _launch(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
+        fn(grid, block, (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter,
+                         status, counter, count_dev, st), smem)
         count = backend.read_scalar(count_dev)               # the one device-to-host read
         shape = (count, cp.ndim) if layout == plan.LAYOUT_ROWS else (cp.ndim, count)
         out = backend.empty(shape, index_dtype)
         if count:
-            fn((cp.grid(plan.MODE_PLACE),), (cp.block,),
-               (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter, status, out,
-                count_dev, counter))
+            fn, (grid, block, smem) = _launch(backend, cp, dtype, TILES,
+                                              cp.grid(plan.MODE_PLACE))
+            fn(grid, block, (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter,
+                             status, out, count_dev, counter), smem)
     return out, count, count_dev
 
 
@@ -158,17 +187,18 @@ def nonzero_coordinates(backend, x, size, fill_value, index_dtype, *, force_64bi
                                       stats, workspace)
         return coords, count_dev
     k = int(size)
-    cp = _plan(x, index_dtype, force_64bit)
-    fn = _kernel(backend, _native(x), TILES, cp.wide)
+    cp = _plan(backend, x, index_dtype, force_64bit)
     if out is not None:
         coords, count_dev = out
     else:
         coords, count_dev = backend.empty((k, cp.ndim), index_dtype), backend.empty((), np.int64)
-    with _workspace.scratch(backend, workspace) as ws:
+    ws = _workspace.holder_for(backend, workspace)
+    with ws._lock:
         counter, status = _scratch(backend, ws, cp)
         st = stats if stats is not None else counter
-        fn((cp.grid(plan.MODE_FIXED, k),), (cp.block,),
-           (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
-                         stats=stats is not None),
-            counter, status, coords, count_dev, st))
+        fn, (grid, block, smem) = _launch(backend, cp, _native(x), TILES,
+                                          cp.grid(plan.MODE_FIXED, k))
+        fn(grid, block, (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
+                                      stats=stats is not None),
+                         counter, status, coords, count_dev, st), smem)
     return coords, count_dev

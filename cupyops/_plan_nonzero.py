@@ -164,6 +164,8 @@ class CoordinatePlan:
     index_bytes: int
     narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
     block: int = NZ_BLOCK
+    # packed parameters already built for this plan (the hot path packs each set once)
+    memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def size(self) -> int:
@@ -187,6 +189,16 @@ class CoordinatePlan:
 
     def params(self, mode: int, layout: int = LAYOUT_ROWS, *, k: int = 0, fill: int = 0,
                row_stride: int = 0, stats: bool = False) -> np.void:
+        key = (mode, layout, k, fill, row_stride, stats)
+        p = self.memo.get(key)
+        if p is None:
+            if len(self.memo) > 64:
+                self.memo.clear()
+            p = self.memo[key] = self._params(mode, layout, k=k, fill=fill,
+                                              row_stride=row_stride, stats=stats)
+        return p
+
+    def _params(self, mode, layout, *, k, fill, row_stride, stats) -> np.void:
         p = np.zeros((), PARAMS_DTYPE)
         for i, (n, s) in enumerate(self.read_dims):
             _set_div(p["in_div"], i=i, d=n)
@@ -288,6 +300,7 @@ class CountPlan:
     n_chunks: int
     narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
     block: int = NZ_BLOCK
+    memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def units(self) -> int:
@@ -303,6 +316,12 @@ class CountPlan:
         return -(-self.units // per_block)
 
     def params(self) -> np.void:
+        p = self.memo.get("params")
+        if p is None:
+            p = self.memo["params"] = self._params()
+        return p
+
+    def _params(self) -> np.void:
         p = np.zeros((), COUNT_PARAMS_DTYPE)
         for name, dims in (("kept", self.kept_dims), ("red", self.red_dims)):
             for i in range(MAX_DIMS):

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["Workspace", "scratch", "arena_for", "ALIGN"]
+__all__ = ["Workspace", "scratch", "holder_for", "arena_for", "ALIGN"]
 
 #: every carved array starts on this boundary (as CuPy's allocator does)
 ALIGN = 256
@@ -58,13 +58,29 @@ class _Holder:
 
     def __init__(self):
         self._lock = threading.RLock()
+        self._carved: dict = {}
 
     def take(self, *specs) -> list:
         offsets, total = _layout(specs)
         buf = self._buffer(total)
         return _carve(buf, specs, offsets)
 
+    def carve(self, specs: tuple) -> list:
+        """``take(*specs)`` for a hashable tuple of specs, the views kept per buffer (the same
+        memory every time, without carving it again)."""
+        hit = self._carved.get(specs)
+        if hit is not None and hit[0] is self._current():
+            return hit[1]
+        arrays = self.take(*specs)
+        if len(self._carved) > 256:
+            self._carved.clear()
+        self._carved[specs] = (self._current(), arrays)
+        return arrays
+
     def _buffer(self, nbytes: int):
+        raise NotImplementedError
+
+    def _current(self):
         raise NotImplementedError
 
 
@@ -117,6 +133,9 @@ class Workspace(_Holder):
                              f"or more (never reallocated, so a captured graph stays valid)")
         return self._buf
 
+    def _current(self):
+        return self._buf
+
     def __repr__(self):
         return f"<cupyops.Workspace {self.nbytes} bytes on {self.device}, stream {self.stream:#x}>"
 
@@ -130,6 +149,9 @@ class _Arena(_Holder):
         self._backend = backend
         self._stream = stream
         self._buffers: list = []         # every buffer ever made; the last is the current one
+
+    def _current(self):
+        return self._buffers[-1] if self._buffers else None
 
     def _buffer(self, nbytes: int):
         cur = self._buffers[-1] if self._buffers else None
@@ -161,14 +183,19 @@ def arena_for(backend) -> _Arena:
     return arena
 
 
-@contextlib.contextmanager
-def scratch(backend, workspace=None):
-    """The scratch holder of one call (``workspace`` checked, else the stream's arena), locked
-    for the call's carve-and-launch section: ``with scratch(be, ws) as s: a, b = s.take(...)``."""
+def holder_for(backend, workspace=None):
+    """The scratch holder of one call: ``workspace`` (checked against the backend and its
+    current stream), else the arena of that stream. Hold its ``_lock`` over the call's
+    carve-and-launch section."""
     if workspace is not None:
         workspace.check(backend)
-        holder = workspace
-    else:
-        holder = arena_for(backend)
+        return workspace
+    return arena_for(backend)
+
+
+@contextlib.contextmanager
+def scratch(backend, workspace=None):
+    """``holder_for`` locked for a block: ``with scratch(be, ws) as s: a, b = s.take(...)``."""
+    holder = holder_for(backend, workspace)
     with holder._lock:
         yield holder
