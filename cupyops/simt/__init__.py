@@ -13,12 +13,13 @@ buffers passed to the launch.
 """
 
 from ._errors import (
-    BarrierError, CompileError, DeadlockError, LaunchConfigError, OutOfBoundsError, ReadOnlyWriteError,
-    SimtError, StackOverflowError, WarpCollectiveError, WatchdogError,
+    BarrierError, CompileError, DataRaceError, DeadlockError, LaunchConfigError, MisalignedAddressError,
+    OutOfBoundsError, ReadOnlyWriteError, SimtError, StackOverflowError, UndefinedBehaviorError,
+    WarpCollectiveError, WatchdogError,
 )
 from ._core import (
     Function, LaunchTraffic, RawKernel, RawModule, TrafficRecorder, context_switch_rate, get_schedule,
-    last_launch_stats, record_traffic, schedule, set_schedule, set_watchdog,
+    get_checks, last_launch_stats, record_traffic, schedule, set_checks, set_schedule, set_watchdog,
 )
 from ._build import INCLUDE_DIR as include_dir
 
@@ -28,4 +29,5 @@ __all__ = [
     "include_dir",
     "SimtError", "CompileError", "LaunchConfigError", "WarpCollectiveError", "BarrierError", "DeadlockError",
     "OutOfBoundsError", "ReadOnlyWriteError", "WatchdogError", "StackOverflowError",
+    "DataRaceError", "MisalignedAddressError", "UndefinedBehaviorError", "set_checks", "get_checks",
 ]

@@ -37,6 +37,12 @@ def instrumentation_flags():
 KERNEL_FLAGS = (
     "-std=c++17", "-O2", "-g1", "-fPIC", "-fno-strict-aliasing", "-fstack-clash-protection",
     "-fno-gnu-unique",
+    # what NVRTC rejects: exceptions, variable-length arrays
+    "-fno-exceptions", "-Werror=vla",
+    # C++ undefined behaviour that a GPU defines: reported through our UBSan handlers
+    "-fsanitize=shift-exponent,float-cast-overflow",
+    # per-function frame sizes: fiber stacks are sized from them
+    "-fstack-usage",
 )
 
 _compiler_id_cache: dict[str, str] = {}
@@ -82,6 +88,24 @@ def support_digest() -> str:
     return _support_digest_cache[0]
 
 
+_UNDECLARED = re.compile(r"[‘'](__\w+)[’'] was not declared in this scope")
+
+
+def _explain(stderr: str) -> str:
+    """A leading sentence for what NVRTC would also reject, from g++'s messages."""
+    m = _UNDECLARED.search(stderr)
+    if m:
+        return (f"unsupported CUDA built-in {m.group(1)!r}: cupyops.simt does not emulate it "
+                f"(or it does not exist). ")
+    if "exception handling disabled" in stderr:
+        return "try/catch/throw is not allowed in device code (NVRTC rejects exceptions). "
+    if "variable length array" in stderr or "-Werror=vla" in stderr:
+        return "variable-length arrays are not allowed in device code (NVRTC rejects them). "
+    if "assignment of read-only" in stderr and "simt_constant" not in stderr:
+        return ""
+    return ""
+
+
 def _run_compiler(cmd: list[str], what: str) -> None:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -90,7 +114,7 @@ def _run_compiler(cmd: list[str], what: str) -> None:
     if r.returncode != 0:
         log = f"$ {shlex.join(cmd)}\n{r.stdout}{r.stderr}"
         first = next((ln for ln in (r.stderr or "").splitlines() if "error" in ln), "")
-        raise CompileError(f"compilation of {what} failed: {first}\n{log}", log=log)
+        raise CompileError(f"compilation of {what} failed: {_explain(r.stderr or '')}{first}\n{log}", log=log)
 
 
 def _atomic_build(out: Path, build) -> None:
@@ -110,7 +134,7 @@ def build_runtime() -> Path:
         return out
 
     def build(tmp):
-        cmd = [compiler(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+        cmd = [compiler(), "-std=c++17", "-O2", "-frounding-math", "-fPIC", "-shared", "-fvisibility=hidden",
                *map(str, RUNTIME_SOURCES), "-o", tmp, "-ldl"]
         _run_compiler(cmd, "the cupyops.simt runtime")
 
@@ -232,8 +256,69 @@ _EXTERN_SHARED = re.compile(
     r"\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
 
 
+def _balanced(code: str, i: int) -> int:
+    """Index just past the parenthesis group opening at code[i] == '('."""
+    depth = 0
+    for j in range(i, len(code)):
+        if code[j] == "(":
+            depth += 1
+        elif code[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(code)
+
+
+_SHARED_INIT = re.compile(r"\b__shared__\b(?!\s*(?:struct|union|class)\b)((?:[^;{}()=]|" + _PARENS + r")*?)(=|\{)")
+
+
+def check_source(src: str, name: str = "kernel") -> None:
+    """Refuse what NVRTC refuses and g++ would accept."""
+    code = _blank_directives(_blank_comments_and_strings(src))
+    for m in _SHARED_INIT.finditer(code):
+        if re.search(r"\bextern\b", code[max(0, m.start() - 40):m.start()]):
+            continue
+        line = code.count("\n", 0, m.start()) + 1
+        raise CompileError(f"{name}:{line}: a __shared__ variable cannot have an initializer (NVRTC: "
+                           f"\"initializer not allowed for __shared__ variable\")", log=src.splitlines()[line - 1])
+    if re.search(r"\bstd\s*::", code) and not re.search(r"^\s*#\s*include\s*<", src, re.M):
+        m = re.search(r"\bstd\s*::\s*\w+", code)
+        line = code.count("\n", 0, m.start()) + 1
+        raise CompileError(f"{name}:{line}: {m.group(0)!r} is used without any #include: NVRTC has no implicit "
+                           f"standard library (namespace \"std\" has no member)", log=src.splitlines()[line - 1])
+
+
+def _launch_bounds(src: str) -> str:
+    """``__launch_bounds__(N, ...)`` of a kernel definition -> a check at the top of its body."""
+    code = _blank_directives(_blank_comments_and_strings(src))
+    edits = []
+    for m in re.finditer(r"\b__launch_bounds__\s*\(", code):
+        open_ = m.end() - 1
+        close = _balanced(code, open_)
+        args = src[open_ + 1:close - 1]
+        # the body: the first '{' (or ';' for a declaration) at parenthesis depth 0 after the name
+        depth, j = 0, close
+        while j < len(code):
+            c = code[j]
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            elif depth == 0 and c in "{;":
+                break
+            j += 1
+        blank = "".join(ch if ch == "\n" else " " for ch in src[m.start():close])
+        edits.append((m.start(), close, blank))
+        if j < len(code) and code[j] == "{":
+            edits.append((j + 1, j + 1, f" __simt_launch_bounds({args.replace(chr(10), ' ')}); "))
+    for a, b, text in sorted(edits, reverse=True):
+        src = src[:a] + text + src[b:]
+    return src
+
+
 def preprocess(src: str) -> str:
     """Rewrite the few constructs that have no direct C++ equivalent; keeps line numbers."""
+    src = _launch_bounds(src)
     # 'static __shared__' -> '__shared__' (our __shared__ already means static storage)
     src = re.sub(r"\bstatic(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)__shared__\b", r"\1__shared__", src)
     src = re.sub(r"\b__shared__(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)static\b", r"__shared__\1", src)
@@ -331,8 +416,55 @@ def generated_entries(entries: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_ALLOWED_UNDEF = re.compile(
+    r"^(?:__tsan_\w+|__ubsan_\w+|__asan_\w+|__simt_\w+|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__cxa_\w+|_ITM_\w+|"
+    r"__gmon_start__|_Jv_RegisterClasses|__stack_chk_fail|__dso_handle|_Unwind_\w+|__gxx_personality_v0|"
+    r"memcpy|memmove|memset|memcmp|printf|puts|putchar|malloc|free|__assert_fail|__printf_chk|"
+    r"_Z\w*|"  # C++ symbols: inline functions of the headers
+    r"__[a-z]+?(?:qi|hi|si|di|ti|sf|df|xf|tf|hf|bf)(?:qi|hi|si|di|ti|sf|df|xf|tf|hf|bf)?[0-9]?|"  # libgcc helpers
+    r"(?:__)?(?:acos|asin|atan|atan2|cos|sin|tan|cosh|sinh|tanh|acosh|asinh|atanh|exp|exp2|exp10|expm1|frexp|"
+    r"ldexp|log|log10|log1p|log2|logb|ilogb|modf|scalbn|scalbln|pow|sqrt|cbrt|hypot|erf|erfc|lgamma|tgamma|"
+    r"ceil|floor|fmod|trunc|round|lround|llround|rint|lrint|llrint|nearbyint|remainder|remquo|copysign|nan|"
+    r"nextafter|fdim|fmax|fmin|fma|fabs|sincos|j0|j1|jn|y0|y1|yn|isnan|isinf|finite|signbit|fpclassify)"
+    r"(?:f|l|f16|f32|f64)?(?:_finite)?)$")
+
+
+def undefined_symbols(so_path) -> list[str]:
+    """Names of the undefined global symbols of an ELF64 object."""
+    import struct
+    data = Path(so_path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return []
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    out = []
+    for sh in sections:
+        sh_type, sh_offset, sh_size, sh_link, sh_entsize = sh[1], sh[4], sh[5], sh[6], sh[9]
+        if sh_type != 2 or not sh_entsize:
+            continue
+        str_off = sections[sh_link][4]
+        for k in range(sh_size // sh_entsize):
+            st_name, st_info, _, st_shndx, _, _ = struct.unpack_from("<IBBHQQ", data, sh_offset + k * sh_entsize)
+            if st_shndx != 0 or st_name == 0 or (st_info >> 4) not in (1, 2):
+                continue
+            end = data.index(b"\0", str_off + st_name)
+            out.append(data[str_off + st_name:end].decode(errors="replace"))
+    return out
+
+
+def stack_need(so_path) -> int:
+    """Largest frame (bytes) of the module's functions, from -fstack-usage (0 if unknown)."""
+    p = Path(so_path).with_suffix(".stack")
+    try:
+        return int(p.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def build_module(source: str, options, entries: list[str], name: str = "kernel") -> Path:
     """Compile a kernel source (already assembled) into a cached shared object."""
+    check_source(source, name)
     opts = translate_options(options)
     full = f'#line 1 "{name}"\n' + preprocess(source) + generated_entries(entries)
     h = hashlib.sha256()
@@ -354,11 +486,26 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel")
             cmd = [compiler(), *KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", "-include",
                    str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", str(src_path), "-o", obj]
             _run_compiler(cmd, f"kernel module {name!r}")
+            su = obj[:-2] + ".su"
+            frame = 0
+            try:
+                for ln in Path(su).read_text().splitlines():
+                    parts = ln.split("\t")
+                    if len(parts) >= 2 and parts[1].strip().isdigit():
+                        frame = max(frame, int(parts[1]))
+            except OSError:
+                pass
+            bad = sorted({n for n in undefined_symbols(obj) if not _ALLOWED_UNDEF.match(n)})
+            if bad:
+                raise CompileError(f"kernel module {name!r} calls host function(s) {', '.join(bad)}, which device "
+                                   f"code cannot call (NVRTC: undefined in device code)", log=" ".join(bad))
+            out.with_suffix(".stack").write_text(str(frame))
             # link without -fsanitize: the callbacks resolve against the runtime at load time
             _run_compiler([compiler(), "-shared", "-fPIC", obj, "-o", tmp], f"kernel module {name!r} (link)")
         finally:
-            if os.path.exists(obj):
-                os.unlink(obj)
+            for f in (obj, obj[:-2] + ".su"):
+                if os.path.exists(f):
+                    os.unlink(f)
 
     _atomic_build(out, build)
     return out
@@ -411,3 +558,53 @@ def function_prefix(mangled: str) -> str:
     """Mangled-name prefix of the static locals of a function ('_ZZ' <encoding> 'E')."""
     enc = mangled[2:] if mangled.startswith("_Z") else f"{len(mangled)}{mangled}"
     return "_ZZ" + enc + "E"
+
+
+def _split_top(params: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for c in params:
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        out.append("".join(cur))
+    return out
+
+
+def const_restrict_params(src: str, kernel: str) -> list[bool]:
+    """For the __global__ function named by `kernel` (a name expression is cut at '<'): which
+    parameters are ``const T* __restrict__`` (loaded through the non-coherent path on a GPU).
+    Empty if the declaration cannot be found."""
+    base = kernel.split("<", 1)[0].strip().split("::")[-1]
+    code = _blank_directives(_blank_comments_and_strings(src))
+    for m in re.finditer(r"\b__global__\b", code):
+        k = re.compile(r"\b" + re.escape(base) + r"\s*\(").search(code, m.end())
+        if not k or re.search(r"[;{}]", code[m.end():k.start()]):
+            continue
+        close = _balanced(code, k.end() - 1)
+        params = _split_top(code[k.end():close - 1])
+        res = []
+        for prm in params:
+            star = prm.rfind("*")
+            res.append(star >= 0 and bool(re.search(r"\b__restrict(?:__)?\b", prm[star:]))
+                       and bool(re.search(r"\bconst\b", prm[:star])))
+        return res
+    return []
+
+
+def ftz_option(options) -> bool:
+    """Whether the options ask for -ftz=true (as CuPy always adds)."""
+    on = False
+    for o in options or ():
+        o = str(o)
+        if o in ("-ftz=true", "--ftz=true", "-use_fast_math", "--use_fast_math"):
+            on = True
+        elif o in ("-ftz=false", "--ftz=false"):
+            on = False
+    return on

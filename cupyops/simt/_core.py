@@ -13,8 +13,9 @@ import numpy as np
 
 from . import _build
 from ._errors import (
-    BarrierError, CompileError, DeadlockError, LaunchConfigError, OutOfBoundsError, ReadOnlyWriteError, SimtError,
-    StackOverflowError, WarpCollectiveError, WatchdogError,
+    BarrierError, CompileError, DataRaceError, DeadlockError, LaunchConfigError, MisalignedAddressError,
+    OutOfBoundsError, ReadOnlyWriteError, SimtError, StackOverflowError, UndefinedBehaviorError, WarpCollectiveError,
+    WatchdogError,
 )
 
 _LOCK = threading.RLock()
@@ -34,6 +35,7 @@ class _LaunchDesc(ctypes.Structure):
         ("regions", ctypes.c_void_p), ("nregions", ctypes.c_int),
         ("mode", ctypes.c_int), ("seed", u64), ("record", ctypes.c_int),
         ("max_spins", u64), ("timeout_s", ctypes.c_double),
+        ("checks", ctypes.c_int), ("mxcsr", ctypes.c_uint), ("stack_bytes", u64),
     ]
 
 
@@ -51,13 +53,41 @@ class _Err(ctypes.Structure):
         ("addr", u64), ("size", u64), ("is_write", ctypes.c_int), ("region_index", ctypes.c_int),
         ("pc", u64), ("pc_offset", u64),
         ("func", ctypes.c_char * 512), ("msg", ctypes.c_char * 8192),
+        ("pc2", u64), ("pc2_offset", u64),
     ]
 
 
 _ERROR_CLASSES = {
     1: OutOfBoundsError, 2: ReadOnlyWriteError, 3: WarpCollectiveError, 4: BarrierError, 5: DeadlockError,
     6: WatchdogError, 7: StackOverflowError, 8: SimtError, 9: SimtError, 10: LaunchConfigError, 11: SimtError,
+    12: DataRaceError, 13: MisalignedAddressError, 14: UndefinedBehaviorError,
 }
+
+MAX_PARAM_BYTES = 32764
+DEFAULT_STACK = int(os.environ.get("CUPYOPS_SIMT_STACK_KB", 64)) * 1024
+
+# ---------------------------------------------------------------- checks
+_checks = {
+    "race": os.environ.get("CUPYOPS_SIMT_RACECHECK", "1") != "0",
+    "align": os.environ.get("CUPYOPS_SIMT_ALIGNCHECK", "1") != "0",
+    # -ftz=true through MXCSR FTZ/DAZ: also flushes float64 subnormals on x86, hence opt-in
+    "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "0") == "mxcsr",
+}
+
+
+def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None) -> dict:
+    """Turn the happens-before checker (``race``) and the alignment check (``align``) on or off
+    (both on by default), and opt in to flushing subnormals under -ftz=true through MXCSR
+    (``ftz_mxcsr``; flushes float64 too).  Returns the previous settings."""
+    prev = dict(_checks)
+    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr)):
+        if v is not None:
+            _checks[k] = bool(v)
+    return prev
+
+
+def get_checks() -> dict:
+    return dict(_checks)
 
 # ---------------------------------------------------------------- runtime library
 _runtime = None
@@ -260,6 +290,23 @@ class Function:
         n = sigfn(buf, 512)
         self._params = [(int(buf[2 * i]), bool(buf[2 * i + 1])) for i in range(n)]
         self._max_dyn = None
+        if self._static_shared > DEFAULT_SHARED_LIMIT:
+            raise CompileError(f"kernel {name!r} uses {self._static_shared} bytes of static __shared__ memory, more "
+                               f"than the {DEFAULT_SHARED_LIMIT} bytes a kernel may declare statically (ptxas: "
+                               f"\"uses too much shared data\"); use dynamic shared memory and opt in")
+        total = 0
+        for size, _ in self._params:
+            al = min(16, size & -size) if size else 1
+            total = (total + al - 1) // al * al + size
+        if total > MAX_PARAM_BYTES:
+            raise CompileError(f"kernel {name!r} has {total} bytes of parameters, more than the {MAX_PARAM_BYTES} "
+                               f"bytes a kernel may take (NVRTC: \"too large\")")
+        try:
+            cr = _build.const_restrict_params(module.code, name)
+        except Exception:  # pragma: no cover - a parse failure only loses the check
+            cr = []
+        self._const_restrict = cr if len(cr) == len(self._params) else [False] * len(self._params)
+        self._stack = max(DEFAULT_STACK, (2 * _build.stack_need(self._path) + 32 * 1024 + 4095) // 4096 * 4096)
         self.max_threads_per_block = MAX_THREADS_PER_BLOCK
         self.num_regs = 0
         self.local_size_bytes = 0
@@ -320,7 +367,8 @@ class Function:
                 ptr = a.__array_interface__["data"][0]
                 ext = _extent(a)
                 if ext is not None:
-                    regions.append((ptr + ext[0], ptr + ext[1], (1 if a.flags.writeable else 0) | (i << 8)))
+                    nc = 2 if self._const_restrict[i] else 0
+                    regions.append((ptr + ext[0], ptr + ext[1], (1 if a.flags.writeable else 0) | nc | (i << 8)))
                 blob = int(ptr).to_bytes(8, "little")
             elif isinstance(a, np.generic):
                 blob = a.tobytes()
@@ -392,6 +440,9 @@ class Function:
         d.record = 1 if recording else 0
         d.max_spins = _watchdog["max_spins"]
         d.timeout_s = _watchdog["timeout_s"]
+        d.checks = (1 if _checks["race"] else 0) | (2 if _checks["align"] else 0)
+        d.mxcsr = 0x1F80 | 0x8040 if (self._module._ftz and _checks["ftz_mxcsr"]) else 0
+        d.stack_bytes = self._stack
         err = _Err()
         st = _Stats()
         rt = _rt()
@@ -429,7 +480,7 @@ class Function:
             loc = _build.source_location(self._path, int(err.pc_offset) - 1, self._module.name)
             where += f" at {loc}" if loc else f" (pc {self._path.name}+0x{err.pc_offset:x})"
         extra = {}
-        if cls in (OutOfBoundsError, ReadOnlyWriteError) or err.code in (1, 2):
+        if cls in (OutOfBoundsError, ReadOnlyWriteError, DataRaceError, MisalignedAddressError) or err.code in (1, 2):
             addr = int(err.addr)
             extra.update(address=addr, size=int(err.size), is_write=bool(err.is_write), buffer=None, offset=None)
             best = None
@@ -471,6 +522,7 @@ class RawModule:
         self.options = tuple(options or ())
         self.name_expressions = tuple(name_expressions or ())
         self.name = name or "kernel.cu"
+        self._ftz = _build.ftz_option(self.options)
         self._lib = None
         self._functions = {}
         self._extra = []

@@ -3,6 +3,7 @@
 __all__ = [
     "SimtError", "CompileError", "LaunchConfigError", "WarpCollectiveError", "BarrierError",
     "DeadlockError", "OutOfBoundsError", "ReadOnlyWriteError", "WatchdogError", "StackOverflowError",
+    "DataRaceError", "MisalignedAddressError", "UndefinedBehaviorError",
 ]
 
 
@@ -61,3 +62,21 @@ class WatchdogError(SimtError):
 
 class StackOverflowError(SimtError):
     """A thread overflowed its fiber stack (set CUPYOPS_SIMT_STACK_KB for bigger stacks)."""
+
+
+class DataRaceError(SimtError):
+    """Two conflicting accesses (at least one a plain write, or a plain access against a volatile or
+    atomic write) that no happens-before edge orders (PTX memory model): a missing __syncthreads,
+    a flag published without __threadfence, a plain-load spin, a non-atomic read-modify-write by
+    several threads, or a non-coherent (__ldg / const __restrict__) read of memory written during
+    the kernel.  Attributes as OutOfBoundsError: ``address``, ``size``, ``is_write``."""
+
+
+class MisalignedAddressError(SimtError):
+    """A load or store whose address is not a multiple of its size ("misaligned address" on a
+    GPU).  Attributes: ``address``, ``size``, ``is_write``, ``buffer``, ``offset``."""
+
+
+class UndefinedBehaviorError(SimtError):
+    """C++ undefined behaviour that a GPU defines differently: a shift by the operand width or more,
+    an out-of-range float-to-integer conversion."""

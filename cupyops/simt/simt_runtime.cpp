@@ -21,6 +21,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
+#include <unordered_map>
+#include <cfenv>
+#include <cmath>
+#include <limits>
 
 #define API extern "C" __attribute__((visibility("default")))
 
@@ -39,8 +43,10 @@ constexpr int SITE_TAB = 128;
 
 enum ErrCode {
   E_OK = 0, E_OOB = 1, E_READONLY = 2, E_COLLECTIVE = 3, E_BARRIER = 4, E_DEADLOCK = 5, E_WATCHDOG = 6,
-  E_STACK = 7, E_FAULT = 8, E_TRAP = 9, E_CONFIG = 10, E_INTERNAL = 11
+  E_STACK = 7, E_FAULT = 8, E_TRAP = 9, E_CONFIG = 10, E_INTERNAL = 11, E_RACE = 12, E_MISALIGNED = 13,
+  E_UB = 14
 };
+enum { K_NONE = 0, K_PLAIN = 1, K_VOL = 2, K_ATOMIC = 3 };  // kinds of a happens-before access record
 enum State { S_RUN = 0, S_BAR, S_COLL, S_AM, S_EXIT };
 enum Mode { M_FORWARD = 0, M_REVERSE = 1, M_SEEDED = 2 };
 enum RegionKind { R_ARG = 0, R_SHARED = 1, R_MODULE = 2 };
@@ -62,6 +68,30 @@ const char *bar_name(int k) {
 
 struct SiteEnt { u64 site; u64 count; };
 
+// ---- happens-before knowledge: what a thread knows to have happened before it.
+// (block seq, kind, id, ep): kind 0 = every access of the block with epoch < ep (a barrier),
+// 1 = thread `id`'s accesses with epoch < ep, 2 = warp `id`'s accesses with epoch < ep (__syncwarp).
+struct KEnt { unsigned block; unsigned short kind, id; unsigned ep; };
+struct Know {
+  std::vector<KEnt> v;
+  void add(unsigned block, int kind, int id, unsigned ep) {
+    for (KEnt &k : v)
+      if (k.block == block && k.kind == kind && k.id == id) { if (ep > k.ep) k.ep = ep; return; }
+    v.push_back(KEnt{block, (unsigned short)kind, (unsigned short)id, ep});
+  }
+  void join(const Know &o) { for (const KEnt &k : o.v) add(k.block, k.kind, k.id, k.ep); }
+  bool covers(unsigned block, unsigned tid, unsigned e) const {
+    for (const KEnt &k : v) {
+      if (k.block != block || e >= k.ep) continue;
+      if (k.kind == 0 || (k.kind == 1 && k.id == tid) || (k.kind == 2 && k.id == (tid >> 5))) return true;
+    }
+    return false;
+  }
+  bool empty() const { return v.empty(); }
+  void clear() { v.clear(); }
+};
+struct SyncObj { Know k; unsigned ver; };
+
 struct Block;
 struct Fiber {
   void *sp;
@@ -77,8 +107,13 @@ struct Fiber {
   u64 c_val, c_res;
   // watchdog / spin detection
   u64 spins, seen_epoch;
-  uintptr_t last_load;
-  unsigned same_load;
+  uintptr_t last_load, recent[4];
+  unsigned same_load, recent_i;
+  // happens-before
+  unsigned my_ep;       // epoch of this thread's accesses (block clock at its last sync event)
+  int has_rel;          // a fence was executed: strong stores release `rel`
+  Know K, rel;          // acquired knowledge; knowledge published by a release
+  uintptr_t acq_addr; unsigned acq_ver;
   // traffic
   SiteEnt *sites;
 };
@@ -102,9 +137,14 @@ struct Block {
   size_t tls_backup_cap;
   std::vector<Rec> recs;
   u64 spins, seen_epoch;
+  // happens-before
+  unsigned bseq;            // block seq (27 bits) as stored in access records
+  unsigned bclk, bar_ep, wsync_ep[32];
+  int hb_off;               // epoch counter overflowed: no more checks for this block
+  Know KB, KW[32];          // knowledge spread to the whole block (barrier) / to a warp (__syncwarp)
 };
 
-struct Region { uintptr_t lo, hi; int writable, kind, index; };
+struct Region { uintptr_t lo, hi; int writable, kind, index; u64 *shadow; uintptr_t sbase; };
 
 struct ModuleInfo { uintptr_t base; void *(*tls_anchor)(void); std::vector<Region> segs; };
 
@@ -121,6 +161,9 @@ struct LaunchDesc {
   int record;
   u64 max_spins;
   double timeout_s;
+  int checks;          // bit 0: happens-before, bit 1: alignment
+  unsigned mxcsr;      // initial MXCSR of the fibers (FTZ/DAZ under -ftz=true when asked for)
+  u64 stack_bytes;     // fiber stack size this launch needs
 };
 
 struct Stats {
@@ -138,6 +181,7 @@ struct Err {
   u64 pc, pc_offset;
   char func[512];
   char msg[8192];
+  u64 pc2, pc2_offset;
 };
 
 struct Global {
@@ -153,6 +197,13 @@ struct Global {
   u64 nblocks, next_block;
   int K, mode;
   std::vector<Region> regions;
+  std::vector<std::pair<uintptr_t, uintptr_t>> nc;  // ranges of const __restrict__ parameters
+  std::vector<int> nc_index;
+  std::vector<std::pair<u64 *, size_t>> shadows;    // per-launch shadow of device buffers (munmap'd after)
+  u64 *sh_shadow[MAXSLOTS], *dyn_shadow[MAXSLOTS];  // shadow of each slot's static / dynamic shared memory
+  size_t sh_shadow_n[MAXSLOTS], dyn_shadow_n[MAXSLOTS];
+  std::unordered_map<uintptr_t, SyncObj> sync;      // release knowledge per flag address
+  int hb, align;
   const Region *cache;
   int dyn_region, tls_region;
   uintptr_t tls_lo, tls_hi;
@@ -317,6 +368,182 @@ __attribute__((noinline)) const Region *lookup(uintptr_t a, size_t n, int w, voi
   access_fail(a, n, w, ra);
 }
 
+
+// ---------------------------------------------------------------- happens-before checker
+// Shadow: 3 records (u64) per 4-byte granule of a checked region: the last write and up to two
+// reads.  Record: [63:62] kind, [61:58] byte mask in the granule, [57:37] epoch (21 bits),
+// [36:27] thread index in the block, [26:0] block seq.
+constexpr unsigned EP_MAX = (1u << 21) - 2;
+inline u64 mkrec(unsigned kind, unsigned mask, unsigned ep, unsigned tid, unsigned bseq) {
+  return ((u64)kind << 62) | ((u64)mask << 58) | ((u64)ep << 37) | ((u64)tid << 27) | (u64)(bseq & 0x7FFFFFF);
+}
+inline unsigned rkind(u64 r) { return (unsigned)(r >> 62); }
+inline unsigned rmask(u64 r) { return (unsigned)(r >> 58) & 15; }
+inline unsigned rep_(u64 r) { return (unsigned)(r >> 37) & 0x1FFFFF; }
+inline unsigned rtid(u64 r) { return (unsigned)(r >> 27) & 1023; }
+inline unsigned rblk(u64 r) { return (unsigned)r & 0x7FFFFFF; }
+
+bool hb_ordered(u64 r, const Fiber *f) {
+  const Block *b = f->blk;
+  unsigned bs = rblk(r), tid = rtid(r), e = rep_(r);
+  if (bs == b->bseq) {
+    if (tid == (unsigned)f->tid) return true;
+    if (e < b->bar_ep) return true;
+    if ((int)(tid >> 5) == f->warp && e < b->wsync_ep[f->warp]) return true;
+  }
+  return f->K.covers(bs, tid, e) || b->KW[f->warp].covers(bs, tid, e) || b->KB.covers(bs, tid, e);
+}
+
+const char *kind_name(unsigned k, bool w) {
+  if (k == K_ATOMIC) return "atomic";
+  if (k == K_VOL) return w ? "volatile write" : "volatile read";
+  return w ? "plain write" : "plain read";
+}
+
+void describe_place(uintptr_t a) {
+  for (const Region &r : G->regions) {
+    if (a >= r.lo && a < r.hi) {
+      if (r.kind == R_ARG) erra(" (argument #%d, byte offset %llu)", r.index, (unsigned long long)(a - r.lo));
+      else if (r.kind == R_SHARED) erra(" (shared memory, byte offset %llu)", (unsigned long long)(a - r.lo));
+      return;
+    }
+  }
+}
+
+[[noreturn]] void race_fail(uintptr_t a, size_t n, unsigned kind, int w, u64 other, int other_w, void *ra) {
+  Fiber *f = G->cur;
+  Err *e = G->err;
+  e->addr = a; e->size = n; e->is_write = w; e->pc = (u64)ra; e->region_index = -1;
+  unsigned obs = rblk(other), otid = rtid(other);
+  bool same = obs == f->blk->bseq;
+  errf("data race (happens-before): %s of %zu bytes at 0x%llx", kind_name(kind, w), n, (unsigned long long)a);
+  describe_place(a);
+  if (same) {
+    erra(" conflicts with an earlier %s by thread %u of the same block (warp %u) with no __syncthreads%s or "
+         "release/acquire between them", kind_name(rkind(other), other_w), otid, otid >> 5,
+         (int)(otid >> 5) == f->warp ? "/__syncwarp" : "");
+  } else {
+    erra(" conflicts with an earlier %s by thread %u of block #%u (linear block index) that is not ordered "
+         "before it: blocks are ordered only by __threadfence() + a volatile/atomic flag store (release) "
+         "seen by a volatile/atomic load (acquire)", kind_name(rkind(other), other_w), otid, obs);
+  }
+  if (kind == K_PLAIN && !w && rkind(other) != K_PLAIN)
+    erra("; a plain load of a flag is not an acquire (and a GPU build may hoist it out of a spin loop): use a "
+         "volatile or atomic load");
+  fiber_fail(E_RACE);
+}
+
+[[noreturn]] void nc_fail(uintptr_t a, size_t n, void *ra, const char *what) {
+  Err *e = G->err;
+  e->addr = a; e->size = n; e->is_write = 1; e->pc = (u64)ra; e->region_index = -1;
+  errf("%s at 0x%llx", what, (unsigned long long)a);
+  describe_place(a);
+  fiber_fail(E_RACE);
+}
+
+void nc_write_check(uintptr_t a, size_t n, void *ra) {
+  for (size_t i = 0; i < G->nc.size(); ++i)
+    if (a < G->nc[i].second && a + n > G->nc[i].first) {
+      Err *e = G->err;
+      e->addr = a; e->size = n; e->is_write = 1; e->pc = (u64)ra; e->region_index = -1;
+      errf("write of %zu bytes at 0x%llx into the buffer of argument #%d, a const __restrict__ parameter "
+           "(read through the non-coherent read-only path on a GPU): the input aliases an output, or memory "
+           "read with __restrict__ is written during the kernel", n, (unsigned long long)a, G->nc_index[i]);
+      fiber_fail(E_RACE);
+    }
+}
+
+inline bool strong(unsigned k) { return k == K_VOL || k == K_ATOMIC; }
+
+// kind: K_PLAIN / K_VOL / K_ATOMIC (atomics: w = 1, and they read too); ldg: a non-coherent load
+void hb_access(const Region *r, Fiber *f, uintptr_t a, size_t n, int w, unsigned kind, void *ra, bool ldg = false) {
+  Block *b = f->blk;
+  if (b->hb_off) return;
+  uintptr_t g0 = (a - r->sbase) >> 2, g1 = (a + n - 1 - r->sbase) >> 2;
+  bool shared = r->kind == R_SHARED;
+  for (uintptr_t gi = g0; gi <= g1; ++gi) {
+    uintptr_t glo = r->sbase + (gi << 2);
+    unsigned m = 0;
+    for (int k = 0; k < 4; ++k)
+      if (glo + k >= a && glo + k < a + n) m |= 1u << k;
+    u64 *s = r->shadow + gi * 3;
+    u64 cur = mkrec(kind, m, f->my_ep, (unsigned)f->tid, b->bseq);
+    if (shared)  // records of a previous block of this slot are stale
+      for (int k = 0; k < 3; ++k)
+        if (s[k] && rblk(s[k]) != b->bseq) s[k] = 0;
+    u64 W = s[0];
+    if (W && (rmask(W) & m)) {
+      if (ldg) nc_fail(a, n, ra, "__ldg (non-coherent load) of memory written earlier during this kernel");
+      if (!(strong(rkind(W)) && strong(kind)) && !hb_ordered(W, f)) race_fail(a, n, kind, w, W, 1, ra);
+    }
+    if (w) {
+      for (int k = 1; k <= 2; ++k) {
+        u64 R = s[k];
+        if (!R || !(rmask(R) & m)) continue;
+        if (rkind(R) == 3) nc_fail(a, n, ra, "write to memory that was read with __ldg (non-coherent) during this kernel");
+        if (!(strong(rkind(R)) && strong(kind)) && !hb_ordered(R, f)) race_fail(a, n, kind, w, R, 0, ra);
+        if ((rmask(R) & ~m) == 0) s[k] = 0;
+      }
+      s[0] = cur;
+    } else {
+      if (ldg) cur = mkrec(3, m, f->my_ep, (unsigned)f->tid, b->bseq);  // read kind 3 = non-coherent
+      u64 R1 = s[1], R2 = s[2];
+      auto mine = [&](u64 R) {
+        return rkind(R) != 3 && rblk(R) == b->bseq && rtid(R) == (unsigned)f->tid && (rmask(R) & ~m) == 0;
+      };
+      if (!R1 || mine(R1)) s[1] = cur;
+      else if (!R2 || mine(R2)) s[2] = cur;
+      else if (rkind(R1) != 3 && hb_ordered(R1, f)) s[1] = cur;
+      else if (rkind(R2) != 3) s[2] = cur;
+    }
+  }
+}
+
+void tick(Block *b) {
+  if (++b->bclk >= EP_MAX) b->hb_off = 1;
+}
+
+// __threadfence*: later strong stores of this thread release what it knows now.
+void hb_fence(Fiber *f) {
+  Block *b = f->blk;
+  tick(b);
+  f->my_ep = b->bclk;
+  f->rel.clear();
+  f->rel.join(f->K);
+  f->rel.join(b->KW[f->warp]);
+  f->rel.join(b->KB);
+  f->rel.add(b->bseq, 0, 0, b->bar_ep);
+  f->rel.add(b->bseq, 1, f->tid, f->my_ep);
+  f->rel.add(b->bseq, 2, f->warp, b->wsync_ep[f->warp]);
+  f->has_rel = 1;
+}
+
+void hb_acquire(Fiber *f, uintptr_t a) {
+  if (G->sync.empty()) return;
+  auto it = G->sync.find(a);
+  if (it == G->sync.end()) return;
+  if (f->acq_addr == a && f->acq_ver == it->second.ver) return;
+  f->K.join(it->second.k);
+  f->acq_addr = a;
+  f->acq_ver = it->second.ver;
+}
+
+void hb_release(Fiber *f, uintptr_t a) {
+  if (!f->has_rel) return;
+  SyncObj &o = G->sync[a];
+  o.k.join(f->rel);
+  o.ver++;
+}
+
+[[noreturn]] void misaligned_fail(uintptr_t a, size_t n, int w, void *ra) {
+  Err *e = G->err;
+  e->addr = a; e->size = n; e->is_write = w; e->pc = (u64)ra; e->region_index = -1;
+  errf("misaligned address: %s of %zu bytes at 0x%llx, which is not a multiple of %zu", w ? "write" : "read", n,
+       (unsigned long long)a, n);
+  describe_place(a);
+  fiber_fail(E_MISALIGNED);
+}
+
 void record_access(Fiber *f, uintptr_t a, size_t n, int w, void *ra) {
   if (w) G->st->req_store += n; else G->st->req_load += n;
   SiteEnt *t = f->sites;
@@ -333,28 +560,45 @@ void record_access(Fiber *f, uintptr_t a, size_t n, int w, void *ra) {
     f->blk->recs.push_back(Rec{site, s, occ, (unsigned short)f->warp, (unsigned char)(w ? 1 : 0)});
 }
 
-inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false) {
+inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false, bool ua = false) {
   Global *g = G;
   if (__builtin_expect(g == nullptr, 0)) return;
   Fiber *f = g->cur;
   if (__builtin_expect(f == nullptr, 0)) return;
+  // A GPU faults on an access whose address is not a multiple of its size ("misaligned address").
+  // The compiler emits the unaligned_* callbacks where it knows the access may be unaligned (packed
+  // data), which a GPU build splits into narrower accesses: those are not checked.
+  if (__builtin_expect((a & (n - 1)) != 0, 0) && !ua && g->align && (n & (n - 1)) == 0 && n <= 16)
+    misaligned_fail(a, n, w, ra);
   if (a >= f->stack_lo && a + n <= f->stack_hi) return;
   const Region *r = g->cache;
   if (__builtin_expect(!(a >= r->lo && a + n <= r->hi && (!w || r->writable)), 0)) {
     r = lookup(a, n, w, ra);
     g->cache = r;
   }
-  if (r->kind == R_MODULE) return;
-  // Progress (for the watchdog): stores, and loads of an address other than the thread's previous
-  // load.  Re-loading one address is how spin loops look: a volatile re-load is a spin-wait point
-  // (a switch point counted by the watchdog), and so is any re-load after 1024 in a row.
+  if (r->kind == R_MODULE) {
+    if (vol && g->hb) { if (w) hb_release(f, a); else hb_acquire(f, a); }  // a __device__ flag
+    return;
+  }
+  if (r->shadow) {
+    hb_access(r, f, a, n, w, vol ? K_VOL : K_PLAIN, ra);
+    if (vol) { if (w) hb_release(f, a); else hb_acquire(f, a); }
+  }
+  if (w && __builtin_expect(!g->nc.empty(), 0)) nc_write_check(a, n, ra);
+  // Progress (for the watchdog): stores, and loads of an address other than the thread's recent
+  // loads.  Re-loading the same few addresses is how spin loops look: a volatile re-load is a
+  // spin-wait point (a switch point counted by the watchdog), and so is any re-load after 1024 in
+  // a row.
   if (w) {
     g->epoch++;
-  } else if (a != f->last_load) {
+  } else if (a != f->last_load && a != f->recent[0] && a != f->recent[1] && a != f->recent[2] &&
+             a != f->recent[3]) {
     f->last_load = a;
+    f->recent[f->recent_i++ & 3] = a;
     f->same_load = 0;
     g->epoch++;
   } else if (vol || ++f->same_load > 1024) {
+    f->last_load = a;
     spin_point_impl(f);
   }
   if (r->kind == R_ARG) {
@@ -384,17 +628,27 @@ API void __asan_handle_no_return(void) {}
 #define TSAN_CB(N)                                                                                              \
   API void __tsan_read##N(void *p) { on_access((uintptr_t)p, N, 0, __builtin_return_address(0)); }               \
   API void __tsan_write##N(void *p) { on_access((uintptr_t)p, N, 1, __builtin_return_address(0)); }              \
-  API void __tsan_unaligned_read##N(void *p) { on_access((uintptr_t)p, N, 0, __builtin_return_address(0)); }     \
-  API void __tsan_unaligned_write##N(void *p) { on_access((uintptr_t)p, N, 1, __builtin_return_address(0)); }    \
-  API void __tsan_volatile_read##N(void *p) { on_access((uintptr_t)p, N, 0, __builtin_return_address(0), true); } \
-  API void __tsan_volatile_write##N(void *p) { on_access((uintptr_t)p, N, 1, __builtin_return_address(0)); }     \
-  API void __tsan_unaligned_volatile_read##N(void *p) {                                                         \
-    on_access((uintptr_t)p, N, 0, __builtin_return_address(0), true);                                           \
+  API void __tsan_unaligned_read##N(void *p) {                                                                  \
+    on_access((uintptr_t)p, N, 0, __builtin_return_address(0), false, true);                                    \
   }                                                                                                             \
-  API void __tsan_unaligned_volatile_write##N(void *p) { on_access((uintptr_t)p, N, 1, __builtin_return_address(0)); }
+  API void __tsan_unaligned_write##N(void *p) {                                                                 \
+    on_access((uintptr_t)p, N, 1, __builtin_return_address(0), false, true);                                    \
+  }                                                                                                             \
+  API void __tsan_volatile_read##N(void *p) { on_access((uintptr_t)p, N, 0, __builtin_return_address(0), true); } \
+  API void __tsan_volatile_write##N(void *p) { on_access((uintptr_t)p, N, 1, __builtin_return_address(0), true); } \
+  API void __tsan_unaligned_volatile_read##N(void *p) {                                                         \
+    on_access((uintptr_t)p, N, 0, __builtin_return_address(0), true, true);                                     \
+  }                                                                                                             \
+  API void __tsan_unaligned_volatile_write##N(void *p) {                                                        \
+    on_access((uintptr_t)p, N, 1, __builtin_return_address(0), true, true);                                     \
+  }
 TSAN_CB(1) TSAN_CB(2) TSAN_CB(4) TSAN_CB(8) TSAN_CB(16)
-API void __tsan_read_range(void *p, size_t n) { if (n) on_access((uintptr_t)p, n, 0, __builtin_return_address(0)); }
-API void __tsan_write_range(void *p, size_t n) { if (n) on_access((uintptr_t)p, n, 1, __builtin_return_address(0)); }
+API void __tsan_read_range(void *p, size_t n) {
+  if (n) on_access((uintptr_t)p, n, 0, __builtin_return_address(0), false, true);
+}
+API void __tsan_write_range(void *p, size_t n) {
+  if (n) on_access((uintptr_t)p, n, 1, __builtin_return_address(0), false, true);
+}
 API void __tsan_init(void) {}
 API void __tsan_func_entry(void *) {}
 API void __tsan_func_exit(void) {}
@@ -448,9 +702,70 @@ API void __simt_trap(const char *what, const char *file, int line) {
   errf("%s (%s:%d)", what, file, line);
   fiber_fail(E_TRAP);
 }
-API void __simt_spin_point(int) {
+API void __simt_spin_point(int kind) {
   if (!G || !G->cur) return;
+  if (kind == 1 && G->hb) hb_fence(G->cur);  // __threadfence*
   spin_point_impl(G->cur);
+}
+// __ldg / __ldcs...: a load through the non-coherent read-only path (reads its bytes too).
+API void __simt_ldg(const void *p, size_t n) {
+  if (!G || !G->cur || !G->hb) return;
+  Fiber *f = G->cur;
+  uintptr_t a = (uintptr_t)p;
+  if (a >= f->stack_lo && a + n <= f->stack_hi) return;
+  const Region *r = lookup(a, n, 0, __builtin_return_address(0));
+  if (r->shadow) hb_access(r, f, a, n, 0, K_PLAIN, __builtin_return_address(0), true);
+}
+// __launch_bounds__(max_threads, ...): a larger block is refused, as CUDA refuses the launch.
+API void __simt_check_launch_bounds(long long max_threads) {
+  if (!G || !G->cur) return;
+  if (max_threads > 0 && (long long)G->nthreads > max_threads) {
+    errf("too many resources requested for launch: the block has %u threads but the kernel is declared "
+         "__launch_bounds__(%lld)", G->nthreads, max_threads);
+    G->err->pc = (u64)__builtin_return_address(0);
+    fiber_fail(E_CONFIG);
+  }
+}
+
+// ---- UBSan handlers (g++ -fsanitize=shift-exponent,float-cast-overflow): the C++ undefined
+// behaviour that a GPU defines differently (shift amounts are clamped/masked, cvt saturates).
+struct UbLoc { const char *file; unsigned line, col; };
+struct UbType { unsigned short kind, info; char name[1]; };
+struct UbShift { UbLoc loc; const UbType *lhs, *rhs; };
+struct UbCast { UbLoc loc; const UbType *from, *to; };
+namespace {
+[[noreturn]] void ub_fail(const UbLoc &l, void *ra) {
+  if (!G || !G->cur) abort();
+  G->err->pc = (u64)ra;
+  erra(" at %s:%u:%u", l.file ? l.file : "?", l.line, l.col);
+  fiber_fail(E_UB);
+}
+}  // namespace
+API void __ubsan_handle_shift_out_of_bounds(UbShift *d, uintptr_t lhs, uintptr_t rhs) {
+  if (!G || !G->cur) return;
+  long long sh = (long long)rhs;
+  if (d->rhs && (d->rhs->info & 1) == 0 && (d->rhs->info >> 1) < 64) {  // unsigned: zero-extend
+    unsigned bits = 1u << (d->rhs->info >> 1);
+    if (bits < 64) sh = (long long)(rhs & ((1ull << bits) - 1));
+  }
+  errf("undefined behaviour: shift by %lld of a value of type %s (a shift by the operand width or more, or by a "
+       "negative amount, is undefined in C++; a GPU clamps or masks the amount)", sh, d->lhs ? d->lhs->name : "?");
+  (void)lhs;
+  ub_fail(d->loc, __builtin_return_address(0));
+}
+API void __ubsan_handle_shift_out_of_bounds_abort(UbShift *d, uintptr_t lhs, uintptr_t rhs) {
+  __ubsan_handle_shift_out_of_bounds(d, lhs, rhs);
+}
+API void __ubsan_handle_float_cast_overflow(UbCast *d, uintptr_t from) {
+  if (!G || !G->cur) return;
+  (void)from;
+  errf("undefined behaviour: float-to-integer conversion out of range (%s to %s; undefined in C++, saturates on a "
+       "GPU, NaN gives 0): use __float2int_rz & co. for the GPU's result", d->from ? d->from->name : "?",
+       d->to ? d->to->name : "?");
+  ub_fail(d->loc, __builtin_return_address(0));
+}
+API void __ubsan_handle_float_cast_overflow_abort(UbCast *d, uintptr_t from) {
+  __ubsan_handle_float_cast_overflow(d, from);
 }
 
 namespace {
@@ -467,9 +782,22 @@ void release_barrier(Block *b) {
     case 3: res = cnt != 0; break;
     default: res = 0;
   }
+  if (G->hb) {
+    tick(b);
+    b->bar_ep = b->bclk;
+    for (int w = 0; w < b->nwarps; ++w)
+      if (!b->KW[w].empty()) { b->KB.join(b->KW[w]); b->KW[w].clear(); }
+  }
   for (int i = 0; i < b->nthreads; ++i) {
     Fiber *g = &b->f[i];
-    if (g->state == S_BAR) { g->bar_res = res; wake(g); }
+    if (g->state == S_BAR) {
+      g->bar_res = res;
+      if (G->hb) {
+        g->my_ep = b->bclk;
+        if (!g->K.empty()) { b->KB.join(g->K); g->K.clear(); }
+      }
+      wake(g);
+    }
   }
   b->n_bar = 0;
   G->epoch++;
@@ -522,17 +850,30 @@ void coll_fail(const char *fmt, ...) {
   va_end(ap);
   fiber_fail(E_COLLECTIVE);
 }
+// The same from the scheduler side (a lane exited and completed a collective): record only.
+void coll_fail_sched(Fiber *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void coll_fail_sched(Fiber *g, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(G->err->msg, sizeof(G->err->msg), fmt, ap);
+  va_end(ap);
+  G->err->code = E_COLLECTIVE;
+  set_err_thread(g);
+  G->failed = 1;
+}
 
 bool pow2_width(int w) { return w >= 1 && w <= 32 && (w & (w - 1)) == 0; }
 
 // Source lane of a shuffle (PTX shfl semantics with CUDA's width encoding).
 int shfl_src(int kind, int lane, int b, int width) {
+  b &= 31;
   int segmask = 32 - width;
   int minl = lane & segmask;
   int j;
   bool ok;
   switch (kind) {
     case W_SHFL: { j = minl | (b & 31 & ~segmask); ok = true; break; }  // srcLane modulo width
+    // shfl.sync uses the low 5 bits of the offset (an offset of 32 or more wraps)
     case W_SHFL_UP: { j = lane - b; ok = j >= minl; break; }
     case W_SHFL_DOWN: { int maxl = minl | (31 & ~segmask); j = lane + b; ok = j <= maxl; break; }
     default: { int maxl = minl | (31 & ~segmask); j = lane ^ b; ok = j <= maxl; break; }
@@ -540,8 +881,13 @@ int shfl_src(int kind, int lane, int b, int width) {
   return ok ? (j & 31) : lane;
 }
 
-void complete_collective(Block *b, int warp, unsigned mask, int kind) {
+// `mask` is the mask the lanes named; lanes of it that exited or never existed do not take part
+// (sm_70+): they contribute 0 to votes, and a shuffle reading one is an error.  Returns false (with
+// the error recorded through `fail`) on an error.
+bool complete_collective(Block *b, int warp, unsigned mask, int kind, bool sched) {
   Fiber *lanes = b->f + warp * 32;
+  unsigned named = mask;
+  mask &= ~b->wexited[warp];
   u64 ballot = 0;
   for (int l = 0; l < 32; ++l)
     if (mask >> l & 1) ballot |= (u64)(lanes[l].c_val != 0) << l;
@@ -556,12 +902,21 @@ void complete_collective(Block *b, int warp, unsigned mask, int kind) {
       case W_ALL: r = ballot == mask; break;
       case W_SHFL: case W_SHFL_UP: case W_SHFL_DOWN: case W_SHFL_XOR: {
         if (!pow2_width(g->c_width)) {
+          if (sched) { coll_fail_sched(g, "%s: width %d is not a power of two in [1, 32]", wop_name(kind), g->c_width); return false; }
           coll_fail("%s: width %d is not a power of two in [1, 32]", wop_name(kind), g->c_width);
         }
         int src = shfl_src(kind, l, g->c_arg, g->c_width);
         if (!(mask >> src & 1)) {
-          coll_fail("%s(mask=0x%08x): lane %d reads lane %d, which is not in the mask (undefined value in CUDA)",
-                    wop_name(kind), mask, l, src);
+          const char *why = !(named >> src & 1) ? "not in the mask"
+                            : (warp * 32 + src >= b->nthreads ? "a lane that does not exist (partial warp)"
+                                                              : "a lane that has exited");
+          if (sched) {
+            coll_fail_sched(g, "%s(mask=0x%08x) at line %d: lane %d reads lane %d, %s (undefined value in CUDA)",
+                            wop_name(kind), named, g->c_line, l, src, why);
+            return false;
+          }
+          coll_fail("%s(mask=0x%08x) at line %d: lane %d reads lane %d, %s (undefined value in CUDA)",
+                    wop_name(kind), named, g->c_line, l, src, why);
         }
         r = lanes[src].c_val;
         break;
@@ -603,12 +958,40 @@ void complete_collective(Block *b, int warp, unsigned mask, int kind) {
     }
     g->c_res = r;
   }
+  bool wsync = G->hb && kind == W_SYNCWARP && (mask | b->wexited[warp]) == 0xFFFFFFFFu;
+  if (wsync) { tick(b); b->wsync_ep[warp] = b->bclk; }
   for (int l = 0; l < 32; ++l)
     if (mask >> l & 1) {
       Fiber *g = &lanes[l];
+      if (wsync) {
+        g->my_ep = b->bclk;
+        if (!g->K.empty()) { b->KW[warp].join(g->K); g->K.clear(); }
+      }
       if (g->state == S_COLL) wake(g);
     }
-  G->epoch++;
+  // (a completed collective is not progress for the watchdog: a loop of collectives that never
+  // touches memory is a spin that never ends)
+  return true;
+}
+
+// A lane of `warp` exited: the collectives that named it may now be complete.
+bool recheck_collectives(Block *b, int warp) {
+  Fiber *lanes = b->f + warp * 32;
+  for (unsigned bits = b->wcoll[warp]; bits; bits &= bits - 1) {
+    int l = __builtin_ctz(bits);
+    unsigned mask = b->cmask[warp][l];
+    unsigned eff = mask & ~b->wexited[warp];
+    if ((eff & b->wcoll[warp]) != eff) continue;
+    bool same = true;
+    for (unsigned e = eff; e; e &= e - 1) {
+      int k = __builtin_ctz(e);
+      if (b->cmask[warp][k] != mask || b->ckind[warp][k] != b->ckind[warp][l]) same = false;
+    }
+    if (!same) continue;
+    if (!complete_collective(b, warp, mask, lanes[l].c_kind, true)) return false;
+    return recheck_collectives(b, warp);
+  }
+  return true;
 }
 
 void resolve_activemask(Block *b, int warp) {
@@ -644,15 +1027,9 @@ API unsigned long long __simt_warp_op(int kind, unsigned mask, unsigned long lon
   }
   if (!(mask >> me & 1))
     coll_fail("%s(mask=0x%08x) at line %d: the calling lane %d is not in the mask", wop_name(kind), mask, line, me);
-  unsigned others = mask & ~(1u << me);
-  if (unsigned bad = others & b->wexited[w]) {
-    int l = __builtin_ctz(bad);
-    if (l >= nlanes)
-      coll_fail("%s(mask=0x%08x) at line %d: lane %d is named in the mask but does not exist (the block has %d "
-                "threads)", wop_name(kind), mask, line, l, b->nthreads);
-    coll_fail("%s(mask=0x%08x) at line %d (lane %d): lane %d is named in the mask but has exited, so it can "
-              "never arrive (divergent collective?)", wop_name(kind), mask, line, me, l);
-  }
+  // Lanes of the mask that exited or do not exist (partial warp) are not waited for (sm_70+).
+  (void)nlanes;
+  unsigned others = mask & ~(1u << me) & ~b->wexited[w];
   set_state(f, S_COLL);
   b->cmask[w][me] = mask;
   b->ckind[w][me] = (unsigned char)kind;
@@ -679,8 +1056,15 @@ API unsigned long long __simt_warp_op(int kind, unsigned mask, unsigned long lon
                 wop_name(g->c_kind), g->c_mask, g->c_line);
     }
   }
-  if (complete) complete_collective(b, w, mask, kind);
+  if (complete && !complete_collective(b, w, mask, kind, false)) fiber_fail(E_COLLECTIVE);
   fiber_yield();
+  if (b->seen_epoch != G->epoch) { b->seen_epoch = G->epoch; b->spins = 0; }
+  if (++b->spins > G->d.max_spins) {
+    errf("watchdog: the threads of this block passed %llu warp collectives and spin-wait points without any "
+         "progress (no store, no new load address, no barrier): a loop that never ends",
+         (unsigned long long)b->spins);
+    fiber_fail(E_WATCHDOG);
+  }
   return f->c_res;
 }
 
@@ -688,14 +1072,12 @@ namespace {
 inline void check_atomic_addr(uintptr_t a, size_t n, void *ra) {
   Fiber *f = G->cur;
   if (a % n) {
-    errf("misaligned atomic of %zu bytes at 0x%llx", n, (unsigned long long)a);
-    G->err->addr = a; G->err->size = n; G->err->is_write = 1; G->err->pc = (u64)ra;
-    G->err->region_index = -1;
-    fiber_fail(E_OOB);
+    misaligned_fail(a, n, 1, ra);
   }
   const Region *r = lookup(a, n, 1, ra);
   if (r->kind == R_MODULE) return;
   if (a >= f->stack_lo && a + n <= f->stack_hi) return;
+  if (!G->nc.empty()) nc_write_check(a, n, ra);
   if (r->kind == R_ARG) {
     if (G->record) {
       record_access(f, a, n, 0, ra);
@@ -745,6 +1127,16 @@ API unsigned long long __simt_atomic(int op, int type, void *addr, unsigned long
   if (G && G->cur) {
     check_atomic_addr((uintptr_t)addr, n, __builtin_return_address(0));
     spin_point_impl(G->cur);  // a possible switch point before the read-modify-write
+    if (G->hb) {  // an atomic is an acquire and (after a fence) a release; atomics never race each other
+      Fiber *f = G->cur;
+      uintptr_t a = (uintptr_t)addr;
+      if (!(a >= f->stack_lo && a + n <= f->stack_hi)) {
+        const Region *r = lookup(a, n, 1, __builtin_return_address(0));
+        hb_acquire(f, a);  // also for __device__ globals (no shadow): a retirement counter is a flag
+        if (r->shadow) hb_access(r, f, a, n, 1, K_ATOMIC, __builtin_return_address(0));
+        hb_release(f, a);
+      }
+    }
   }
   switch (type) {
     case 0: r = do_atomic_int<int32_t>(op, (int32_t *)addr, fb<int32_t>(val), fb<int32_t>(cmp), changed); break;
@@ -793,7 +1185,7 @@ void init_fiber(Fiber *f) {
   uintptr_t after_ret = top - 16;
   u64 *sp = (u64 *)(after_ret - 72);
   sp[0] = 0x037F;  // x87 control word
-  sp[1] = 0x1F80;  // MXCSR
+  sp[1] = G->d.mxcsr ? G->d.mxcsr : 0x1F80;  // MXCSR
   sp[2] = 0; sp[3] = 0;
   sp[4] = (u64)f;                 // r13 -> argument
   sp[5] = (u64)(void *)&fiber_main;  // r12 -> entry
@@ -827,6 +1219,10 @@ bool admit_block(u64 lin) {
   b->n_bar = 0;
   b->spins = 0;
   b->seen_epoch = G->epoch;
+  b->bseq = (unsigned)(lin & 0x7FFFFFF);
+  b->bclk = 0; b->bar_ep = 0; b->hb_off = 0;
+  b->KB.clear();
+  for (int w = 0; w < 32; ++w) { b->wsync_ep[w] = 0; b->KW[w].clear(); }
   for (int w = 0; w < 32; ++w) {
     int nl = std::max(0, std::min(32, b->nthreads - w * 32));
     b->warp_run[w] = b->warp_live[w] = nl;
@@ -856,6 +1252,8 @@ bool admit_block(u64 lin) {
     f->state = S_RUN;
     f->tidx = __simt_uint3{(unsigned)(t % bx), (unsigned)((t / bx) % by), (unsigned)(t / (bx * by))};
     f->spins = 0; f->seen_epoch = G->epoch; f->last_load = 0; f->same_load = 0;
+    f->recent[0] = f->recent[1] = f->recent[2] = f->recent[3] = 0; f->recent_i = 0;
+    f->my_ep = 0; f->has_rel = 0; f->K.clear(); f->rel.clear(); f->acq_addr = 0; f->acq_ver = 0;
     f->bar_res = 0; f->c_res = 0;
     if (G->record) {
       if (!f->sites) f->sites = (SiteEnt *)calloc(SITE_TAB, sizeof(SiteEnt));
@@ -915,6 +1313,12 @@ void set_current_block(Block *b) {
   Region &dr = G->regions[G->dyn_region];
   dr.lo = (uintptr_t)b->dyn;
   dr.hi = dr.lo + G->d.dyn_shared;
+  if (G->hb) {
+    dr.sbase = dr.lo & ~(uintptr_t)3;
+    dr.shadow = G->d.dyn_shared ? G->dyn_shadow[b->slot] : nullptr;
+    Region &tr = G->regions[G->tls_region];
+    tr.shadow = tr.hi > tr.lo ? G->sh_shadow[b->slot] : nullptr;
+  }
   G->cache = &g_empty_region;
 }
 
@@ -964,18 +1368,8 @@ void after_resume(Fiber *f) {
     Fiber *lanes = b->f + f->warp * 32;
     int nl = std::min(32, b->nthreads - f->warp * 32);
     (void)nl;
-    for (unsigned bits = b->wcoll[f->warp]; bits; bits &= bits - 1) {
-      int l = __builtin_ctz(bits);
-      Fiber *g = &lanes[l];
-      if (b->cmask[f->warp][l] >> f->lane & 1) {
-        G->err->code = E_COLLECTIVE;
-        set_err_thread(g);
-        errf("%s(mask=0x%08x) at line %d (lane %d): lane %d is named in the mask but exited without arriving "
-             "(divergent collective?)", wop_name(g->c_kind), g->c_mask, g->c_line, g->lane, f->lane);
-        G->failed = 1;
-        return;
-      }
-    }
+    (void)lanes;
+    if (b->wcoll[f->warp] && !recheck_collectives(b, f->warp)) return;
     if (b->n_bar > 0 && b->n_bar == b->n_live) release_barrier(b);
   }
   if (b->warp_run[f->warp] == 0 && b->warp_am[f->warp] > 0) resolve_activemask(b, f->warp);
@@ -1238,6 +1632,12 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
     return err->code;
   }
   ModuleInfo &m = g_modules[d->module];
+  if (d->stack_bytes > g->stack_size) {  // a kernel with big local arrays: larger fiber stacks
+    for (int s = 0; s < MAXSLOTS; ++s)
+      if (g->pool[s]) { munmap(g->pool[s], g->stride * MAXT); g->pool[s] = nullptr; }
+    g->stack_size = (d->stack_bytes + 4095) & ~(size_t)4095;
+    g->stride = g->stack_size + GUARD;
+  }
   g->nthreads = d->block[0] * d->block[1] * d->block[2];
   g->nblocks = (u64)d->grid[0] * d->grid[1] * d->grid[2];
   g->mode = d->mode;
@@ -1273,7 +1673,12 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
     }
   }
   // allowed regions
+  g->hb = d->checks & 1;
+  g->align = (d->checks >> 1) & 1;
   g->regions.clear();
+  g->nc.clear();
+  g->nc_index.clear();
+  g->sync.clear();
   for (int i = 0; i < d->nregions; ++i) {
     Region r;
     r.lo = d->regions[3 * i];
@@ -1281,13 +1686,43 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
     r.writable = (int)(d->regions[3 * i + 2] & 1);
     r.kind = R_ARG;
     r.index = (int)(d->regions[3 * i + 2] >> 8);
-    if (r.hi > r.lo) g->regions.push_back(r);
+    r.shadow = nullptr;
+    r.sbase = r.lo & ~(uintptr_t)3;
+    if (r.hi <= r.lo) continue;
+    if (d->regions[3 * i + 2] & 2) { g->nc.push_back({r.lo, r.hi}); g->nc_index.push_back(r.index); }
+    // Happens-before shadow for the buffers that can be written (a read-only one cannot race).
+    if (g->hb && r.writable) {
+      size_t bytes = ((r.hi - r.sbase + 3) / 4) * 3 * sizeof(u64);
+      void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) { r.shadow = (u64 *)p; g->shadows.push_back({r.shadow, bytes}); }
+    }
+    g->regions.push_back(r);
+  }
+  // Two arguments may share a buffer: one shadow per byte range, so give overlapping writable
+  // regions the shadow of the first one that contains them.
+  for (size_t i = 0; i < g->regions.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      Region &a = g->regions[i], &b = g->regions[j];
+      if (a.shadow && b.shadow && a.lo >= b.lo && a.hi <= b.hi) {
+        a.shadow = b.shadow + ((a.sbase - b.sbase) / 4) * 3;
+        a.sbase = a.sbase;  // granule-aligned offset into b's shadow
+        break;
+      }
+    }
+  if (g->hb) {
+    size_t tg = (tls_n + 7) / 4 * 3, dg = (d->dyn_shared + 7) / 4 * 3;
+    for (int s = 0; s < g->K; ++s) {
+      if (g->sh_shadow_n[s] < tg) { free(g->sh_shadow[s]); g->sh_shadow[s] = (u64 *)calloc(tg, 8); g->sh_shadow_n[s] = tg; }
+      else if (tg) memset(g->sh_shadow[s], 0, tg * 8);
+      if (g->dyn_shadow_n[s] < dg) { free(g->dyn_shadow[s]); g->dyn_shadow[s] = (u64 *)calloc(dg, 8); g->dyn_shadow_n[s] = dg; }
+      else if (dg) memset(g->dyn_shadow[s], 0, dg * 8);
+    }
   }
   g->tls_region = (int)g->regions.size();
-  g->regions.push_back(Region{g->tls_lo, g->tls_hi, 1, R_SHARED, -1});
+  g->regions.push_back(Region{g->tls_lo, g->tls_hi, 1, R_SHARED, -1, nullptr, g->tls_lo & ~(uintptr_t)3});
   g->dyn_region = (int)g->regions.size();
-  g->regions.push_back(Region{1, 0, 1, R_SHARED, -1});
-  for (const Region &r : m.segs) g->regions.push_back(r);
+  g->regions.push_back(Region{1, 0, 1, R_SHARED, -1, nullptr, 0});
+  for (Region r : m.segs) { r.shadow = nullptr; g->regions.push_back(r); }
   g->cache = &g_empty_region;
   g->tls_owner = nullptr;
   g->curblk = nullptr;
@@ -1369,6 +1804,9 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
 done:
   if (have_timer) stop_timer(timer);
   restore_signals();
+  for (auto &sh : g->shadows) munmap(sh.first, sh.second);
+  g->shadows.clear();
+  g->sync.clear();
   g->cur = nullptr;
   g->curblk = nullptr;
   g->in_fiber = 0;
@@ -1422,4 +1860,79 @@ API int simt_context_switch_benchmark(long long n, double *seconds) {
   *seconds = now_s() - t0;
   free(stk);
   return 0;
+}
+
+// ---------------------------------------------------------------- rounding-mode intrinsics
+// Built without instrumentation and with -frounding-math: each operation runs under the rounding
+// mode its name states (MXCSR), which is then restored.  Float-to-integer conversions saturate and
+// turn NaN into 0, as cvt does on a GPU.
+namespace {
+struct RoundScope {
+  int old;
+  explicit RoundScope(int m) : old(fegetround()) { if (m != old) fesetround(m); }
+  ~RoundScope() { if (fegetround() != old) fesetround(old); }
+};
+template <class I, class F> I sat_cvt(F x) {
+  if (x != x) return 0;
+  F r = nearbyint(x);  // in the current rounding mode
+  if (r <= (F)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
+  // (F)max may round up to 2^N: compare with >=
+  if (r >= (F)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
+  return (I)r;
+}
+}  // namespace
+#define SIMT_RMODES(X) X(rn, FE_TONEAREST) X(rz, FE_TOWARDZERO) X(ru, FE_UPWARD) X(rd, FE_DOWNWARD)
+#define SIMT_ROUNDED(sfx, M)                                                                                  \
+  API float __simt_fadd_##sfx(float a, float b) { RoundScope r(M); volatile float x = a + b; return x; }      \
+  API float __simt_fsub_##sfx(float a, float b) { RoundScope r(M); volatile float x = a - b; return x; }      \
+  API float __simt_fmul_##sfx(float a, float b) { RoundScope r(M); volatile float x = a * b; return x; }      \
+  API float __simt_fdiv_##sfx(float a, float b) { RoundScope r(M); volatile float x = a / b; return x; }      \
+  API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return x; }            \
+  API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return x; }           \
+  API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return x; } \
+  API double __simt_dadd_##sfx(double a, double b) { RoundScope r(M); volatile double x = a + b; return x; }  \
+  API double __simt_dsub_##sfx(double a, double b) { RoundScope r(M); volatile double x = a - b; return x; }  \
+  API double __simt_dmul_##sfx(double a, double b) { RoundScope r(M); volatile double x = a * b; return x; }  \
+  API double __simt_ddiv_##sfx(double a, double b) { RoundScope r(M); volatile double x = a / b; return x; }  \
+  API double __simt_drcp_##sfx(double a) { RoundScope r(M); volatile double x = 1.0 / a; return x; }         \
+  API double __simt_dsqrt_##sfx(double a) { RoundScope r(M); volatile double x = sqrt(a); return x; }        \
+  API double __simt_fma_##sfx(double a, double b, double c) { RoundScope r(M); volatile double x = fma(a, b, c); return x; } \
+  API float __simt_double2float_##sfx(double a) { RoundScope r(M); volatile float x = (float)a; return x; }  \
+  API int __simt_float2int_##sfx(float a) { RoundScope r(M); return sat_cvt<int>(a); }                       \
+  API unsigned __simt_float2uint_##sfx(float a) { RoundScope r(M); return sat_cvt<unsigned>(a); }            \
+  API long long __simt_float2ll_##sfx(float a) { RoundScope r(M); return sat_cvt<long long>(a); }            \
+  API unsigned long long __simt_float2ull_##sfx(float a) { RoundScope r(M); return sat_cvt<unsigned long long>(a); } \
+  API int __simt_double2int_##sfx(double a) { RoundScope r(M); return sat_cvt<int>(a); }                     \
+  API unsigned __simt_double2uint_##sfx(double a) { RoundScope r(M); return sat_cvt<unsigned>(a); }          \
+  API long long __simt_double2ll_##sfx(double a) { RoundScope r(M); return sat_cvt<long long>(a); }          \
+  API unsigned long long __simt_double2ull_##sfx(double a) { RoundScope r(M); return sat_cvt<unsigned long long>(a); } \
+  API float __simt_int2float_##sfx(int a) { RoundScope r(M); volatile float x = (float)a; return x; }        \
+  API float __simt_uint2float_##sfx(unsigned a) { RoundScope r(M); volatile float x = (float)a; return x; }  \
+  API float __simt_ll2float_##sfx(long long a) { RoundScope r(M); volatile float x = (float)a; return x; }   \
+  API float __simt_ull2float_##sfx(unsigned long long a) { RoundScope r(M); volatile float x = (float)a; return x; } \
+  API double __simt_ll2double_##sfx(long long a) { RoundScope r(M); volatile double x = (double)a; return x; } \
+  API double __simt_ull2double_##sfx(unsigned long long a) { RoundScope r(M); volatile double x = (double)a; return x; }
+SIMT_RMODES(SIMT_ROUNDED)
+
+API float __simt_frsqrt_rn(float a) { RoundScope r(FE_TONEAREST); volatile float x = (float)(1.0 / sqrt((double)a)); return x; }
+
+// __hfma: a*b+c rounded once to half.  a*b is exact in double; the sum is rounded to odd in double
+// (53 >= 2*11+2 bits), after which rounding to half is the correctly rounded result.
+API unsigned short __simt_hfma(unsigned short ua, unsigned short ub, unsigned short uc) {
+  _Float16 a, b, c;
+  memcpy(&a, &ua, 2); memcpy(&b, &ub, 2); memcpy(&c, &uc, 2);
+  double p = (double)a * (double)b, s;
+  {
+    RoundScope r(FE_TOWARDZERO);
+    feclearexcept(FE_INEXACT);
+    volatile double t = p + (double)c;
+    s = t;
+    if (fetestexcept(FE_INEXACT) && s == s && !std::isinf(s)) {
+      u64 bits; memcpy(&bits, &s, 8); bits |= 1; memcpy(&s, &bits, 8);
+    }
+  }
+  RoundScope r(FE_TONEAREST);
+  _Float16 h = (_Float16)s;
+  unsigned short out; memcpy(&out, &h, 2);
+  return out;
 }

@@ -34,7 +34,33 @@ static inline __half __float2half_rn(float f) { return __simt_mkhalf((_Float16)f
 static inline __half __double2half(double f) { return __simt_mkhalf((_Float16)f); }
 static inline float __half2float(__half h) { return (float)h.__x; }
 static inline __half __int2half_rn(int v) { return __simt_mkhalf((_Float16)v); }
-static inline int __half2int_rz(__half h) { return (int)h.__x; }
+static inline int __half2int_rz(__half h) { return __float2int_rz((float)h.__x); }
+static inline int __half2int_rn(__half h) { return __float2int_rn((float)h.__x); }
+static inline int __half2int_rd(__half h) { return __float2int_rd((float)h.__x); }
+static inline int __half2int_ru(__half h) { return __float2int_ru((float)h.__x); }
+// float -> half under a directed rounding mode: round to nearest, then step one half-ulp toward
+// the requested direction when the nearest value lies on the wrong side.
+static inline unsigned short __simt_half_bits(_Float16 v) { unsigned short u; __builtin_memcpy(&u, &v, 2); return u; }
+static inline _Float16 __simt_half_from(unsigned short u) { _Float16 v; __builtin_memcpy(&v, &u, 2); return v; }
+static inline _Float16 __simt_half_step(_Float16 h, bool up) {  // next half toward +inf (up) or -inf
+  unsigned short u = __simt_half_bits(h);
+  if ((u & 0x7FFF) == 0) return __simt_half_from(up ? 0x0001 : 0x8001);
+  bool neg = u >> 15;
+  return __simt_half_from((unsigned short)(up != neg ? u + 1 : u - 1));
+}
+static inline __half __simt_f2h_dir(float f, int mode) {  // 1 = toward zero, 2 = up, 3 = down
+  _Float16 h = (_Float16)f;
+  if (f != f) return __simt_mkhalf(h);
+  float back = (float)h;
+  if (back == f) return __simt_mkhalf(h);
+  bool up = mode == 2 || (mode == 1 && f < 0.0f);
+  if (up && back < f) h = __simt_half_step(h, true);
+  else if (!up && back > f) h = __simt_half_step(h, false);
+  return __simt_mkhalf(h);
+}
+static inline __half __float2half_rz(float f) { return __simt_f2h_dir(f, 1); }
+static inline __half __float2half_ru(float f) { return __simt_f2h_dir(f, 2); }
+static inline __half __float2half_rd(float f) { return __simt_f2h_dir(f, 3); }
 static inline unsigned short __half_as_ushort(__half h) { unsigned short u; __builtin_memcpy(&u, &h.__x, 2); return u; }
 static inline short __half_as_short(__half h) { short u; __builtin_memcpy(&u, &h.__x, 2); return u; }
 static inline __half __ushort_as_half(unsigned short u) { __half h; __builtin_memcpy(&h.__x, &u, 2); return h; }
@@ -89,7 +115,11 @@ static inline __half __hmul(__half a, __half b) { return __simt_mkhalf(a.__x * b
 static inline __half __hdiv(__half a, __half b) { return __simt_mkhalf(a.__x / b.__x); }
 static inline __half __hneg(__half a) { return __simt_mkhalf(-a.__x); }
 static inline __half __habs(__half a) { return __ushort_as_half(__half_as_ushort(a) & 0x7FFF); }
-static inline __half __hfma(__half a, __half b, __half c) { return __simt_mkhalf((_Float16)fmaf((float)a.__x, (float)b.__x, (float)c.__x)); }
+SIMT_RT unsigned short __simt_hfma(unsigned short a, unsigned short b, unsigned short c);
+// rounded once (the runtime rounds a*b+c to odd in double, then to half)
+static inline __half __hfma(__half a, __half b, __half c) {
+  return __ushort_as_half(__simt_hfma(__half_as_ushort(a), __half_as_ushort(b), __half_as_ushort(c)));
+}
 
 static inline __half operator+(const __half &a, const __half &b) { return __hadd(a, b); }
 static inline __half operator-(const __half &a, const __half &b) { return __hsub(a, b); }

@@ -34,7 +34,9 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __builtin_align__(n) __attribute__((aligned(n)))
-#define __constant__
+// __constant__ data lives in a read-only section: a store to it is refused (ReadOnlyWriteError),
+// as NVRTC refuses it.  (The '#' ends GCC's own section flags: the section is "a", not "aw".)
+#define __constant__ __attribute__((section(".simt_constant,\"a\",@progbits#")))
 // Static shared memory: thread_local storage of the kernel module.  The
 // runtime knows the module's TLS block bounds, checks accesses against them
 // and swaps the contents when the running block changes.
@@ -58,6 +60,13 @@ SIMT_RT unsigned long long __simt_atomic(int op, int type, void *addr, unsigned 
 SIMT_RT void __simt_spin_point(int kind);
 SIMT_RT long long __simt_clock(void);
 SIMT_RT void __simt_trap(const char *what, const char *file, int line) __attribute__((noreturn));
+SIMT_RT void __simt_ldg(const void *p, size_t n);
+SIMT_RT void __simt_check_launch_bounds(long long max_threads);
+// __launch_bounds__(N, ...) on a kernel definition becomes a call of this at the top of its body
+// (cupyops.simt._build.preprocess): a launch with more than N threads per block is refused.
+static inline void __simt_launch_bounds(long long max_threads, long long = 0, long long = 0) {
+  __simt_check_launch_bounds(max_threads);
+}
 
 #define threadIdx (__simt_thread_idx())
 #define blockIdx (__simt_block_idx())
@@ -190,25 +199,207 @@ static inline long long llmax(long long a, long long b) { return a > b ? a : b; 
 static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 
-// float intrinsics (device math is in <math.h>: isnan, isinf, fmaxf, ...; glibc already has
-// __expf, __logf, __log2f, __powf, __sinf, __cosf, __isnanf, __isinff, __finitef)
+// float intrinsics (device math is in <math.h>: isnan, isinf, fmaxf, ...; glibc's accurate
+// __expf, __logf, __log2f, __sinf, __cosf are within CUDA's bounds for the fast intrinsics)
 static inline float __fdividef(float a, float b) { return a / b; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double __dadd_rn(double a, double b) { return a + b; }
-static inline double __dmul_rn(double a, double b) { return a * b; }
-static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
-static inline int __float2int_rz(float x) { return (int)x; }
-static inline int __float2int_rn(float x) { return (int)rintf(x); }
-static inline int __float2int_rd(float x) { return (int)floorf(x); }
-static inline int __float2int_ru(float x) { return (int)ceilf(x); }
-static inline float __int2float_rn(int x) { return (float)x; }
+// __powf(x, y) is exp2(y * log2(x)) on a GPU: NaN for x < 0 (computed in double: within its ulp bound)
+static inline float __simt_powf(float x, float y) { return (float)exp2((double)y * log2((double)x)); }
+#define __powf(x, y) __simt_powf((x), (y))
+// Rounding-mode intrinsics: the runtime runs each under the rounding mode of its name; conversions
+// to integers saturate (NaN -> 0) as cvt does.
+#define SIMT_RDECL(sfx) \
+  SIMT_RT float __simt_fadd_##sfx(float, float); SIMT_RT float __simt_fsub_##sfx(float, float); \
+  SIMT_RT float __simt_fmul_##sfx(float, float); SIMT_RT float __simt_fdiv_##sfx(float, float); \
+  SIMT_RT float __simt_frcp_##sfx(float); SIMT_RT float __simt_fsqrt_##sfx(float); \
+  SIMT_RT float __simt_fmaf_##sfx(float, float, float); \
+  SIMT_RT double __simt_dadd_##sfx(double, double); SIMT_RT double __simt_dsub_##sfx(double, double); \
+  SIMT_RT double __simt_dmul_##sfx(double, double); SIMT_RT double __simt_ddiv_##sfx(double, double); \
+  SIMT_RT double __simt_drcp_##sfx(double); SIMT_RT double __simt_dsqrt_##sfx(double); \
+  SIMT_RT double __simt_fma_##sfx(double, double, double); SIMT_RT float __simt_double2float_##sfx(double); \
+  SIMT_RT int __simt_float2int_##sfx(float); SIMT_RT unsigned __simt_float2uint_##sfx(float); \
+  SIMT_RT long long __simt_float2ll_##sfx(float); SIMT_RT unsigned long long __simt_float2ull_##sfx(float); \
+  SIMT_RT int __simt_double2int_##sfx(double); SIMT_RT unsigned __simt_double2uint_##sfx(double); \
+  SIMT_RT long long __simt_double2ll_##sfx(double); SIMT_RT unsigned long long __simt_double2ull_##sfx(double); \
+  SIMT_RT float __simt_int2float_##sfx(int); SIMT_RT float __simt_uint2float_##sfx(unsigned); \
+  SIMT_RT float __simt_ll2float_##sfx(long long); SIMT_RT float __simt_ull2float_##sfx(unsigned long long); \
+  SIMT_RT double __simt_ll2double_##sfx(long long); SIMT_RT double __simt_ull2double_##sfx(unsigned long long); \
+  static inline float __fadd_##sfx(float a, float b) { return __simt_fadd_##sfx(a, b); } \
+  static inline float __fsub_##sfx(float a, float b) { return __simt_fsub_##sfx(a, b); } \
+  static inline float __fmul_##sfx(float a, float b) { return __simt_fmul_##sfx(a, b); } \
+  static inline float __fdiv_##sfx(float a, float b) { return __simt_fdiv_##sfx(a, b); } \
+  static inline float __frcp_##sfx(float a) { return __simt_frcp_##sfx(a); } \
+  static inline float __fsqrt_##sfx(float a) { return __simt_fsqrt_##sfx(a); } \
+  static inline float __fmaf_##sfx(float a, float b, float c) { return __simt_fmaf_##sfx(a, b, c); } \
+  static inline double __dadd_##sfx(double a, double b) { return __simt_dadd_##sfx(a, b); } \
+  static inline double __dsub_##sfx(double a, double b) { return __simt_dsub_##sfx(a, b); } \
+  static inline double __dmul_##sfx(double a, double b) { return __simt_dmul_##sfx(a, b); } \
+  static inline double __ddiv_##sfx(double a, double b) { return __simt_ddiv_##sfx(a, b); } \
+  static inline double __drcp_##sfx(double a) { return __simt_drcp_##sfx(a); } \
+  static inline double __dsqrt_##sfx(double a) { return __simt_dsqrt_##sfx(a); } \
+  static inline double __fma_##sfx(double a, double b, double c) { return __simt_fma_##sfx(a, b, c); } \
+  static inline float __double2float_##sfx(double a) { return __simt_double2float_##sfx(a); } \
+  static inline int __float2int_##sfx(float a) { return __simt_float2int_##sfx(a); } \
+  static inline unsigned __float2uint_##sfx(float a) { return __simt_float2uint_##sfx(a); } \
+  static inline long long __float2ll_##sfx(float a) { return __simt_float2ll_##sfx(a); } \
+  static inline unsigned long long __float2ull_##sfx(float a) { return __simt_float2ull_##sfx(a); } \
+  static inline int __double2int_##sfx(double a) { return __simt_double2int_##sfx(a); } \
+  static inline unsigned __double2uint_##sfx(double a) { return __simt_double2uint_##sfx(a); } \
+  static inline long long __double2ll_##sfx(double a) { return __simt_double2ll_##sfx(a); } \
+  static inline unsigned long long __double2ull_##sfx(double a) { return __simt_double2ull_##sfx(a); } \
+  static inline float __int2float_##sfx(int a) { return __simt_int2float_##sfx(a); } \
+  static inline float __uint2float_##sfx(unsigned a) { return __simt_uint2float_##sfx(a); } \
+  static inline float __ll2float_##sfx(long long a) { return __simt_ll2float_##sfx(a); } \
+  static inline float __ull2float_##sfx(unsigned long long a) { return __simt_ull2float_##sfx(a); } \
+  static inline double __ll2double_##sfx(long long a) { return __simt_ll2double_##sfx(a); } \
+  static inline double __ull2double_##sfx(unsigned long long a) { return __simt_ull2double_##sfx(a); }
+SIMT_RDECL(rn) SIMT_RDECL(rz) SIMT_RDECL(ru) SIMT_RDECL(rd)
+SIMT_RT float __simt_frsqrt_rn(float);
+static inline float __frsqrt_rn(float x) { return __simt_frsqrt_rn(x); }
+static inline double __int2double_rn(int x) { return (double)x; }
+static inline double __uint2double_rn(unsigned x) { return (double)x; }
+
+// ---------------------------------------------------------------- more integer intrinsics
+static inline int __dp4a(int a, int b, int c) {
+  int r = c;
+  for (int i = 0; i < 4; ++i) r += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+  return r;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  unsigned r = c;
+  for (int i = 0; i < 4; ++i) r += ((a >> (8 * i)) & 0xFFu) * ((b >> (8 * i)) & 0xFFu);
+  return r;
+}
+static inline int __dp2a_lo(int a, int b, int c) {
+  int r = c;
+  for (int i = 0; i < 2; ++i) r += (int)(short)(a >> (16 * i)) * (int)(signed char)(b >> (8 * i));
+  return r;
+}
+static inline int __dp2a_hi(int a, int b, int c) {
+  int r = c;
+  for (int i = 0; i < 2; ++i) r += (int)(short)(a >> (16 * i)) * (int)(signed char)(b >> (8 * i + 16));
+  return r;
+}
+static inline unsigned int __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; s = s > 32 ? 32 : s;
+  return (unsigned)((v << s) >> 32);
+}
+static inline unsigned int __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; s = s > 32 ? 32 : s;
+  return (unsigned)(v >> s);
+}
+// __fns: position of the n-th set bit of mask counting from base (PTX fns.b32); 0xffffffff if none
+static inline unsigned __fns(unsigned mask, unsigned base, int offset) {
+  if (base > 31) return 0xFFFFFFFFu;
+  if (offset == 0) return 0xFFFFFFFFu;
+  if (offset > 0) {
+    int n = offset;
+    for (int i = (int)base; i < 32; ++i)
+      if (mask >> i & 1) { if (--n == 0) return (unsigned)i; }
+    return 0xFFFFFFFFu;
+  }
+  int n = -offset;
+  for (int i = (int)base; i >= 0; --i)
+    if (mask >> i & 1) { if (--n == 0) return (unsigned)i; }
+  return 0xFFFFFFFFu;
+}
+static inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p; }
+static inline size_t __cvta_generic_to_global(const void *p) { return (size_t)p; }
+static inline void *__cvta_shared_to_generic(size_t a) { return (void *)a; }
+static inline void *__cvta_global_to_generic(size_t a) { return (void *)a; }
+static inline unsigned __isShared(const void *) { return 0; }
+
+// SIMD video instructions: per-byte (4) / per-halfword (2) lanes.
+template <int N, bool S, class F>
+static inline unsigned __simt_simd(unsigned a, unsigned b, F f) {
+  const int bits = 32 / N;
+  const unsigned m = bits == 8 ? 0xFFu : 0xFFFFu;
+  unsigned r = 0;
+  for (int i = 0; i < N; ++i) {
+    unsigned ua = (a >> (bits * i)) & m, ub = (b >> (bits * i)) & m;
+    long long x = S ? (long long)(bits == 8 ? (int)(signed char)ua : (int)(short)ua) : (long long)ua;
+    long long y = S ? (long long)(bits == 8 ? (int)(signed char)ub : (int)(short)ub) : (long long)ub;
+    r |= ((unsigned)f(x, y, (long long)m) & m) << (bits * i);
+  }
+  return r;
+}
+#define SIMT_SIMD(NAME, N, S, EXPR) \
+  static inline unsigned NAME(unsigned a, unsigned b) { \
+    return __simt_simd<N, S>(a, b, [](long long x, long long y, long long m) -> long long { (void)m; return EXPR; }); }
+#define SIMT_SIMD_BOTH(NAME, EXPR) \
+  SIMT_SIMD(NAME##u4, 4, false, EXPR) SIMT_SIMD(NAME##s4, 4, true, EXPR) \
+  SIMT_SIMD(NAME##u2, 2, false, EXPR) SIMT_SIMD(NAME##s2, 2, true, EXPR)
+SIMT_SIMD_BOTH(__vmax, x > y ? x : y) SIMT_SIMD_BOTH(__vmin, x < y ? x : y)
+SIMT_SIMD_BOTH(__vcmpgt, x > y ? m : 0) SIMT_SIMD_BOTH(__vcmpge, x >= y ? m : 0)
+SIMT_SIMD_BOTH(__vcmplt, x < y ? m : 0) SIMT_SIMD_BOTH(__vcmple, x <= y ? m : 0)
+SIMT_SIMD_BOTH(__vsetgt, x > y) SIMT_SIMD_BOTH(__vsetge, x >= y)
+SIMT_SIMD_BOTH(__vsetlt, x < y) SIMT_SIMD_BOTH(__vsetle, x <= y)
+SIMT_SIMD_BOTH(__vabsdiff, x > y ? x - y : y - x) SIMT_SIMD_BOTH(__vavg, (x + y + 1) >> 1)
+SIMT_SIMD(__vcmpeq4, 4, false, x == y ? m : 0) SIMT_SIMD(__vcmpeq2, 2, false, x == y ? m : 0)
+SIMT_SIMD(__vcmpne4, 4, false, x != y ? m : 0) SIMT_SIMD(__vcmpne2, 2, false, x != y ? m : 0)
+SIMT_SIMD(__vseteq4, 4, false, x == y) SIMT_SIMD(__vseteq2, 2, false, x == y)
+SIMT_SIMD(__vsetne4, 4, false, x != y) SIMT_SIMD(__vsetne2, 2, false, x != y)
+SIMT_SIMD(__vadd4, 4, false, x + y) SIMT_SIMD(__vadd2, 2, false, x + y)
+SIMT_SIMD(__vsub4, 4, false, x - y) SIMT_SIMD(__vsub2, 2, false, x - y)
+SIMT_SIMD(__vaddus4, 4, false, x + y > m ? m : x + y) SIMT_SIMD(__vaddus2, 2, false, x + y > m ? m : x + y)
+SIMT_SIMD(__vsubus4, 4, false, x > y ? x - y : 0) SIMT_SIMD(__vsubus2, 2, false, x > y ? x - y : 0)
+SIMT_SIMD(__vaddss4, 4, true, x + y > 127 ? 127 : (x + y < -128 ? -128 : x + y))
+SIMT_SIMD(__vaddss2, 2, true, x + y > 32767 ? 32767 : (x + y < -32768 ? -32768 : x + y))
+SIMT_SIMD(__vsubss4, 4, true, x - y > 127 ? 127 : (x - y < -128 ? -128 : x - y))
+SIMT_SIMD(__vsubss2, 2, true, x - y > 32767 ? 32767 : (x - y < -32768 ? -32768 : x - y))
+SIMT_SIMD(__vhaddu4, 4, false, (x + y) >> 1) SIMT_SIMD(__vhaddu2, 2, false, (x + y) >> 1)
+static inline unsigned __vabs4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? -x : x; }); }
+static inline unsigned __vabs2(unsigned a) { return __simt_simd<2, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? -x : x; }); }
+static inline unsigned __vneg4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return -x; }); }
+static inline unsigned __vneg2(unsigned a) { return __simt_simd<2, true>(a, 0, [](long long x, long long, long long) -> long long { return -x; }); }
+static inline unsigned __vsads4(unsigned a, unsigned b) { unsigned d = __vabsdiffs4(a, b); return (d & 0xFF) + (d >> 8 & 0xFF) + (d >> 16 & 0xFF) + (d >> 24); }
+static inline unsigned __vsadu4(unsigned a, unsigned b) { unsigned d = __vabsdiffu4(a, b); return (d & 0xFF) + (d >> 8 & 0xFF) + (d >> 16 & 0xFF) + (d >> 24); }
+static inline unsigned __vsads2(unsigned a, unsigned b) { unsigned d = __vabsdiffs2(a, b); return (d & 0xFFFF) + (d >> 16); }
+static inline unsigned __vsadu2(unsigned a, unsigned b) { unsigned d = __vabsdiffu2(a, b); return (d & 0xFFFF) + (d >> 16); }
+
+// sm_90 __vimax* / __vimin* (32-bit and 16x2, optional _relu; 3-operand forms; __vib* with predicates)
+static inline int __vimax_s32(int a, int b) { return a > b ? a : b; }
+static inline int __vimin_s32(int a, int b) { return a < b ? a : b; }
+static inline unsigned __vimax_u32(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline unsigned __vimin_u32(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline int __vimax3_s32(int a, int b, int c) { return __vimax_s32(__vimax_s32(a, b), c); }
+static inline int __vimin3_s32(int a, int b, int c) { return __vimin_s32(__vimin_s32(a, b), c); }
+static inline unsigned __vimax3_u32(unsigned a, unsigned b, unsigned c) { return __vimax_u32(__vimax_u32(a, b), c); }
+static inline unsigned __vimin3_u32(unsigned a, unsigned b, unsigned c) { return __vimin_u32(__vimin_u32(a, b), c); }
+static inline int __vimax_s32_relu(int a, int b) { int r = __vimax_s32(a, b); return r < 0 ? 0 : r; }
+static inline int __vimin_s32_relu(int a, int b) { int r = __vimin_s32(a, b); return r < 0 ? 0 : r; }
+static inline int __vimax3_s32_relu(int a, int b, int c) { int r = __vimax3_s32(a, b, c); return r < 0 ? 0 : r; }
+static inline int __vimin3_s32_relu(int a, int b, int c) { int r = __vimin3_s32(a, b, c); return r < 0 ? 0 : r; }
+static inline unsigned __vimax_s16x2(unsigned a, unsigned b) { return __vmaxs2(a, b); }
+static inline unsigned __vimin_s16x2(unsigned a, unsigned b) { return __vmins2(a, b); }
+static inline unsigned __vimax_u16x2(unsigned a, unsigned b) { return __vmaxu2(a, b); }
+static inline unsigned __vimin_u16x2(unsigned a, unsigned b) { return __vminu2(a, b); }
+static inline unsigned __vimax3_s16x2(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__vmaxs2(a, b), c); }
+static inline unsigned __vimin3_s16x2(unsigned a, unsigned b, unsigned c) { return __vmins2(__vmins2(a, b), c); }
+static inline unsigned __vimax3_u16x2(unsigned a, unsigned b, unsigned c) { return __vmaxu2(__vmaxu2(a, b), c); }
+static inline unsigned __vimin3_u16x2(unsigned a, unsigned b, unsigned c) { return __vminu2(__vminu2(a, b), c); }
+static inline unsigned __vimax_s16x2_relu(unsigned a, unsigned b) { return __vmaxs2(__vmaxs2(a, b), 0); }
+static inline unsigned __vimin_s16x2_relu(unsigned a, unsigned b) { return __vmaxs2(__vmins2(a, b), 0); }
+static inline unsigned __vimax3_s16x2_relu(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__vimax3_s16x2(a, b, c), 0); }
+static inline unsigned __vimin3_s16x2_relu(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__vimin3_s16x2(a, b, c), 0); }
+static inline int __vibmax_s32(int a, int b, bool *pred) { *pred = a >= b; return a >= b ? a : b; }
+static inline int __vibmin_s32(int a, int b, bool *pred) { *pred = a <= b; return a <= b ? a : b; }
+static inline unsigned __vibmax_u32(unsigned a, unsigned b, bool *pred) { *pred = a >= b; return a >= b ? a : b; }
+static inline unsigned __vibmin_u32(unsigned a, unsigned b, bool *pred) { *pred = a <= b; return a <= b ? a : b; }
+static inline unsigned __vibmax_s16x2(unsigned a, unsigned b, bool *lo, bool *hi) {
+  *lo = (short)a >= (short)b; *hi = (short)(a >> 16) >= (short)(b >> 16); return __vmaxs2(a, b);
+}
+static inline unsigned __vibmin_s16x2(unsigned a, unsigned b, bool *lo, bool *hi) {
+  *lo = (short)a <= (short)b; *hi = (short)(a >> 16) <= (short)(b >> 16); return __vmins2(a, b);
+}
+static inline unsigned __vibmax_u16x2(unsigned a, unsigned b, bool *lo, bool *hi) {
+  *lo = (a & 0xFFFF) >= (b & 0xFFFF); *hi = (a >> 16) >= (b >> 16); return __vmaxu2(a, b);
+}
+static inline unsigned __vibmin_u16x2(unsigned a, unsigned b, bool *lo, bool *hi) {
+  *lo = (a & 0xFFFF) <= (b & 0xFFFF); *hi = (a >> 16) <= (b >> 16); return __vminu2(a, b);
+}
 
 // ---------------------------------------------------------------- synchronisation
 enum { __SIMT_BAR_SYNC = 0, __SIMT_BAR_COUNT = 1, __SIMT_BAR_AND = 2, __SIMT_BAR_OR = 3 };
@@ -361,7 +552,7 @@ static inline void *__simt_memset(void *d, int c, size_t n) {
 #define memset(d, c, n) __simt_memset((d), (c), (n))
 
 // cache-hinted loads/stores: plain (instrumented) accesses
-template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldg(const T *p) { __simt_ldg(p, sizeof(T)); return *p; }
 template <class T> static inline T __ldcg(const T *p) { return *p; }
 template <class T> static inline T __ldca(const T *p) { return *p; }
 template <class T> static inline T __ldcs(const T *p) { return *p; }
@@ -397,7 +588,7 @@ static inline T __simt_aop(int op, T *p, T v, T c = T()) {
   static inline T NAME##_block(T *p, T v) { return __simt_aop<T>(OP, p, v); } \
   static inline T NAME##_system(T *p, T v) { return __simt_aop<T>(OP, p, v); }
 SIMT_ATOM(atomicAdd, __SIMT_A_ADD, int) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, unsigned int)
-SIMT_ATOM(atomicAdd, __SIMT_A_ADD, unsigned long long) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, long long)
+SIMT_ATOM(atomicAdd, __SIMT_A_ADD, unsigned long long)  // no atomicAdd(long long *) in CUDA
 SIMT_ATOM(atomicAdd, __SIMT_A_ADD, float) SIMT_ATOM(atomicAdd, __SIMT_A_ADD, double)
 SIMT_ATOM(atomicSub, __SIMT_A_SUB, int) SIMT_ATOM(atomicSub, __SIMT_A_SUB, unsigned int)
 SIMT_ATOM(atomicMax, __SIMT_A_MAX, int) SIMT_ATOM(atomicMax, __SIMT_A_MAX, unsigned int)
