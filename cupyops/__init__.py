@@ -6,8 +6,10 @@ argmax / argmin / hardmax over any set of axes with a tie direction, and the non
 same kernels on the CPU's emulation of CUDA. Importing cupyops imports no cupy and compiles
 nothing.
 """
-from ._api import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
-                   nonzero, nonzero_coordinates)
+# _api's functions behind the adapter layer (_adapt): NumPy and CuPy pass straight through,
+# other DLPack arrays (torch, JAX, array_api_strict) come back as their own type
+from ._adapt import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
+                     nonzero, nonzero_coordinates)
 from ._workspace import Workspace
 
 __version__ = "0.1.0"
