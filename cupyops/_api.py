@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from . import _bf16, _dispatch
+from . import _fastpath as _fast
 
 HARDMAX_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -271,7 +272,8 @@ def _xp(placement):
 
 # --------------------------------------------------------------------------- argmax / argmin
 
-def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan=False):
+def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan=False,
+               fast_key=None):
     opname = ("nanarg" if skip_nan else "arg") + kind
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, ARGREDUCE_DTYPES, opname, datetime=True)
@@ -287,8 +289,8 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
     result_shape = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else kept_shape
     group = math.prod(shape[a] for a in axes)
     if any(shape[a] == 0 for a in axes):
-        raise ValueError(f"attempt to get {opname} of an empty sequence (reduced axes {axes} of "
-                         f"shape {shape})")
+        raise ValueError(f"attempt to get arg{kind} of an empty sequence ({opname}: reduced axes "
+                         f"{axes} of shape {shape})")
     if not _index_fits(group, index_dtype):
         raise ValueError(f"{opname}: the reduced group has {group} elements, too many for index "
                          f"dtype {index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
@@ -313,6 +315,9 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
             res = xp.zeros(kept_shape, index_dtype)
         elif placement.kind == "cpu":
             from . import _cpu_argreduce
+            _fast.remember(fast_key, _fast.cpu_argreduce_entry(
+                x, axes, kind=kind, skip_nan=skip_nan, tie=tie, index_dtype=index_dtype,
+                result_shape=result_shape))
             f = _cpu_argreduce.nanargreduce if skip_nan else _cpu_argreduce.argreduce
             res = f(_bf16.widen(x) if x.dtype.kind == "V" else x, axes, kind=kind, tie=tie,
                     index_dtype=index_dtype, out=out_kept)
@@ -321,12 +326,17 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
             backend = _kernel_backend(placement)
             datetime = x.dtype.kind in "mM"
             kx = _as_int64_bits(x) if datetime else x
-            res = _gpu_argreduce.argreduce(backend, _to_kernel_input(kx, placement, opname), axes, kind=kind,
-                                           tie=tie, index_dtype=index_dtype,
-                                           out=_kernel_out(out_kept, placement),
-                                           force_64bit=_dispatch.force_64bit.get(),
-                                           workspace=workspace, skip_nan=skip_nan,
-                                           datetime=datetime)
+            kin = _to_kernel_input(kx, placement, opname)
+            cx, launches = _gpu_argreduce.prepare_argreduce(
+                backend, kin, axes, kind=kind, tie=tie, index_dtype=index_dtype,
+                force_64bit=_dispatch.force_64bit.get(), skip_nan=skip_nan, datetime=datetime)
+            res = _gpu_argreduce.execute_into(backend, launches, cx,
+                                              _kernel_out(out_kept, placement), workspace)
+            if cx is kin and not datetime:
+                _fast.remember(fast_key, _fast.kernel_entry(
+                    backend, placement, x, kin,
+                    _fast.launches_runner(_gpu_argreduce.runner, backend, launches),
+                    reshape=result_shape if keepdims else None))
             res = _from_kernel_result(res, placement)
         if out is not None:
             _deliver(res, out_kept)
@@ -345,13 +355,21 @@ def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None
     ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
     capture; docs/api.md).
     """
-    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace)
+    k = _fast.key(x, device, workspace, out, "argmax", axis, keepdims, tie, dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, fast_key=k)
 
 
 def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
            workspace=None):
     """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
-    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace)
+    k = _fast.key(x, device, workspace, out, "argmin", axis, keepdims, tie, dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, fast_key=k)
 
 
 def nanargmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
@@ -359,13 +377,21 @@ def nanargmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
     """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
     ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
     a flag the same single pass sets. Arguments as argmax."""
-    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, True)
+    k = _fast.key(x, device, workspace, out, "nanargmax", axis, keepdims, tie, dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, True, k)
 
 
 def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
               workspace=None):
     """argmin that skips NaN; see nanargmax."""
-    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, True)
+    k = _fast.key(x, device, workspace, out, "nanargmin", axis, keepdims, tie, dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, True, k)
 
 
 # --------------------------------------------------------------------------- hardmax
@@ -376,6 +402,14 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
     The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
     see argmax.
     """
+    k = _fast.key(x, device, workspace, out, "hardmax", axis, tie)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _hardmax(x, axis, tie, out, device, workspace, k)
+
+
+def _hardmax(x, axis, tie, out, device, workspace, fast_key):
     opname = "hardmax"
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, HARDMAX_DTYPES, opname)
@@ -394,15 +428,20 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
             if x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
                 res = _bf16.narrow(_cpu_argreduce.hardmax(_bf16.widen(x), axes, tie=tie), x.dtype)
             else:
+                _fast.remember(fast_key, _fast.cpu_hardmax_entry(x, axes, tie=tie))
                 res = _cpu_argreduce.hardmax(x, axes, tie=tie, out=out)
         else:
             from . import _gpu_argreduce
             backend = _kernel_backend(placement)
             kx = _to_kernel_input(x, placement, opname)
-            res = _gpu_argreduce.hardmax(backend, kx, axes, tie=tie,
-                                         out=_kernel_out(out, placement) if kx.dtype == x.dtype else None,
-                                         force_64bit=_dispatch.force_64bit.get(),
-                                         workspace=workspace)
+            kout = _kernel_out(out, placement) if kx.dtype == x.dtype else None
+            cx, launches = _gpu_argreduce.prepare_hardmax(
+                backend, kx, axes, tie=tie, force_64bit=_dispatch.force_64bit.get(), out=kout)
+            res = _gpu_argreduce.execute_into(backend, launches, cx, kout, workspace)
+            if cx is kx:
+                _fast.remember(fast_key, _fast.kernel_entry(
+                    backend, placement, x, kx,
+                    _fast.launches_runner(_gpu_argreduce.runner, backend, launches)))
             res = _from_kernel_result(res, placement)
             if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
                 res = res.astype(x.dtype)
@@ -424,8 +463,17 @@ def _check_coordinate_dtype(x, dtype, opname):
 
 def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
     """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
+    k = _fast.key(x, device, None, None, "count_nonzero", axis, keepdims)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, None)
+    return _count_nonzero(x, axis, keepdims, device, k)
+
+
+def _count_nonzero(x, axis, keepdims, device, fast_key):
     opname = "count_nonzero"
     x, placement = _dispatch.place(x, device)
+    x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
     if x.dtype.kind in "mM":
         x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
@@ -450,27 +498,44 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
             full[...] = res * math.prod(shape[i] for i in bro if i in axes)
             res = full
         else:
-            res = _count_nonzero_distinct(x, axes, placement, opname)
+            res = _count_nonzero_distinct(x, axes, placement, opname, fast_key if x is x0 else None,
+                                          result_shape)
     res = xp.asarray(res)
     return res.reshape(result_shape)
 
 
-def _count_nonzero_distinct(x, axes, placement, opname):
+def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_shape=None):
     """count_nonzero over ``axes`` (non-empty) of a non-empty x on its placement."""
     if placement.kind == "cpu":
         from . import _cpu_nonzero
+        _fast.remember(fast_key, _fast.cpu_count_entry(x, axes, result_shape=result_shape))
         return _cpu_nonzero.count_nonzero(x, axes)
     from . import _gpu_nonzero
     backend = _kernel_backend(placement)
-    res = _gpu_nonzero.count_nonzero(backend, _to_kernel_input(x, placement, opname), axes,
-                                     force_64bit=_dispatch.force_64bit.get())
+    kin = _to_kernel_input(x, placement, opname)
+    force = _dispatch.force_64bit.get()
+    res = _gpu_nonzero.count_nonzero(backend, kin, axes, force_64bit=force)
+    if fast_key is not None:
+        _fast.remember(fast_key, _fast.kernel_entry(
+            backend, placement, x, kin,
+            lambda kx, ws: _gpu_nonzero.count_nonzero(backend, kx, axes, force_64bit=force),
+            reshape=result_shape))
     return _from_kernel_result(res, placement)
 
 
 def argwhere(x, /, *, dtype=None, device=None):
     """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
+    k = _fast.key(x, device, None, None, "argwhere", dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, None)
+    return _argwhere(x, dtype, device, k)
+
+
+def _argwhere(x, dtype, device, fast_key):
     opname = "argwhere"
     x, placement = _dispatch.place(x, device)
+    x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
     if x.dtype.kind in "mM":
         x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
@@ -481,20 +546,37 @@ def argwhere(x, /, *, dtype=None, device=None):
             return xp.zeros((int(bool(x != 0)), 0), index_dtype)
         if x.size == 0:
             return xp.zeros((0, x.ndim), index_dtype)
+        if x is not x0:
+            fast_key = None
         if placement.kind == "cpu":
             from . import _cpu_nonzero
+            _fast.remember(fast_key, _fast.cpu_argwhere_entry(x, index_dtype))
             return _cpu_nonzero.argwhere(x, index_dtype)
         from . import _gpu_nonzero
         backend = _kernel_backend(placement)
-        res = _gpu_nonzero.argwhere(backend, _to_kernel_input(x, placement, opname), index_dtype,
-                                    force_64bit=_dispatch.force_64bit.get())
+        kin = _to_kernel_input(x, placement, opname)
+        force = _dispatch.force_64bit.get()
+        res = _gpu_nonzero.argwhere(backend, kin, index_dtype, force_64bit=force)
+        if fast_key is not None:
+            _fast.remember(fast_key, _fast.kernel_entry(
+                backend, placement, x, kin,
+                lambda kx, ws: _gpu_nonzero.argwhere(backend, kx, index_dtype, force_64bit=force)))
         return _from_kernel_result(res, placement)
 
 
 def nonzero(x, /, *, device=None):
     """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
+    k = _fast.key(x, device, None, None, "nonzero")
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, None)
+    return _nonzero(x, device, k)
+
+
+def _nonzero(x, device, fast_key):
     opname = "nonzero"
     x, placement = _dispatch.place(x, device)
+    x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
     if x.dtype.kind in "mM":
         x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
@@ -506,13 +588,21 @@ def nonzero(x, /, *, device=None):
     with _device_ctx(placement):
         if x.size == 0:
             return tuple(xp.zeros((0,), index_dtype) for _ in range(x.ndim))
+        if x is not x0:
+            fast_key = None
         if placement.kind == "cpu":
             from . import _cpu_nonzero
+            _fast.remember(fast_key, _fast.cpu_nonzero_entry(x))
             return _cpu_nonzero.nonzero(x, index_dtype)
         from . import _gpu_nonzero
         backend = _kernel_backend(placement)
-        res = _gpu_nonzero.nonzero(backend, _to_kernel_input(x, placement, opname), index_dtype,
-                                   force_64bit=_dispatch.force_64bit.get())
+        kin = _to_kernel_input(x, placement, opname)
+        force = _dispatch.force_64bit.get()
+        res = _gpu_nonzero.nonzero(backend, kin, index_dtype, force_64bit=force)
+        if fast_key is not None:
+            _fast.remember(fast_key, _fast.kernel_entry(
+                backend, placement, x, kin,
+                lambda kx, ws: _gpu_nonzero.nonzero(backend, kx, index_dtype, force_64bit=force)))
         return _from_kernel_result(tuple(res), placement)
 
 
@@ -527,8 +617,17 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
     ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
     the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
     """
+    k = _fast.key(x, device, workspace, out, "nonzero_coordinates", size, fill_value, dtype)
+    hit = _fast.get(k) if k is not None else None
+    if hit is not None:
+        return hit(x, workspace)
+    return _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, k)
+
+
+def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fast_key):
     opname = "nonzero_coordinates"
     x, placement = _dispatch.place(x, device)
+    x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
     if x.dtype.kind in "mM":
         x = _as_int64_bits(x)   # NaT (INT64_MIN) is nonzero, the epoch is zero
@@ -580,8 +679,11 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
                 rows = 0 if size is None else size
             coords = xp.full((rows, x.ndim), fill_value, index_dtype)
             return _deliver_all((coords, count), out)
+        if x is not x0:
+            fast_key = None
         if placement.kind == "cpu":
             from . import _cpu_nonzero
+            _fast.remember(fast_key, _fast.cpu_coordinates_entry(x, size, fill_value, index_dtype))
             return _deliver_all(_cpu_nonzero.nonzero_coordinates(x, size, fill_value, index_dtype),
                                 out)
         from . import _gpu_nonzero
@@ -590,9 +692,16 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
         if out is not None and not (placement.kind == "cuda" and not placement.cupy_input) \
                 and out[0].flags.c_contiguous:
             kernel_out = out
+        kin = _to_kernel_input(x, placement, opname)
+        force = _dispatch.force_64bit.get()
         coords, count = _gpu_nonzero.nonzero_coordinates(
-            backend, _to_kernel_input(x, placement, opname), size, fill_value, index_dtype,
-            force_64bit=_dispatch.force_64bit.get(), out=kernel_out, workspace=workspace)
+            backend, kin, size, fill_value, index_dtype, force_64bit=force, out=kernel_out,
+            workspace=workspace)
+        if fast_key is not None:
+            _fast.remember(fast_key, _fast.kernel_entry(
+                backend, placement, x, kin,
+                lambda kx, ws: _gpu_nonzero.nonzero_coordinates(
+                    backend, kx, size, fill_value, index_dtype, force_64bit=force, workspace=ws)))
         return _deliver_all(_from_kernel_result((coords, count), placement), out)
 
 
