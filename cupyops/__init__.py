@@ -10,13 +10,14 @@ nothing.
 # other DLPack arrays (torch, JAX, array_api_strict) come back as their own type
 from ._adapt import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
                      nonzero, nonzero_coordinates)
+from ._namespace import array_namespace
 from ._workspace import Workspace
 
 __version__ = "0.1.0"
 
 __all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
            "count_nonzero",
-           "nonzero_coordinates", "precompile", "available_devices", "Workspace"]
+           "nonzero_coordinates", "array_namespace", "precompile", "available_devices", "Workspace"]
 
 
 def precompile(families=None, dtypes=None, *, device=None):
