@@ -33,7 +33,7 @@ class CupyopsNamespace(types.ModuleType):
             setattr(self, name, getattr(cupyops, name))
 
     def __getattr__(self, name):   # only for names not set above
-        if name.startswith("__") and name not in ("__array_api_version__",):
+        if name in ("__path__", "__file__", "__base__"):   # not a package, no file of its own
             raise AttributeError(name)
         return getattr(self.__base__, name)
 
