@@ -111,7 +111,31 @@ def make_cases(mode, dtypes=DTYPES):
             cases.append(Case("count_nonzero", f"d={d}", dt, sz["nz"], {"density": d}))
             cases.append(Case("nonzero_coordinates", f"d={d} size=n", dt, sz["nz"],
                               {"density": d, "size": "n"}))
+    cases += decode_cases()
     return cases
+
+
+#: greedy decoding: argmax over the last axis of (batch, vocabulary) logits
+DECODE_SHAPES = ((1, 131072), (128, 131072))
+DECODE_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def decode_cases():
+    """The decode case in bfloat16 (when ml_dtypes is installed), float16 and float32, whatever
+    --dtypes says; select them with --cases decode."""
+    out = []
+    for name in DECODE_DTYPES:
+        if name == "bfloat16":
+            from .. import _bf16
+            dt = _bf16.dtype()
+            if dt is None:
+                continue
+        else:
+            dt = np.dtype(name)
+        for shape in DECODE_SHAPES:
+            out.append(Case("argmax", f"decode {shape[0]}x{shape[1]}", dt, shape,
+                            {"axes": (1,), "tie": "first", "layout": "decode"}))
+    return out
 
 
 def _aligned_empty(shape, dtype, align=256):
@@ -132,7 +156,7 @@ def _values(rng, dt, shape):
     if dt.kind in "iu":
         info = np.iinfo(dt)
         return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
-    if dt.kind == "f":
+    if dt.kind == "f" or dt.name == "bfloat16":
         return rng.standard_normal(shape).astype(dt)
     if dt.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)

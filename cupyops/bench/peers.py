@@ -144,6 +144,13 @@ def _identity_result(case):
 # PyTorch (GPU only in the benchmark)
 # --------------------------------------------------------------------------------------------
 
+def _torch_from_cupy(x):
+    import torch
+    if x.dtype.name == "bfloat16":    # through its bits: DLPack bf16 needs no ml_dtypes this way
+        return torch.from_dlpack(x.view("uint16")).view(torch.bfloat16)
+    return torch.from_dlpack(x)
+
+
 def torch_peer(case):
     try:
         import torch
@@ -196,7 +203,7 @@ def torch_peer(case):
             return out, c.shape[0]
     else:
         raise PeerUnavailable(f"no torch composition for {op}")
-    fn.prepare = torch.from_dlpack     # CuPy array -> torch tensor, zero-copy (not timed)
+    fn.prepare = _torch_from_cupy      # CuPy array -> torch tensor, zero-copy (not timed)
     return fn, lambda r: _identity_result(case)(_to_numpy(r))
 
 
