@@ -294,11 +294,12 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
     if not _index_fits(group, index_dtype):
         raise ValueError(f"{opname}: the reduced group has {group} elements, too many for index "
                          f"dtype {index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
-    accepted = (f"one of {_DTYPE_NAMES(INDEX_DTYPES)} (with dtype=None, out's dtype is the result "
-                "dtype)") if dtype is None else (
-        f"{index_dtype}, as dtype={index_dtype.name} was given (with dtype=None, out may have any "
-        f"of {_DTYPE_NAMES(INDEX_DTYPES)})")
-    out = _check_out(out, x, result_shape, index_dtype, opname, accepted)
+    if out is not None:
+        accepted = (f"one of {_DTYPE_NAMES(INDEX_DTYPES)} (with dtype=None, out's dtype is the "
+                    "result dtype)") if dtype is None else (
+            f"{index_dtype}, as dtype={index_dtype.name} was given (with dtype=None, out may have "
+            f"any of {_DTYPE_NAMES(INDEX_DTYPES)})")
+        out = _check_out(out, x, result_shape, index_dtype, opname, accepted)
     workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)
 
@@ -415,7 +416,9 @@ def _hardmax(x, axis, tie, out, device, workspace, fast_key):
     _check_value_dtype(x, HARDMAX_DTYPES, opname)
     axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
     _check_tie(tie, opname)
-    out = _check_out(out, x, x.shape, x.dtype, opname, f"{x.dtype}, x's dtype (hardmax's result has it)")
+    if out is not None:
+        out = _check_out(out, x, x.shape, x.dtype, opname,
+                         f"{x.dtype}, x's dtype (hardmax's result has it)")
     workspace = _check_workspace(workspace, placement, opname)
     xp = _xp(placement)
     with _device_ctx(placement):
@@ -514,12 +517,11 @@ def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_sh
     backend = _kernel_backend(placement)
     kin = _to_kernel_input(x, placement, opname)
     force = _dispatch.force_64bit.get()
-    res = _gpu_nonzero.count_nonzero(backend, kin, axes, force_64bit=force)
+    run = _gpu_nonzero.count_runner(backend, kin, axes, force_64bit=force)
+    res = run(kin)
     if fast_key is not None:
-        _fast.remember(fast_key, _fast.kernel_entry(
-            backend, placement, x, kin,
-            lambda kx, ws: _gpu_nonzero.count_nonzero(backend, kx, axes, force_64bit=force),
-            reshape=result_shape))
+        _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin,
+                                                    lambda kx, ws: run(kx), reshape=result_shape))
     return _from_kernel_result(res, placement)
 
 
@@ -556,11 +558,12 @@ def _argwhere(x, dtype, device, fast_key):
         backend = _kernel_backend(placement)
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
-        res = _gpu_nonzero.argwhere(backend, kin, index_dtype, force_64bit=force)
+        run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_ROWS,
+                                        force)
+        res = run(kin)[0]
         if fast_key is not None:
-            _fast.remember(fast_key, _fast.kernel_entry(
-                backend, placement, x, kin,
-                lambda kx, ws: _gpu_nonzero.argwhere(backend, kx, index_dtype, force_64bit=force)))
+            _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin,
+                                                        lambda kx, ws: run(kx)[0]))
         return _from_kernel_result(res, placement)
 
 
@@ -598,11 +601,12 @@ def _nonzero(x, device, fast_key):
         backend = _kernel_backend(placement)
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
-        res = _gpu_nonzero.nonzero(backend, kin, index_dtype, force_64bit=force)
+        run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_COLS,
+                                        force)
+        res = _gpu_nonzero.rows_of(run(kin)[0])
         if fast_key is not None:
             _fast.remember(fast_key, _fast.kernel_entry(
-                backend, placement, x, kin,
-                lambda kx, ws: _gpu_nonzero.nonzero(backend, kx, index_dtype, force_64bit=force)))
+                backend, placement, x, kin, lambda kx, ws: _gpu_nonzero.rows_of(run(kx)[0])))
         return _from_kernel_result(tuple(res), placement)
 
 
@@ -694,14 +698,17 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
             kernel_out = out
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
-        coords, count = _gpu_nonzero.nonzero_coordinates(
-            backend, kin, size, fill_value, index_dtype, force_64bit=force, out=kernel_out,
-            workspace=workspace)
+        if size is None:
+            run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_ROWS,
+                                            force)
+            coords, _, count = run(kin, workspace)
+            entry = lambda kx, ws: run(kx, ws)[::2]  # noqa: E731  (coords, count_dev)
+        else:
+            run = _gpu_nonzero.fixed_runner(backend, kin, size, fill_value, index_dtype, force)
+            coords, count = run(kin, workspace, kernel_out)
+            entry = run
         if fast_key is not None:
-            _fast.remember(fast_key, _fast.kernel_entry(
-                backend, placement, x, kin,
-                lambda kx, ws: _gpu_nonzero.nonzero_coordinates(
-                    backend, kx, size, fill_value, index_dtype, force_64bit=force, workspace=ws)))
+            _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin, entry))
         return _deliver_all(_from_kernel_result((coords, count), placement), out)
 
 

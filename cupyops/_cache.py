@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-__all__ = ["LRU"]
+__all__ = ["LRU", "FastLRU"]
 
 
 class LRU:
@@ -36,6 +36,43 @@ class LRU:
             self._d.move_to_end(key)
             self.hits += 1
             return value
+
+    def put(self, key, value):
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self.maxsize:
+                self._d.popitem(last=False)
+        return value
+
+    def clear(self):
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self):
+        return len(self._d)
+
+
+class FastLRU:
+    """An LRU map whose ``get`` takes no lock (the hot path of every call): dict lookups and
+    ``move_to_end`` are atomic under the GIL; ``put`` locks to keep the size bounded."""
+
+    __slots__ = ("maxsize", "_d", "_lock")
+
+    def __init__(self, maxsize: int = 4096):
+        self.maxsize = int(maxsize)
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        d = self._d
+        value = d.get(key)
+        if value is not None:
+            try:
+                d.move_to_end(key)
+            except KeyError:       # evicted by another thread in between: still a valid value
+                pass
+        return value
 
     def put(self, key, value):
         with self._lock:

@@ -257,22 +257,35 @@ def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
     """Run ``launches`` on ``x`` (laid out as prepared) into ``out`` (C-contiguous, of the
     output shape and dtype) or a fresh array; returns it. nanarg*: one host read of the
     all-NaN flag, ``ValueError("All-NaN slice encountered")`` when set."""
-    res = backend.empty(launches.out_shape, launches.out_dtype) if out is None else out
-    holder = _workspace.holder_for(backend, workspace)
-    with holder._lock:
-        pk, pi, flag = holder.carve(launches.scratch)
-        if launches.nan_skip:
-            backend.zero_fill(flag)
-        grid, block, smem = launches.main_cfg
-        backend.launcher(*launches.main)(grid, block, (x, res, pk, pi, flag, launches.params),
-                                         smem)
-        if launches.finish is not None:
-            grid, block, smem = launches.finish_cfg
-            backend.launcher(*launches.finish)(grid, block,
-                                               (res, pk, pi, flag, launches.finish_params), smem)
-    if launches.nan_skip and backend.read_scalar(flag):
-        raise ValueError("All-NaN slice encountered")
-    return res
+    return runner(backend, launches)(x, workspace, out)
+
+
+def runner(backend, launches: ArgreduceLaunches):
+    """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
+    ``launches`` bound once (the per-call fast path of cupyops._fastpath)."""
+    out_shape, out_dtype, scratch = launches.out_shape, launches.out_dtype, launches.scratch
+    nan_skip, main, params = launches.nan_skip, launches.main, launches.params
+    grid, block, smem = launches.main_cfg
+    finish, fparams = launches.finish, launches.finish_params
+    fgrid, fblock, fsmem = launches.finish_cfg or (None, None, None)
+    empty, launcher = backend.empty, backend.launcher
+    holder_for = _workspace.holder_for
+
+    def run(x, workspace=None, out=None):
+        res = empty(out_shape, out_dtype) if out is None else out
+        holder = holder_for(backend, workspace)
+        with holder._lock:
+            pk, pi, flag = holder.carve(scratch)
+            if nan_skip:
+                backend.zero_fill(flag)
+            launcher(*main)(grid, block, (x, res, pk, pi, flag, params), smem)
+            if finish is not None:
+                launcher(*finish)(fgrid, fblock, (res, pk, pi, flag, fparams), fsmem)
+            # read before another call on this stream re-zeroes the flag
+            if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
+                raise ValueError("All-NaN slice encountered")
+        return res
+    return run
 
 
 def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
@@ -288,7 +301,7 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
     x, launches = prepare_argreduce(backend, x, axes, kind=kind, tie=tie,
                                     index_dtype=index_dtype, force_64bit=force_64bit,
                                     skip_nan=skip_nan, datetime=datetime)
-    return _execute_into(backend, launches, x, out, workspace)
+    return execute_into(backend, launches, x, out, workspace)
 
 
 def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=False,
@@ -302,7 +315,8 @@ def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=F
                       value_dtype=vdt)
 
 
-def _execute_into(backend, launches, x, out, workspace):
+def execute_into(backend, launches, x, out, workspace):
+    """:func:`execute` into ``out`` when it is C-contiguous, else a fresh array copied there."""
     if out is None or not _c_contiguous(out):
         res = execute(backend, launches, x, None, workspace)
         if out is None:
@@ -315,7 +329,7 @@ def _execute_into(backend, launches, x, out, workspace):
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
     """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
     x, launches = prepare_hardmax(backend, x, axes, tie=tie, force_64bit=force_64bit, out=out)
-    return _execute_into(backend, launches, x, out, workspace)
+    return execute_into(backend, launches, x, out, workspace)
 
 
 def prepare_hardmax(backend, x, axes, *, tie, force_64bit=False, out=None):

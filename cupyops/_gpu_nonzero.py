@@ -31,6 +31,7 @@ if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is i
     NONZERO_DTYPES += (_modules._bf16.dtype(),)
 
 TILES = "nonzero_tiles"
+LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
 COUNT = "count_nonzero_axes"
 
 
@@ -69,16 +70,20 @@ def _native(x):
     return dt if dt.isnative else dt.newbyteorder("=")
 
 
-def _launch(backend, p, dtype, name, grid):
-    """The launcher of kernel ``name`` for plan ``p`` and its checked ``(grid, block, smem)``,
-    both kept in the plan's memo (the configuration is checked once per plan and grid)."""
+def _config(backend, p, dtype, name, grid):
+    """The expression of kernel ``name`` for plan ``p`` and its checked ``(grid, block, smem)``,
+    kept in the plan's memo (the configuration is checked once per plan and grid)."""
     key = ("launch", name, dtype, grid)
     hit = p.memo.get(key)
     if hit is None:
         expr = _modules.name_expression(name, kernel_value_dtype(dtype), p.wide)
-        cfg = backend.check_launch(expr, (grid,), (p.block,), 0)
-        hit = p.memo[key] = (expr, cfg)
-    expr, cfg = hit
+        hit = p.memo[key] = (expr, backend.check_launch(expr, (grid,), (p.block,), 0))
+    return hit
+
+
+def _launch(backend, p, dtype, name, grid):
+    """The launcher of kernel ``name`` for plan ``p`` and its checked configuration."""
+    expr, cfg = _config(backend, p, dtype, name, grid)
     return backend.launcher(FAMILY.name, dtype, expr), cfg
 
 
@@ -86,6 +91,12 @@ def _launch(backend, p, dtype, name, grid):
 
 def count_nonzero(backend, x, axes, *, force_64bit=False):
     """int64 counts of ``x != 0`` over ``axes`` (sorted, distinct, non-empty), kept shape."""
+    return count_runner(backend, x, axes, force_64bit=force_64bit)(x)
+
+
+def count_runner(backend, x, axes, *, force_64bit=False):
+    """``run(x)`` for arrays laid out like ``x``: the plan (cached per backend), its launch and
+    parameters bound once."""
     dtype = _native(x)
     key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
            bool(force_64bit))
@@ -95,17 +106,20 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
             x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
             max_threads_per_sm=backend.props.max_threads_per_sm, force_64bit=force_64bit,
             base_address=data_ptr(x)))
-    _trace.record_plan(p)
-    kept_shape = p.memo.get("kept_shape")
-    if kept_shape is None:
-        kept_shape = p.memo["kept_shape"] = tuple(n for i, n in enumerate(x.shape)
-                                                  if i not in p.axes)
-    out = backend.empty(kept_shape, np.int64)
-    if p.atomic:                              # chunks add into it: zeroed in-stream
-        backend.zero_fill(out)
-    fn, (grid, block, smem) = _launch(backend, p, dtype, COUNT, p.grid)
-    fn(grid, block, (x, p.params(), out), smem)
-    return out
+    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
+    expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
+    params, atomic = p.params(), p.atomic
+    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
+    name = FAMILY.name
+
+    def run(x):
+        record(p)
+        out = empty(kept_shape, _I64)
+        if atomic:                              # chunks add into it: zeroed in-stream
+            backend.zero_fill(out)
+        launcher(name, dtype, expr)(grid, block, (x, params, out), smem)
+        return out
+    return run
 
 
 # ------------------------------------------------------------------------------ coordinates
@@ -119,11 +133,11 @@ def _plan(backend, x, index_dtype, force_64bit):
         cp = backend.plans.put(key, plan.plan_coordinates(
             x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
             base_address=data_ptr(x)))
-    _trace.record_plan(cp)
-    return cp
+    return cp                 # the runners record it on every run
 
 
 _U64 = np.dtype(np.uint64)
+_I64 = np.dtype(np.int64)
 
 
 def _scratch(backend, ws, cp):
@@ -136,25 +150,77 @@ def _scratch(backend, ws, cp):
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
     """SCAN, one host read, PLACE. Returns (out, count, count_dev)."""
+    return exact_runner(backend, x, index_dtype, layout, force_64bit)(x, workspace, stats)
+
+
+def exact_runner(backend, x, index_dtype, layout, force_64bit=False):
+    """``run(x, workspace=None, stats=None) -> (out, count, count_dev)`` for arrays laid out
+    like ``x``: SCAN, one host read of the count, PLACE; everything but the count bound once."""
     cp = _plan(backend, x, index_dtype, force_64bit)
     dtype = _native(x)
-    count_dev = backend.empty((), np.int64)
-    ws = _workspace.holder_for(backend, workspace)
-    with ws._lock:
-        counter, status = _scratch(backend, ws, cp)
-        st = stats if stats is not None else counter
-        fn, (grid, block, smem) = _launch(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
-        fn(grid, block, (x, cp.params(plan.MODE_SCAN, layout, stats=stats is not None), counter,
-                         status, counter, count_dev, st), smem)
-        count = backend.read_scalar(count_dev)               # the one device-to-host read
-        shape = (count, cp.ndim) if layout == plan.LAYOUT_ROWS else (cp.ndim, count)
-        out = backend.empty(shape, index_dtype)
-        if count:
-            fn, (grid, block, smem) = _launch(backend, cp, dtype, TILES,
-                                              cp.grid(plan.MODE_PLACE))
-            fn(grid, block, (x, cp.params(plan.MODE_PLACE, layout, row_stride=count), counter,
-                             status, out, count_dev, counter), smem)
-    return out, count, count_dev
+    scan_expr, (sgrid, sblock, ssmem) = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
+    place_expr, (pgrid, pblock, psmem) = _config(backend, cp, dtype, TILES,
+                                                 cp.grid(plan.MODE_PLACE))
+    scan_params = cp.params(plan.MODE_SCAN, layout)
+    index_dtype = np.dtype(index_dtype)
+    rows = layout == plan.LAYOUT_ROWS
+    ndim = cp.ndim
+    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
+    name = FAMILY.name
+
+    def run(x, workspace=None, stats=None):
+        record(cp)
+        count_dev = empty((), _I64)
+        ws = _workspace.holder_for(backend, workspace)
+        with ws._lock:
+            counter, status = _scratch(backend, ws, cp)
+            if stats is None:
+                st, params = counter, scan_params
+            else:
+                st, params = stats, cp.params(plan.MODE_SCAN, layout, stats=True)
+            launcher(name, dtype, scan_expr)(sgrid, sblock, (x, params, counter, status,
+                                                             counter, count_dev, st), ssmem)
+            count = backend.read_scalar(count_dev)               # the one device-to-host read
+            out = empty((count, ndim) if rows else (ndim, count), index_dtype)
+            if count:
+                launcher(name, dtype, place_expr)(
+                    pgrid, pblock, (x, cp.params(plan.MODE_PLACE, layout, row_stride=count),
+                                    counter, status, out, count_dev, counter), psmem)
+        return out, count, count_dev
+    return run
+
+
+def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
+    """``run(x, workspace=None, out=None, stats=None) -> (coords, count_dev)``: the ``size=k``
+    form for arrays laid out like ``x``, one launch, no host read."""
+    index_dtype = np.dtype(index_dtype)
+    k = int(size)
+    cp = _plan(backend, x, index_dtype, force_64bit)
+    dtype = _native(x)
+    expr, (grid, block, smem) = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
+    params = cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
+    shape = (k, cp.ndim)
+    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
+    name = FAMILY.name
+
+    def run(x, workspace=None, out=None, stats=None):
+        record(cp)
+        if out is not None:
+            coords, count_dev = out
+        else:
+            coords, count_dev = empty(shape, index_dtype), empty((), _I64)
+        ws = _workspace.holder_for(backend, workspace)
+        with ws._lock:
+            counter, status = _scratch(backend, ws, cp)
+            if stats is None:
+                st, p = counter, params
+            else:
+                st, p = stats, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k,
+                                         fill=int(fill_value), stats=True)
+            launcher(name, dtype, expr)(grid, block, (x, p, counter, status, coords, count_dev,
+                                                      st), smem)
+        return coords, count_dev
+    return run
 
 
 def argwhere(backend, x, index_dtype, *, force_64bit=False):
@@ -166,6 +232,11 @@ def argwhere(backend, x, index_dtype, *, force_64bit=False):
 def nonzero(backend, x, index_dtype, *, force_64bit=False):
     """Tuple of ndim contiguous 1-D index arrays: the rows of one (ndim, count) array."""
     out, _, _ = _exact(backend, x, np.dtype(index_dtype), plan.LAYOUT_COLS, force_64bit)
+    return rows_of(out)
+
+
+def rows_of(out) -> tuple:
+    """The rows of an (ndim, count) array, as nonzero's tuple."""
     return tuple(out[d] for d in range(out.shape[0]))
 
 
@@ -186,19 +257,5 @@ def nonzero_coordinates(backend, x, size, fill_value, index_dtype, *, force_64bi
         coords, _, count_dev = _exact(backend, x, index_dtype, plan.LAYOUT_ROWS, force_64bit,
                                       stats, workspace)
         return coords, count_dev
-    k = int(size)
-    cp = _plan(backend, x, index_dtype, force_64bit)
-    if out is not None:
-        coords, count_dev = out
-    else:
-        coords, count_dev = backend.empty((k, cp.ndim), index_dtype), backend.empty((), np.int64)
-    ws = _workspace.holder_for(backend, workspace)
-    with ws._lock:
-        counter, status = _scratch(backend, ws, cp)
-        st = stats if stats is not None else counter
-        fn, (grid, block, smem) = _launch(backend, cp, _native(x), TILES,
-                                          cp.grid(plan.MODE_FIXED, k))
-        fn(grid, block, (x, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value),
-                                      stats=stats is not None),
-                         counter, status, coords, count_dev, st), smem)
-    return coords, count_dev
+    return fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit)(
+        x, workspace, out, stats)

@@ -501,6 +501,18 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
             return;
         }
     }
+    if constexpr (ArType<T>::kind == 4 && sizeof(B) == 16) {
+        if (p.narrow_out) {     // complex128 out only 8-byte aligned: two 8-byte stores (a
+            cuo::u64* o64 = reinterpret_cast<cuo::u64*>(o);   // 16-byte one would fault)
+            for (U q = q0; q < q1; q += qstep) {
+                const I e = (I)(group_out + od.off);
+                o64[2 * e] = (od.lid == (U)win) ? 0x3ff0000000000000ull : 0ull;
+                o64[2 * e + 1] = 0ull;
+                od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+            }
+            return;
+        }
+    }
     for (U q = q0; q < q1; q += qstep) {
         o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : B();
         od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);

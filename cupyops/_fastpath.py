@@ -1,0 +1,315 @@
+"""Per-call host cost: a call that repeats one seen before skips straight to the work.
+
+A public function first builds a key (:func:`key`) of everything its argument rules and its
+choice of path depend on: the input's type, shape, strides and dtype (and, for the kernel paths,
+its data pointer's alignment and device), every argument as given, ``device`` and
+``CUPYOPS_DEVICE``, and the ``force_64bit`` switch. On a hit the stored entry runs the call
+directly. The slow path stores an entry (:func:`remember`) only once it has accepted the very
+same arguments and chosen the path, so a bad input, which differs from every accepted one in
+some part of its key, always takes the slow path and fails there with its usual message.
+
+Entries hold what is derived from the layout (the kernels' prepared launches, or a NumPy
+composition for small inputs on the CPU path), never memory: scratch comes from the caller's
+Workspace or the stream's arena on every call, outputs are allocated on every call. Calls with
+``out=``, other input types, and tests' plan options take the slow path.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from . import _dispatch, _trace
+from ._backend import numpy_data_ptr as _data_ptr
+from ._cache import FastLRU
+
+__all__ = ["key", "get", "remember", "clear", "CPU_SMALL"]
+
+_ndarray = np.ndarray
+_environ = os.environ
+_force_64bit = _dispatch.force_64bit
+
+#: the CPU path's NumPy compositions serve inputs of at most this many elements (larger ones
+#: keep the chunked paths, whose extra memory is bounded)
+CPU_SMALL = 4096
+
+_entries = FastLRU(4096)
+
+# tests' planner options (cupyops._gpu_argreduce.PLAN_OPTIONS, the same dict object for the
+# process's life: tests mutate it or monkeypatch the attribute) turn the fast path off
+from . import _gpu_argreduce as _G  # noqa: E402
+
+
+class _PlanOptionsSet:
+    def __bool__(self):
+        return bool(_G.PLAN_OPTIONS)
+
+
+_plan_options = _PlanOptionsSet()
+
+
+def key(x, device, workspace, out, *args):
+    """The call's key, or None where the fast path does not apply."""
+    if out is not None or _plan_options:
+        return None
+    t = type(x)
+    if t is _ndarray:
+        dev = device if device is not None else _environ.get("CUPYOPS_DEVICE")
+        if dev is None or dev == "cpu":
+            if workspace is not None:
+                return None
+            k = (args, x.shape, x.strides, x.dtype, dev)
+        else:
+            k = (args, x.shape, x.strides, x.dtype, dev, type(workspace), _data_ptr(x) % 16,
+                 _force_64bit.get())
+    else:
+        cupy = sys.modules.get("cupy")
+        if cupy is None or t is not cupy.ndarray:
+            return None
+        k = (args, t, x.shape, x.strides, x.dtype, device, type(workspace), x.data.ptr % 16,
+             x.data.device_id, _force_64bit.get())
+    try:
+        hash(k)
+    except TypeError:          # an unhashable argument: the slow path says what is wrong
+        return None
+    return k
+
+
+def get(k):
+    return _entries.get(k)
+
+
+def remember(k, entry) -> None:
+    if k is not None and entry is not None:
+        _entries.put(k, entry)
+
+
+def clear() -> None:
+    _entries.clear()
+
+
+# --------------------------------------------------------------------------- kernel paths
+
+def kernel_entry(backend, placement, x, kx, run, *, reshape=None):
+    """An entry for the kernel path, or None. ``run(kx, workspace)`` does the launches on the
+    array the kernels read; ``kx`` is what the slow path passed them, ``x`` the caller's array.
+    Only CuPy input and NumPy input on simt (a read-only view of it, as the slow path reads)."""
+    if placement.kind == "cuda" and not placement.cupy_input:
+        return None          # host-to-device and back: the slow path
+    if _plan_options:
+        return None
+    if placement.cupy_input:
+        if kx is not x:
+            return None
+        prep = None
+    else:
+        if not (kx.base is x or kx.base is x.base) or kx.dtype != x.dtype:
+            return None      # the slow path copied (byte order, alignment): keep doing that
+        prep = _read_only_view
+
+    def entry(x, workspace):
+        res = run(x if prep is None else prep(x), workspace)
+        return res if reshape is None else res.reshape(reshape)
+    return entry
+
+
+def _read_only_view(x):
+    v = x.view()
+    v.flags.writeable = False     # SIMT then reports any kernel write to the input
+    return v
+
+
+def launches_runner(runner, backend, launches):
+    """``run(kx, workspace)`` for prepared launches (``runner(backend, launches)``, e.g.
+    cupyops._gpu_argreduce.runner), recording the plan as the slow path does."""
+    plan = launches.plan
+    record = _trace.record_plan
+    run = runner(backend, launches)
+
+    def run_recorded(kx, workspace):
+        record(plan)
+        return run(kx, workspace)
+    return run_recorded
+
+
+# --------------------------------------------------------------------------- CPU path
+
+_ARG = {("max", False): np.argmax, ("min", False): np.argmin,
+        ("max", True): np.nanargmax, ("min", True): np.nanargmin}
+
+
+def _numpy_semantics(dtype) -> bool:
+    # NumPy's argmax/argmin/nonzero agree with the SPEC for these (NaN first, -0.0 == 0.0);
+    # complex, datetime and bfloat16 keep the library's own paths
+    return dtype.kind in "biuf" and dtype.isnative
+
+
+def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_shape):
+    """The NumPy composition a user would write for a small input, or None."""
+    if x.size > CPU_SMALL or x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+        return None
+    f = _ARG[(kind, skip_nan)]
+    last = tie == "last"
+    ndim = x.ndim
+    index_dtype = np.dtype(index_dtype)
+    kept = tuple(i for i in range(ndim) if i not in axes)
+    if len(axes) == ndim:
+        n = x.size
+
+        def run(x):
+            if last:
+                return n - 1 - f(x.reshape(-1)[::-1])
+            return f(x)
+    elif len(axes) == 1:
+        (a,) = axes
+        n = x.shape[a]
+        flip = tuple(slice(None, None, -1) if i == a else slice(None) for i in range(ndim))
+
+        def run(x):
+            if last:
+                return n - 1 - f(x[flip], axis=a)
+            return f(x, axis=a)
+    else:
+        perm = kept + tuple(axes)
+        flat = tuple(x.shape[i] for i in kept) + (-1,)
+        n = int(np.prod([x.shape[i] for i in axes]))
+
+        def run(x):
+            y = x.transpose(perm).reshape(flat)
+            if last:
+                return n - 1 - f(y[..., ::-1], axis=-1)
+            return f(y, axis=-1)
+    same = index_dtype == np.dtype(np.intp)
+
+    def entry(x, workspace):
+        r = run(x)
+        r = np.asarray(r) if same else np.asarray(r).astype(index_dtype)
+        return r.reshape(result_shape) if r.shape != result_shape else r
+    return entry
+
+
+def cpu_hardmax_entry(x, axes, *, tie):
+    """np.argmax then np.put_along_axis over one axis, or over all of them; or None."""
+    if x.size > CPU_SMALL or x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+        return None
+    ndim = x.ndim
+    last = tie == "last"
+    shape, dtype = x.shape, x.dtype
+    if len(axes) == ndim:
+        n = x.size
+
+        def entry(x, workspace):
+            i = n - 1 - np.argmax(x.reshape(-1)[::-1]) if last else np.argmax(x)
+            out = np.zeros(shape, dtype)
+            out.reshape(-1)[i] = 1
+            return out
+        return entry
+    if len(axes) != 1:
+        return None
+    (a,) = axes
+    n = x.shape[a]
+    flip = tuple(slice(None, None, -1) if i == a else slice(None) for i in range(ndim))
+
+    def entry(x, workspace):
+        if last:
+            i = n - 1 - np.argmax(x[flip], axis=a, keepdims=True)
+        else:
+            i = np.argmax(x, axis=a, keepdims=True)
+        out = np.zeros(shape, dtype)
+        np.put_along_axis(out, i, 1, axis=a)
+        return out
+    return entry
+
+
+def cpu_count_entry(x, axes, *, result_shape):
+    """np.count_nonzero: any size over all axes (no extra memory), small inputs otherwise."""
+    if x.dtype.kind not in "biufcmM" or not x.dtype.isnative or not axes or x.size == 0:
+        return None
+    if len(axes) == x.ndim:
+        def entry(x, workspace):
+            return np.asarray(np.count_nonzero(x), np.int64).reshape(result_shape)
+        return entry
+    if x.size > CPU_SMALL:
+        return None
+    ax = tuple(axes)
+
+    def entry(x, workspace):
+        return np.count_nonzero(x, axis=ax).astype(np.int64, copy=False).reshape(result_shape)
+    return entry
+
+
+def _nonzero_ok(x) -> bool:
+    return (x.dtype.kind in "biufcmM" and x.dtype.isnative and x.ndim >= 1 and x.size > 0
+            and x.flags.c_contiguous)
+
+
+def _coordinates(x, out=None, dtype=np.intp):
+    """The coordinates of x's nonzeros (C-contiguous x), row-major: the flat indices
+    (np.flatnonzero) split by divmod straight into one array per axis (``out(count)`` gives
+    them, e.g. the columns of argwhere's result), which beats np.nonzero's coordinate walk and
+    gives contiguous arrays."""
+    flat = np.flatnonzero(x)
+    n = len(flat)
+    if x.ndim == 1 and out is None:
+        return [flat]
+    cols = out(n) if out is not None else [np.empty(n, dtype) for _ in range(x.ndim)]
+    if x.ndim == 1:
+        cols[0][...] = flat
+        return cols
+    rem = flat
+    for i in range(x.ndim - 1, 0, -1):
+        q = cols[0] if i == 1 else np.empty(n, np.intp)
+        np.divmod(rem, x.shape[i], out=(q, cols[i]), casting="unsafe")
+        rem = q
+    return cols
+
+
+def cpu_argwhere_entry(x, index_dtype):
+    """(count, ndim) coordinates, C-contiguous, for C-contiguous inputs of any size (memory:
+    the output's and one flat index array)."""
+    if not _nonzero_ok(x):
+        return None
+    dt = np.dtype(index_dtype)
+    ndim = x.ndim
+
+    def entry(x, workspace):
+        if ndim == 1 and dt == np.intp:
+            return np.flatnonzero(x).reshape(-1, 1)
+        res = []
+
+        def columns(n):
+            res.append(np.empty((n, ndim), dt))
+            return [res[0][:, i] for i in range(ndim)]
+        _coordinates(x, columns)
+        return res[0]
+    return entry
+
+
+def cpu_nonzero_entry(x):
+    if not _nonzero_ok(x):
+        return None
+
+    def entry(x, workspace):
+        return tuple(_coordinates(x))
+    return entry
+
+
+def cpu_coordinates_entry(x, size, fill_value, index_dtype):
+    if not _nonzero_ok(x):
+        return None
+    dt = np.dtype(index_dtype)
+    argwhere = cpu_argwhere_entry(x, dt)
+
+    def entry(x, workspace):
+        a = argwhere(x, workspace)
+        n = len(a)
+        count = np.asarray(n, np.int64)
+        if size is None:
+            return a, count
+        coords = np.empty((size, a.shape[1]), dt)
+        m = min(size, n)
+        coords[:m] = a[:m]
+        coords[m:] = fill_value
+        return coords, count
+    return entry
