@@ -177,6 +177,13 @@ def _check_cupy_alignment(arr, argname, opname):
         raise ValueError(f"{opname}: {argname}'s data pointer {ptr:#x} is not a multiple of "
                          f"{align} bytes, the alignment of {arr.dtype} elements on a GPU; copy "
                          f"it (cupy.ascontiguousarray on an aligned allocation) first")
+    # a view of other-typed data (x[:, :2].view(float64) of float32) can step by a stride that
+    # is not: every element after the first would be misaligned
+    bad = [s for n, s in zip(arr.shape, arr.strides) if n > 1 and s % align]
+    if arr.size and bad:
+        raise ValueError(f"{opname}: {argname} has strides {tuple(arr.strides)}; {bad[0]} is not "
+                         f"a multiple of {align} bytes, the alignment of {arr.dtype} elements on "
+                         f"a GPU, so its elements cannot all be aligned: copy it first")
 
 
 def _check_workspace(workspace, placement, opname):

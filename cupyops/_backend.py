@@ -15,6 +15,7 @@ CuPy is imported only when the ``"cuda"`` backend is asked for.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
@@ -136,7 +137,12 @@ class Backend:
     def function(self, family: str, value_dtype, expr: str):
         """The raw compiled function (``cupy.RawKernel`` / simt kernel), compiled on first use."""
         family = getattr(family, "name", family)
-        return _modules.get_function(self.name, family, value_dtype, expr, self.device_id)
+        with self._device_scope():
+            return _modules.get_function(self.name, family, value_dtype, expr, self.device_id)
+
+    def _device_scope(self):
+        """CuPy compiles and loads a module for its *current* device: make it this one."""
+        return contextlib.nullcontext()
 
     def kernel(self, family: str, value_dtype, expr: str):
         """``fn(grid, block, args, shared_mem=0)`` for kernel ``expr`` of ``family``'s module
@@ -351,7 +357,11 @@ class CupyBackend(Backend):
         self.device_id = int(device_id)
         self.props = _cupy_device_props(self.device_id)
         _check_supported(self.props)
+        self._per_thread = int(getattr(cupy.cuda.runtime, "streamPerThread", 2))
         self._optin_set: dict = {}
+
+    def _device_scope(self):
+        return self._device()
 
     def _device(self):
         # a fresh Device per use: a Device object keeps its own stack of previous devices, so
@@ -400,11 +410,16 @@ class CupyBackend(Backend):
         with self._device():
             arr.fill(0)            # a memset on the current stream: capturable, in order
 
-    def stream_key(self) -> int:
-        return int(self._cupy.cuda.get_current_stream().ptr)
+    def stream_key(self):
+        """This device's current stream (CuPy keeps one per device). Every thread's per-thread
+        default stream has the same handle but is a stream of its own: keyed by thread too."""
+        ptr = int(self._cupy.cuda.get_current_stream(self.device_id).ptr)
+        if ptr == self._per_thread:
+            return (ptr, threading.get_ident())
+        return ptr
 
     def stream_capturing(self) -> bool:
-        stream = self._cupy.cuda.get_current_stream()
+        stream = self._cupy.cuda.get_current_stream(self.device_id)
         try:
             return bool(stream.is_capturing())
         except Exception:  # pragma: no cover - CuPy without capture support

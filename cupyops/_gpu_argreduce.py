@@ -171,8 +171,21 @@ def _canonical(x, datetime):
     if x.dtype.kind in "mM":
         x, datetime = datetime_as_int64(x), True
     if any(n > 1 and s % x.dtype.itemsize for n, s in zip(x.shape, x.strides)):
-        x = x.copy()
+        x = _dense_copy(x)
     return x, (DATETIME if datetime else x.dtype)
+
+
+def _dense_copy(x):
+    """A C-contiguous copy of a complex array whose strides are only half-itemsize aligned.
+    A CuPy copy goes through the real view (shape + (2,)): CuPy's own complex copy kernel would
+    load each value with one itemsize-aligned load and fault."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    import cupy
+    real = np.empty(0, x.dtype).real.dtype
+    parts = cupy.ndarray(x.shape + (2,), real, memptr=x.data,
+                         strides=tuple(x.strides) + (real.itemsize,))
+    return cupy.ascontiguousarray(parts).view(x.dtype).reshape(x.shape)
 
 
 def _key_dtype(plan):

@@ -88,8 +88,9 @@ class Workspace(_Holder):
     """Caller-owned scratch for kernel-path calls, for CUDA-graph capture.
 
     ``Workspace(nbytes, device=None)`` allocates ``nbytes`` on ``device`` ("cuda" = CuPy's
-    current device, "cuda:N", or "simt"; ``None`` follows ``CUPYOPS_DEVICE``) and binds it to
-    the current CuPy stream. Pass it as ``workspace=`` to argmin, argmax, hardmax or
+    current device, "cuda:N", or "simt"; ``None``: ``CUPYOPS_DEVICE`` when it names one of
+    those, else "cuda") and binds it to that device's current CuPy stream (and thread, for the
+    per-thread default stream). Pass it as ``workspace=`` to argmin, argmax, hardmax or
     nonzero_coordinates. It is never reallocated: a call that needs more than ``nbytes``, or
     runs on another device or stream, is a ``ValueError``. The memory lives as long as the
     object (keep it alive as long as any graph that captured a call with it).
@@ -103,12 +104,15 @@ class Workspace(_Holder):
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"Workspace: nbytes must be non-negative, got {nbytes}")
-        kind, dev_id = _dispatch._parse_device_name(
-            _dispatch.default_device() if device is None else device)
+        if device is None:
+            env = _dispatch.default_device()
+            device = env if _dispatch._parse_device_name(env)[0] != "cpu" else "cuda"
+        kind, dev_id = _dispatch._parse_device_name(device)
         if kind == "cpu":
             raise ValueError("Workspace: device must be 'cuda', 'cuda:N' or 'simt' (the NumPy "
                              "path needs no scratch), got 'cpu'")
-        from . import _backend
+        from . import _backend, _devices
+        _devices.require(kind, f"Workspace(device={device!r})")
         self._backend = _backend.get_backend(kind, dev_id)
         self.device = (f"cuda:{self._backend.device_id}" if kind == "cuda" else "simt")
         self.stream = self._backend.stream_key()
@@ -122,9 +126,9 @@ class Workspace(_Holder):
                              f"{backend.name}:{backend.device_id}; make one Workspace per device")
         stream = backend.stream_key()
         if stream != self.stream:
-            raise ValueError(f"workspace: it is bound to stream {self.stream:#x}, but the current "
-                             f"stream is {stream:#x}; make the Workspace with the stream you "
-                             f"launch on current")
+            raise ValueError(f"workspace: it is bound to stream {self.stream!r}, but the "
+                             f"current stream is {stream!r}; make the Workspace with the stream "
+                             f"you launch on current (one Workspace per stream and thread)")
 
     def _buffer(self, nbytes: int):
         if nbytes > self.nbytes:
@@ -137,7 +141,7 @@ class Workspace(_Holder):
         return self._buf
 
     def __repr__(self):
-        return f"<cupyops.Workspace {self.nbytes} bytes on {self.device}, stream {self.stream:#x}>"
+        return f"<cupyops.Workspace {self.nbytes} bytes on {self.device}, stream {self.stream!r}>"
 
 
 class _Arena(_Holder):

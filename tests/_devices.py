@@ -38,6 +38,9 @@ class _CupyInput:
         def call(x, *args, out=None, **kw):
             import cupy
             kw.pop("device", None)
+            if np.asarray(x).dtype.kind in "mM":
+                # CuPy has no datetime64/timedelta64 arrays: NumPy input on the GPU instead
+                return fn(x, *args, out=out, device="cuda", **kw)
             xc = cupy.asarray(np.asarray(x))
             if out is not None:
                 outs = out if isinstance(out, tuple) else (out,)

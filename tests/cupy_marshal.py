@@ -41,8 +41,8 @@ def record_sweep() -> list:
                    "min_scratch_ratio": 0}
     rng = np.random.default_rng(7)
     ar_dtypes = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float16", "float32", "float64"]
-    nz_dtypes = ar_dtypes + ["complex64", "complex128"]
+                 "float16", "float32", "float64", "complex64", "complex128"]
+    nz_dtypes = ar_dtypes + ["datetime64[s]"]
     launches = []
 
     def run(fn):
@@ -68,12 +68,24 @@ def record_sweep() -> list:
                                 for tie in ("first", "last"):
                                     run(lambda: cupyops.argmax(x, axis=axis, tie=tie,
                                                                device="simt"))
-                                run(lambda: cupyops.argmin(x, axis=axis, dtype="int32",
+                                run(lambda: cupyops.argmin(x, axis=axis, dtype="int8"
+                                                           if axis == 2 else "int32",
                                                            device="simt"))
                                 run(lambda: cupyops.hardmax(x, axis=axis, device="simt"))
+                                if np.dtype(dt).kind in "fc":
+                                    run(lambda: cupyops.nanargmax(x, axis=axis, device="simt"))
     finally:
         G.PLAN_OPTIONS.clear()
         G.PLAN_OPTIONS.update(saved)
+    # datetime argreduce; complex one-hot into an out that is only element-aligned
+    t = (base.reshape(-1)[:99] * 1000).astype("datetime64[s]")
+    run(lambda: cupyops.argmax(t, device="simt"))
+    for dt in ("complex64", "complex128"):
+        x = base[:, :, 0].astype(dt)
+        raw = np.zeros(x.nbytes + x.itemsize, np.uint8)
+        half = x.itemsize // 2
+        out = raw[half:half + x.nbytes].view(dt).reshape(x.shape)
+        run(lambda: cupyops.hardmax(x, axis=1, out=out, device="simt"))
     for wide in (False, True):
         with force_64bit(wide):
             for dt in nz_dtypes:

@@ -323,3 +323,23 @@ def test_device_cuda_means_cupys_current_device(monkeypatch):
     _api._device_ctx(_dispatch.Placement("cuda", False, None))
     _api._device_ctx(_dispatch.Placement("cuda", False, 1))
     assert seen == [(), (1,)]
+
+
+def test_cupy_strides_not_element_aligned_are_refused():
+    cupy = _cupy_or_skip()
+    from cupy.cuda import memory
+    from cupyops import _api
+    host = np.zeros(4096, np.uint8)
+    mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
+    ptr = memory.MemoryPointer(mem, 0)
+    # float64 stepping by 12 bytes (a [:, :2] view of float32 data seen as float64)
+    bad = cupy.ndarray((4, 1), "float64", memptr=ptr, strides=(12, 8))
+    with pytest.raises(ValueError, match="strides"):
+        _api._check_cupy_alignment(bad, "x", "count_nonzero")
+    # a unit dimension's stride is never used
+    _api._check_cupy_alignment(cupy.ndarray((1, 4), "float64", memptr=ptr, strides=(12, 8)),
+                               "x", "argmax")
+    # complex64 at a stride of 12 is element-aligned (4 bytes): taken (narrow loads / a copy
+    # through its real view)
+    _api._check_cupy_alignment(cupy.ndarray((4,), "complex64", memptr=ptr, strides=(12,)),
+                               "x", "argmax")
