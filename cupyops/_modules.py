@@ -361,6 +361,8 @@ def _cuda_factory(source: str, options: tuple, name_expressions: tuple, device_i
 def _simt_factory(source: str, options: tuple, name_expressions: tuple, device_id: int):
     from cupyops import simt
 
+    # the same options as the CuPy path, which appends CUPY_ADDED_OPTIONS (-ftz=true, ...)
+    options = tuple(options) + tuple(o for o in CUPY_ADDED_OPTIONS if o not in tuple(options))
     mod = simt.RawModule(code=source, options=options, name_expressions=name_expressions)
     compile_ = getattr(mod, "compile", None)
     if callable(compile_):

@@ -39,6 +39,8 @@ KERNEL_FLAGS = (
     "-fno-gnu-unique",
     # what NVRTC rejects: exceptions, variable-length arrays
     "-fno-exceptions", "-Werror=vla",
+    # keep side-effect-free loops (a spin on a plain load must spin, not vanish)
+    "-fno-finite-loops",
     # C++ undefined behaviour that a GPU defines: reported through our UBSan handlers
     "-fsanitize=shift-exponent,float-cast-overflow",
     # per-function frame sizes: fiber stacks are sized from them
@@ -276,7 +278,8 @@ def check_source(src: str, name: str = "kernel") -> None:
     """Refuse what NVRTC refuses and g++ would accept."""
     code = _blank_directives(_blank_comments_and_strings(src))
     for m in _SHARED_INIT.finditer(code):
-        if re.search(r"\bextern\b", code[max(0, m.start() - 40):m.start()]):
+        k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
+        if re.search(r"\bextern\b", code[k + 1:m.start()]):
             continue
         line = code.count("\n", 0, m.start()) + 1
         raise CompileError(f"{name}:{line}: a __shared__ variable cannot have an initializer (NVRTC: "
@@ -453,6 +456,42 @@ def undefined_symbols(so_path) -> list[str]:
     return out
 
 
+_WEAK_OK = ("_ITM_", "__gmon_start__", "_Jv_", "__cxa_", "_GLOBAL_OFFSET_TABLE_", "__tls_get_addr", "__dso_handle",
+            "_Z", "__stack_chk_fail")
+
+
+def _resolvable(sym: str) -> bool:
+    """Whether the dynamic loader will find `sym` (libc, libm, libstdc++ or the simt runtime)."""
+    import ctypes
+    if sym.startswith(_WEAK_OK) or sym.startswith(("__tsan_", "__ubsan_", "__asan_", "__simt_")):
+        return True
+    for lib in _loaded_libs():
+        try:
+            getattr(lib, sym)
+            return True
+        except AttributeError:
+            continue
+    return False
+
+
+_libs: list = []
+
+
+def _loaded_libs():
+    import ctypes
+    import ctypes.util
+    if not _libs:
+        _libs.append(ctypes.CDLL(None))
+        for n in ("m", "stdc++", "gcc_s"):
+            path = ctypes.util.find_library(n)
+            if path:
+                try:
+                    _libs.append(ctypes.CDLL(path))
+                except OSError:
+                    pass
+    return _libs
+
+
 def stack_need(so_path) -> int:
     """Largest frame (bytes) of the module's functions, from -fstack-usage (0 if unknown)."""
     p = Path(so_path).with_suffix(".stack")
@@ -495,10 +534,15 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel")
                         frame = max(frame, int(parts[1]))
             except OSError:
                 pass
-            bad = sorted({n for n in undefined_symbols(obj) if not _ALLOWED_UNDEF.match(n)})
+            undef = undefined_symbols(obj)
+            bad = sorted({n for n in undef if not _ALLOWED_UNDEF.match(n)})
             if bad:
                 raise CompileError(f"kernel module {name!r} calls host function(s) {', '.join(bad)}, which device "
                                    f"code cannot call (NVRTC: undefined in device code)", log=" ".join(bad))
+            missing = sorted({n for n in undef if not _resolvable(n)})
+            if missing:
+                raise CompileError(f"kernel module {name!r} uses {', '.join(missing)}: unsupported CUDA built-in(s), "
+                                   f"not emulated by cupyops.simt", log=" ".join(missing))
             out.with_suffix(".stack").write_text(str(frame))
             # link without -fsanitize: the callbacks resolve against the runtime at load time
             _run_compiler([compiler(), "-shared", "-fPIC", obj, "-o", tmp], f"kernel module {name!r} (link)")

@@ -580,11 +580,6 @@ inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false, 
     if (vol && g->hb) { if (w) hb_release(f, a); else hb_acquire(f, a); }  // a __device__ flag
     return;
   }
-  if (r->shadow) {
-    hb_access(r, f, a, n, w, vol ? K_VOL : K_PLAIN, ra);
-    if (vol) { if (w) hb_release(f, a); else hb_acquire(f, a); }
-  }
-  if (w && __builtin_expect(!g->nc.empty(), 0)) nc_write_check(a, n, ra);
   // Progress (for the watchdog): stores, and loads of an address other than the thread's recent
   // loads.  Re-loading the same few addresses is how spin loops look: a volatile re-load is a
   // spin-wait point (a switch point counted by the watchdog), and so is any re-load after 1024 in
@@ -605,6 +600,12 @@ inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false, 
     if (g->record) record_access(f, a, n, w, ra);
     if (!w && g->mode == M_SEEDED && (splitmix(g->load_rng) & 7) == 0) fiber_yield();
   }
+  // After any switch above: the access itself happens when this callback returns.
+  if (r->shadow) {
+    hb_access(r, f, a, n, w, vol ? K_VOL : K_PLAIN, ra);
+    if (vol) { if (w) hb_release(f, a); else hb_acquire(f, a); }
+  }
+  if (w && __builtin_expect(!g->nc.empty(), 0)) nc_write_check(a, n, ra);
 }
 
 }  // namespace

@@ -208,6 +208,16 @@ static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.
 // __powf(x, y) is exp2(y * log2(x)) on a GPU: NaN for x < 0 (computed in double: within its ulp bound)
 static inline float __simt_powf(float x, float y) { return (float)exp2((double)y * log2((double)x)); }
 #define __powf(x, y) __simt_powf((x), (y))
+// glibc does not export __expf & co.: the accurate functions stand in (within CUDA's bounds)
+#define __expf(x) expf(x)
+#define __exp10f(x) exp10f(x)
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) sincosf((x), (s), (c))
 // Rounding-mode intrinsics: the runtime runs each under the rounding mode of its name; conversions
 // to integers saturate (NaN -> 0) as cvt does.
 #define SIMT_RDECL(sfx) \
