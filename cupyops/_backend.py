@@ -132,6 +132,7 @@ class Backend:
         #: what launch code derives from a layout (plans, packed parameters), per backend, so
         #: the device's properties are part of every key; never memory (see _cache)
         self.plans = LRU(1024)
+        self._dry_by_key: dict = {}
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -163,10 +164,14 @@ class Backend:
         """Like :meth:`kernel`, but the launcher does not check the configuration again: for
         launches whose ``(grid, block, shared_mem)`` came from :meth:`check_launch` (the
         cached launch plans of the hot path)."""
+        key = (family, value_dtype, expr)
         if _trace._dry.get() is not None:
-            return self._dry_launcher((getattr(family, "name", family), np.dtype(value_dtype),
-                                       expr)).unchecked
-        k = self._kernels.get((family, value_dtype, expr))
+            k = self._dry_by_key.get(key)
+            if k is None:
+                k = self._dry_by_key[key] = self._dry_launcher(
+                    (getattr(family, "name", family), np.dtype(value_dtype), expr))
+            return k.unchecked
+        k = self._kernels.get(key)
         if k is None:
             k = self.kernel(family, value_dtype, expr)
         return k.unchecked
@@ -259,7 +264,7 @@ class Backend:
 
     def zero_fill(self, arr) -> None:
         """Zero ``arr`` in stream order (scratch that must start at zero, on every call)."""
-        arr[...] = 0
+        arr.fill(0)
 
     def read_flag(self, arr, what: str) -> bool:
         """Read a one-element flag the kernels set (nanarg*'s all-NaN flag) to the host. In a

@@ -27,7 +27,20 @@ from ._cache import FastLRU
 __all__ = ["key", "get", "remember", "clear", "CPU_SMALL"]
 
 _ndarray = np.ndarray
-_environ = os.environ
+
+
+def _env_reader():
+    """``CUPYOPS_DEVICE`` as stored (bytes on POSIX), read straight from os.environ's mapping:
+    os.environ.get encodes the key on every call (half a microsecond of a cached call)."""
+    try:
+        data, key = os.environ._data, os.environ.encodekey("CUPYOPS_DEVICE")
+        data.get(key)
+    except (AttributeError, TypeError):  # pragma: no cover - another platform's os.environ
+        return lambda: os.environ.get("CUPYOPS_DEVICE")
+    return lambda: data.get(key)
+
+
+_env_device = _env_reader()
 _force_64bit = _dispatch.force_64bit
 
 #: the CPU path's NumPy compositions serve inputs of at most this many elements (larger ones
@@ -55,8 +68,8 @@ def key(x, device, workspace, out, *args):
         return None
     t = type(x)
     if t is _ndarray:
-        dev = device if device is not None else _environ.get("CUPYOPS_DEVICE")
-        if dev is None or dev == "cpu":
+        dev = device if device is not None else _env_device()
+        if dev is None or dev == "cpu" or dev == b"cpu":
             if workspace is not None:
                 return None
             k = (args, x.shape, x.strides, x.dtype, dev)
@@ -69,20 +82,22 @@ def key(x, device, workspace, out, *args):
             return None
         k = (args, t, x.shape, x.strides, x.dtype, device, type(workspace), x.data.ptr % 16,
              x.data.device_id, _force_64bit.get())
-    try:
-        hash(k)
-    except TypeError:          # an unhashable argument: the slow path says what is wrong
-        return None
     return k
 
 
 def get(k):
-    return _entries.get(k)
+    try:
+        return _entries.get(k)
+    except TypeError:          # an unhashable argument: the slow path says what is wrong
+        return None
 
 
 def remember(k, entry) -> None:
     if k is not None and entry is not None:
-        _entries.put(k, entry)
+        try:
+            _entries.put(k, entry)
+        except TypeError:
+            pass
 
 
 def clear() -> None:
@@ -147,7 +162,12 @@ def _numpy_semantics(dtype) -> bool:
 
 def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_shape):
     """The NumPy composition a user would write for a small input, or None."""
-    if x.size > CPU_SMALL or x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+    if x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+        return None
+    # larger inputs only where NumPy reads in place: the last axis, unit stride, tie "first"
+    # (np.argmax copies any other layout whole; the library's chunked path bounds that)
+    if x.size > CPU_SMALL and not (axes == (x.ndim - 1,) and tie == "first" and not skip_nan
+                                   and x.strides[-1] == x.itemsize):
         return None
     f = _ARG[(kind, skip_nan)]
     last = tie == "last"

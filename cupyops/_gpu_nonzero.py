@@ -143,9 +143,15 @@ _I64 = np.dtype(np.int64)
 def _scratch(backend, ws, cp):
     """Tile counter (element 0) and per-tile status words from the call's scratch holder,
     zeroed in-stream: the one small initialisation, on every call (and every graph replay)."""
-    (s,) = ws.carve((((cp.num_tiles + 1,), _U64),))
+    s, counter, status = ws.carve(((((cp.num_tiles + 1,), _U64),), _split_counter))
     backend.zero_fill(s)
-    return s[0:1], s[1:]
+    return counter, status
+
+
+def _split_counter(arrays):
+    """carve's derived views: (whole, tile counter = element 0, status words = the rest)."""
+    (s,) = arrays
+    return s, s[0:1], s[1:]
 
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):

@@ -67,11 +67,15 @@ class _Holder:
 
     def carve(self, specs: tuple) -> list:
         """``take(*specs)`` for a hashable tuple of specs, the views kept per buffer (the same
-        memory every time, without carving it again)."""
+        memory every time, without carving it again). ``specs`` may also be ``(specs, derive)``
+        with a function of the carved arrays whose result is kept instead (views of them)."""
         hit = self._carved.get(specs)
         if hit is not None and hit[0] is self._current():
             return hit[1]
-        arrays = self.take(*specs)
+        if callable(specs[-1]):
+            arrays = specs[-1](self.take(*specs[0]))
+        else:
+            arrays = self.take(*specs)
         if len(self._carved) > 256:
             self._carved.clear()
         self._carved[specs] = (self._current(), arrays)

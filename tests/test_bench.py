@@ -130,11 +130,12 @@ def _check_records(records, device):
 def test_quick_cpu_run_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
-    rc = bench.main(["--device", "cpu", "--tiny", "--cases", FEW, "--no-cold",
+    rc = bench.main(["--device", "cpu", "--tiny", "--cases", FEW, "--no-cold", "--no-overhead",
                      "--json", str(out), "--markdown", str(md)])
     assert rc == 0
     data = json.loads(out.read_text())
-    assert set(data) == {"meta", "records", "cold_start"}
+    assert set(data) == {"meta", "records", "cold_start", "overhead"}
+    assert data["overhead"] == []          # --no-overhead
     assert data["meta"]["device"] == "cpu" and data["meta"]["mode"] == "tiny"
     records = data["records"]
     _check_records(records, "cpu")
@@ -155,16 +156,16 @@ def test_quick_cpu_run_writes_json(tmp_path, capsys):
 def test_device_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")
     out = tmp_path / "b.json"
-    assert bench.main(["--tiny", "--cases", "^count_nonzero/d=0.1/float32$", "--no-cold",
+    assert bench.main(["--tiny", "--cases", "^count_nonzero/d=0.1/float32$", "--no-cold", "--no-overhead",
                        "--no-peers", "--quiet", "--json", str(out)]) == 0
     recs = json.loads(out.read_text())["records"]
     assert len(recs) == 1 and recs[0]["device"] == "cpu" and recs[0]["peer"] is None
 
 
 def test_bad_arguments():
-    assert bench.main(["--device", "tpu", "--tiny", "--no-cold"]) == 2
-    assert bench.main(["--tiny", "--no-cold", "--cases", "(unclosed"]) == 2
-    assert bench.main(["--tiny", "--no-cold", "--dtypes", "float32,notadtype"]) == 2
+    assert bench.main(["--device", "tpu", "--tiny", "--no-cold", "--no-overhead"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--no-overhead", "--cases", "(unclosed"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--no-overhead", "--dtypes", "float32,notadtype"]) == 2
     with pytest.raises(SystemExit):
         bench.main(["--nonsense"])
 
@@ -173,7 +174,7 @@ def test_cuda_refused_without_gpu():
     from cupyops._devices import cuda_status
     if cuda_status()[0]:
         pytest.skip("a GPU is present")
-    assert bench.main(["--device", "cuda", "--tiny", "--no-cold", "--quiet"]) == 2
+    assert bench.main(["--device", "cuda", "--tiny", "--no-cold", "--no-overhead", "--quiet"]) == 2
 
 
 def test_cold_start_cpu():
@@ -192,7 +193,7 @@ def test_command_line_entry(tmp_path):
     out = tmp_path / "cli.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    p = subprocess.run([sys.executable, "-m", "cupyops", "bench", "cpu", "--tiny", "--no-cold",
+    p = subprocess.run([sys.executable, "-m", "cupyops", "bench", "cpu", "--tiny", "--no-cold", "--no-overhead",
                         "--cases", "^argwhere/d=0.1/float32$", "--json", str(out)],
                        capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -204,7 +205,7 @@ def test_thin_script_in_benchmarks_runs_the_package_benchmark(tmp_path):
     script = ROOT / "benchmarks" / "bench.py"
     assert "def make_cases" not in script.read_text()     # no second copy of the benchmark
     out = tmp_path / "script.json"
-    p = subprocess.run([sys.executable, str(script), "--tiny", "--no-cold", "--no-peers",
+    p = subprocess.run([sys.executable, str(script), "--tiny", "--no-cold", "--no-overhead", "--no-peers",
                         "--cases", "^count_nonzero/d=0.5/int8$", "--json", str(out)],
                        capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
     assert p.returncode == 0, p.stderr
@@ -227,7 +228,7 @@ def test_simt_run_reports_traffic(tmp_path):
     cases = "|".join(f"^{c}$" for c in (
         "argmax/last tie=first/float32", "hardmax/middle tie=last/float32", "argwhere/d=0.5/float32",
         "nonzero_coordinates/d=0.5 size=n/float32"))
-    rc = bench.main(["--device", "simt", "--tiny", "--no-cold", "--quiet", "--json", str(out),
+    rc = bench.main(["--device", "simt", "--tiny", "--no-cold", "--no-overhead", "--quiet", "--json", str(out),
                      "--cases", cases])
     assert rc == 0
     records = json.loads(out.read_text())["records"]
@@ -347,7 +348,7 @@ def test_dtypes_run_or_are_skipped_with_a_note(tmp_path, capsys):
     """--dtypes uint64,complex64 (which crashed): every op that takes the dtype runs and checks
     out; one that does not take it yet is skipped with a note, not a crash."""
     out = tmp_path / "b.json"
-    rc = bench.main(["--tiny", "--no-cold", "--no-peers", "--quiet", "--dtypes", "uint64,complex64",
+    rc = bench.main(["--tiny", "--no-cold", "--no-overhead", "--no-peers", "--quiet", "--dtypes", "uint64,complex64",
                      "--cases", "last tie=first|d=0.5", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
@@ -374,7 +375,7 @@ def test_an_op_refusing_a_dtype_is_skipped_not_fatal(tmp_path, monkeypatch, caps
         return real(x, *a, **k)
     monkeypatch.setattr(cupyops, "hardmax", refusing)
     out = tmp_path / "b.json"
-    rc = bench.main(["--tiny", "--no-cold", "--no-peers", "--dtypes", "float32,int8",
+    rc = bench.main(["--tiny", "--no-cold", "--no-overhead", "--no-peers", "--dtypes", "float32,int8",
                      "--cases", "^(hardmax/last tie=first|argmax/last tie=first)/", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
@@ -388,7 +389,7 @@ def test_an_op_refusing_a_dtype_is_skipped_not_fatal(tmp_path, monkeypatch, caps
 
 
 def test_cases_matching_nothing_is_an_error(capsys):
-    assert bench.main(["--tiny", "--no-cold", "--cases", "nomatch"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--no-overhead", "--cases", "nomatch"]) == 2
     err = capsys.readouterr().err
     assert "--cases 'nomatch' matches none of the" in err and "--list" in err
 
@@ -399,7 +400,7 @@ def test_plot_without_matplotlib_fails_before_running(tmp_path, monkeypatch, cap
     def must_not_run(*a, **k):
         raise AssertionError("the benchmark ran although --plot cannot be honoured")
     monkeypatch.setattr(bench, "run_case", must_not_run)
-    rc = bench.main(["--tiny", "--no-cold", "--cases", FEW, "--plot", str(tmp_path / "p.png")])
+    rc = bench.main(["--tiny", "--no-cold", "--no-overhead", "--cases", FEW, "--plot", str(tmp_path / "p.png")])
     assert rc == 2
     err = capsys.readouterr().err
     assert "--plot needs matplotlib" in err and "nothing was run" in err
@@ -410,7 +411,7 @@ def test_written_files_are_named(tmp_path, capsys):
     paths = {"--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md"}
     if _has("matplotlib"):
         paths["--plot"] = tmp_path / "r.png"
-    argv = ["--tiny", "--no-cold", "--no-peers", "--quiet", "--cases", "^count_nonzero/d=0.5/int8$"]
+    argv = ["--tiny", "--no-cold", "--no-overhead", "--no-peers", "--quiet", "--cases", "^count_nonzero/d=0.5/int8$"]
     for opt, p in paths.items():
         argv += [opt, str(p)]
     assert bench.main(argv) == 0
@@ -423,7 +424,7 @@ def test_written_files_are_named(tmp_path, capsys):
 
 def test_missing_onnxruntime_is_said(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    assert bench.main(["--device", "cpu", "--tiny", "--no-cold", "--quiet", "--cases", FEW]) == 0
+    assert bench.main(["--device", "cpu", "--tiny", "--no-cold", "--no-overhead", "--quiet", "--cases", FEW]) == 0
     out = capsys.readouterr().out
     assert "vs onnxruntime" in out
     assert "vs onnxruntime: n/a in all 8 cases: onnxruntime is not installed" in out, out[-800:]
@@ -466,10 +467,40 @@ def test_unavailable_device_from_the_environment_is_named(monkeypatch, capsys):
     from cupyops import _devices
     monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops-bench")
     monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
-    assert bench.main(["--tiny", "--no-cold", "--quiet"]) == 2
+    assert bench.main(["--tiny", "--no-cold", "--no-overhead", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "device simt (from CUPYOPS_DEVICE='simt') is not available here" in err
     assert "no-such-compiler-cupyops-bench" in err
-    assert bench.main(["simt", "--tiny", "--no-cold", "--quiet"]) == 2
+    assert bench.main(["simt", "--tiny", "--no-cold", "--no-overhead", "--quiet"]) == 2
     assert "asked for on the command line" in capsys.readouterr().err
     assert not _devices.simt_status()[0]
+
+
+def test_overhead_section(tmp_path, monkeypatch):
+    """The overhead section: every public op on the kernel path (steady state and a first
+    call), the CPU path at 4,096 and 1 M elements, each against its NumPy peer, with the goal
+    and whether it was met, in the text and the JSON."""
+    from cupyops.bench import overhead
+    monkeypatch.setattr(overhead, "_number", lambda fn, target=2e-3: 2)   # keep it short
+    rows = overhead.run("cpu", repeats=15)
+    sections = {r["section"] for r in rows}
+    assert sections >= {"cpu-small", "cpu-1M"}
+    from cupyops._devices import simt_status
+    if simt_status()[0]:
+        assert {"kernel", "kernel-first"} <= sections
+        ops = " ".join(r["op"] for r in rows if r["section"] == "kernel")
+        for name in ("argmax", "argmin", "nanargmax", "hardmax", "count_nonzero", "argwhere",
+                     "nonzero", "nonzero_coordinates"):
+            assert name in ops
+    for r in rows:
+        assert r["us"] > 0 and r["peer_us"] > 0
+        assert r["ratio"] == pytest.approx(r["peer_us"] / r["us"])
+        assert isinstance(r["met"], bool) and r["goal"] in overhead.GOALS.values()
+    text = "\n".join(overhead.format_tables(rows))
+    assert "goal" in text and f"of {len(rows)}" in text
+    out = tmp_path / "o.json"
+    rc = bench.main(["--tiny", "--no-cold", "--quiet", "--cases", "^count_nonzero/d=0.1/float32$",
+                     "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["overhead"] and {r["section"] for r in data["overhead"]} >= {"cpu-small"}

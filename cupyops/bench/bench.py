@@ -13,6 +13,7 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --markdown PATH          write the tables as Markdown
     --plot PATH              write a bar plot (needs matplotlib)
     --no-peers / --no-cold   skip the peers / the cold-start measurement
+    --no-overhead            skip the overhead section (host µs per call, cupyops/bench/overhead.py)
     --repeat N               time each case N times, keep the median (steadier, N times slower)
 
 What each device measures:
@@ -1039,6 +1040,8 @@ def parse_args(argv):
     p.add_argument("--plot", default=None, help="write a bar plot (PNG) to this path")
     p.add_argument("--no-peers", action="store_true", help="time cupyops only")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement")
+    p.add_argument("--no-overhead", action="store_true",
+                   help="skip the overhead section (host time per call against NumPy)")
     p.add_argument("--budget", type=float, default=None, help="timing seconds per callable and case")
     p.add_argument("--repeat", type=int, default=1,
                    help="time each case this many times and keep the median (cpu/cuda)")
@@ -1183,12 +1186,20 @@ def main(argv=None) -> int:
     if cold:
         ch, cr = cold_table(cold)
         text += ["", "cold start (fresh process each):", format_text(ch, cr)]
+    overhead_rows = []
+    if not args.no_overhead:
+        from . import overhead
+        if not args.quiet:
+            print("overhead (host time per call) ...", file=sys.stderr)
+        overhead_rows = overhead.run(device)
+        text += [""] + overhead.format_tables(overhead_rows)
     print("\n".join(text))
 
     written = []
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(_finite({"meta": meta, "records": records, "cold_start": cold}), fh,
+            json.dump(_finite({"meta": meta, "records": records, "cold_start": cold,
+                               "overhead": overhead_rows}), fh,
                       indent=1, default=_json_default, allow_nan=False)
         written.append(("records (JSON)", args.json))
     if args.markdown:

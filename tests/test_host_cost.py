@@ -1,0 +1,210 @@
+"""Per-call host cost (cupyops._fastpath, the per-backend plan caches): the caches never give
+one layout's plan or entry to another, stay bounded, hold no memory, and a cached call on bad
+input fails exactly as an uncached one. Speed itself is the benchmark's (overhead section)."""
+import threading
+
+import numpy as np
+import pytest
+
+import cupyops
+from cupyops import _backend, _cache, _fastpath
+from cupyops.testing import dry_run, recording
+
+DEVICES = ["cpu", "simt"]
+
+
+def _at_offsets(dtype, shape, offsets=(0, 4, 8)):
+    """Arrays of the same shape, strides and dtype whose data pointers sit ``offsets`` bytes
+    past a 16-byte boundary."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    out = []
+    for off in offsets:
+        raw = np.zeros(n * dt.itemsize + 64, np.uint8)
+        base = -raw.ctypes.data % 16 + off
+        out.append(raw[base:base + n * dt.itemsize].view(dt).reshape(shape))
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layouts_that_differ_in_one_detail_get_their_own_answer(device):
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 3, (32, 48)).astype(np.float32)
+    variants = {
+        "C": base,
+        "negative stride": base[:, ::-1],
+        "zero stride": np.broadcast_to(base[:1], base.shape),
+        "F": np.asfortranarray(base),
+    }
+    # the same call on each, twice, interleaved: every answer against NumPy
+    for _ in range(2):
+        for name, x in variants.items():
+            for kind, f, ref in (("max", cupyops.argmax, np.argmax),
+                                 ("min", cupyops.argmin, np.argmin)):
+                for tie in ("first", "last"):
+                    for dt in ("int64", "int16", "uint8"):
+                        got = f(x, axis=1, tie=tie, dtype=dt, device=device)
+                        want = ref(x, axis=1) if tie == "first" else \
+                            x.shape[1] - 1 - ref(x[:, ::-1], axis=1)
+                        assert got.dtype == np.dtype(dt), (name, kind, tie, dt)
+                        np.testing.assert_array_equal(got, want, err_msg=f"{name} {kind} {tie}")
+
+
+def test_pointer_alignment_is_part_of_the_key():
+    """complex64 at 0, 4 and 8 bytes past a 16-byte boundary: only the 4-byte one needs narrow
+    loads; every one gets its own plan, interleaved."""
+    rng = np.random.default_rng(1)
+    arrays = _at_offsets(np.complex64, (40, 40))
+    wants = []
+    for x in arrays:
+        x[...] = rng.integers(0, 3, x.shape) + 1j * rng.integers(0, 3, x.shape)
+        wants.append(np.argmax(x, axis=1))
+    for _ in range(2):
+        for x, want, narrow in zip(arrays, wants, (False, True, False)):
+            with recording() as t:
+                got = cupyops.argmax(x, axis=1, device="simt")
+            np.testing.assert_array_equal(got, want)
+            assert t.plans[-1].narrow_loads == narrow
+            with recording() as t:
+                c = cupyops.count_nonzero(x, axis=0, device="simt")
+            np.testing.assert_array_equal(c, np.count_nonzero(x, axis=0))
+            assert t.plans[-1].narrow_loads == narrow
+
+
+def test_device_properties_are_part_of_the_key():
+    """Two backends with other device properties plan the same layout differently and each
+    keeps its own."""
+    few = _backend.SimtBackend(props=_backend.DeviceProps(**{
+        **_backend.H100_PROPS.__dict__, "name": "small", "sm_count": 2}))
+    many = _backend.get_backend("simt")
+    from cupyops import _gpu_argreduce as G
+    x = np.empty((1, 1 << 20), np.float32)      # planned only, never run
+    for _ in range(2):
+        la = G.prepare(many, x, (1,), hardmax=False, kind="max", tie="first", out_dtype="int64")
+        lb = G.prepare(few, x, (1,), hardmax=False, kind="max", tie="first", out_dtype="int64")
+        assert la.plan.nchunks != lb.plan.nchunks
+
+
+def test_cached_call_on_bad_input_fails_like_an_uncached_one():
+    x = np.ones((3, 4), np.float32)
+    bad_calls = [
+        lambda d: cupyops.argmax(x, axis=2, device=d),
+        lambda d: cupyops.argmax(x, axis=[0], device=d),
+        lambda d: cupyops.argmax(x, tie="middle", device=d),
+        lambda d: cupyops.argmax(x, dtype=np.float32, device=d),
+        lambda d: cupyops.argmax(np.ones((3, 300), np.float32), axis=1, dtype=np.int8, device=d),
+        lambda d: cupyops.argmax(x.astype(object), device=d),
+        lambda d: cupyops.hardmax(x.astype("datetime64[s]"), device=d),
+        lambda d: cupyops.nanargmax(np.full((2, 2), np.nan, np.float32), axis=1, device=d),
+        lambda d: cupyops.nonzero_coordinates(x, size=-1, device=d),
+        lambda d: cupyops.count_nonzero(x, axis=(0, 0), device=d),
+    ]
+    for device in DEVICES:
+        for call in bad_calls:
+            _fastpath.clear()
+            with pytest.raises(Exception) as cold:
+                call(device)
+            # warm every cache with good calls of the same shapes, then the bad one again
+            cupyops.argmax(x, device=device)
+            cupyops.argmax(x, axis=1, device=device)
+            cupyops.count_nonzero(x, axis=0, device=device)
+            with pytest.raises(type(cold.value)) as warm:
+                call(device)
+            assert str(warm.value) == str(cold.value)
+
+
+def test_a_new_nan_group_raises_after_a_cached_good_call():
+    good = np.array([[1.0, np.nan], [np.nan, 2.0]], np.float32)
+    bad = np.array([[1.0, np.nan], [np.nan, np.nan]], np.float32)
+    for device in DEVICES:
+        for _ in range(2):
+            np.testing.assert_array_equal(cupyops.nanargmax(good, axis=1, device=device), [0, 1])
+        with pytest.raises(ValueError, match="All-NaN slice encountered"):
+            cupyops.nanargmax(bad, axis=1, device=device)
+
+
+def test_new_values_same_layout_new_answer():
+    rng = np.random.default_rng(3)
+    for device in DEVICES:
+        for _ in range(3):
+            x = rng.integers(0, 5, (16, 100)).astype(np.float32)
+            np.testing.assert_array_equal(cupyops.argmin(x, axis=0, device=device),
+                                          np.argmin(x, axis=0))
+            m = rng.random((16, 100)) < 0.2
+            np.testing.assert_array_equal(cupyops.argwhere(m, device=device), np.argwhere(m))
+            c, n = cupyops.nonzero_coordinates(m, size=50, fill_value=-2, device=device)
+            assert int(n) == m.sum()
+            np.testing.assert_array_equal(c[:min(50, int(n))], np.argwhere(m)[:50])
+
+
+def test_environment_device_is_part_of_the_key(monkeypatch):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
+    with recording() as t:
+        cupyops.argmax(x, axis=1)
+    assert t.launches
+    monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")
+    with recording() as t:
+        cupyops.argmax(x, axis=1)
+    assert not t.launches
+    monkeypatch.delenv("CUPYOPS_DEVICE")
+    with recording() as t:
+        np.testing.assert_array_equal(cupyops.argmax(x, axis=1), [3, 3, 3])
+    assert not t.launches
+
+
+def test_results_are_fresh_arrays_every_call():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for device in DEVICES:
+        r1 = cupyops.argmax(x, axis=1, device=device)
+        r2 = cupyops.argmax(x, axis=1, device=device)
+        assert r1 is not r2 and not np.shares_memory(r1, r2)
+        h1 = cupyops.hardmax(x, axis=1, device=device)
+        h1[...] = 7
+        np.testing.assert_array_equal(cupyops.hardmax(x, axis=1, device=device)[:, 3], 1)
+
+
+def test_lru_is_bounded_and_keeps_the_recent():
+    c = _cache.LRU(3)
+    f = _cache.FastLRU(3)
+    for cache in (c, f):
+        for i in range(5):
+            cache.put(i, str(i))
+        assert len(cache) == 3 and cache.get(0) is None and cache.get(4) == "4"
+        cache.get(2)
+        cache.put(5, "5")
+        assert cache.get(2) == "2" and cache.get(3) is None
+
+
+def test_threads_share_the_caches_safely():
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(0, 4, (8, 64 + i)).astype(np.float32) for i in range(6)]
+    wants = [np.argmax(x, axis=1) for x in xs]
+    errors = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        try:
+            for _ in range(60):
+                i = int(r.integers(len(xs)))
+                dev = ("cpu", "simt")[int(r.integers(2))]
+                got = cupyops.argmax(xs[i], axis=1, device=dev)
+                if not np.array_equal(got, wants[i]):
+                    errors.append((i, dev))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+
+
+def test_dry_run_steady_state_records_every_launch():
+    x = np.random.default_rng(5).random((8, 1000)).astype(np.float32)
+    cupyops.argmax(x, axis=1, device="simt")
+    with dry_run() as rec:
+        for _ in range(3):
+            cupyops.argmax(x, axis=1, device="simt")
+    assert len(rec.launches) == 3 and all(l[0].startswith("argreduce_row") for l in rec.launches)
