@@ -504,3 +504,16 @@ def test_overhead_section(tmp_path, monkeypatch):
     assert rc == 0
     data = json.loads(out.read_text())
     assert data["overhead"] and {r["section"] for r in data["overhead"]} >= {"cpu-small"}
+
+
+def test_update_docs_replaces_only_its_block(tmp_path):
+    doc = tmp_path / "perf.md"
+    doc.write_text("# page\n\nbefore\n<!-- bench:cpu:begin -->\nSTALE TABLE\n<!-- bench:cpu:end -->\nafter\n")
+    rc = bench.main(["--tiny", "--no-cold", "--no-overhead", "--quiet", "--cases",
+                     "^count_nonzero/d=0.1/float32$", "--update-docs", str(doc)])
+    assert rc == 0
+    text = doc.read_text()
+    assert "STALE TABLE" not in text and text.startswith("# page\n\nbefore\n") and text.endswith("after\n")
+    assert "count_nonzero" in text and text.count("<!-- bench:cpu:begin -->") == 1
+    bench.update_docs(doc, "cuda", ["| t |"])       # a page without the markers: appended
+    assert "## Latest cuda tables" in doc.read_text() and "| t |" in doc.read_text()
