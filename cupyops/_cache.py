@@ -8,54 +8,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-__all__ = ["LRU", "FastLRU"]
+__all__ = ["LRU"]
 
 
 class LRU:
     """``get(key)`` / ``put(key, value)``, at most ``maxsize`` entries, least recently used out.
 
     Keys must hold everything the value depends on: a hit returns the value stored for an
-    equal key, never for another layout."""
-
-    __slots__ = ("maxsize", "_d", "_lock", "hits", "misses")
-
-    def __init__(self, maxsize: int = 512):
-        self.maxsize = int(maxsize)
-        self._d: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key):
-        with self._lock:
-            try:
-                value = self._d[key]
-            except KeyError:
-                self.misses += 1
-                return None
-            self._d.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key, value):
-        with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self.maxsize:
-                self._d.popitem(last=False)
-        return value
-
-    def clear(self):
-        with self._lock:
-            self._d.clear()
-
-    def __len__(self):
-        return len(self._d)
-
-
-class FastLRU:
-    """An LRU map whose ``get`` takes no lock (the hot path of every call): dict lookups and
-    ``move_to_end`` are atomic under the GIL; ``put`` locks to keep the size bounded."""
+    equal key, never for another layout. ``get`` takes no lock (it is on the hot path of every
+    call): dict lookups and ``move_to_end`` are atomic under the GIL; ``put`` locks to keep
+    the size bounded."""
 
     __slots__ = ("maxsize", "_d", "_lock")
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _dispatch, _trace
 from ._backend import numpy_data_ptr as _data_ptr
-from ._cache import FastLRU
+from ._cache import LRU
 
 __all__ = ["key", "get", "remember", "clear", "CPU_SMALL"]
 
@@ -47,7 +47,7 @@ _force_64bit = _dispatch.force_64bit
 #: keep the chunked paths, whose extra memory is bounded)
 CPU_SMALL = 4096
 
-_entries = FastLRU(4096)
+_entries = LRU(4096)
 
 # tests' planner options (cupyops._gpu_argreduce.PLAN_OPTIONS, the same dict object for the
 # process's life: tests mutate it or monkeypatch the attribute) turn the fast path off

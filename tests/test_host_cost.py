@@ -165,15 +165,13 @@ def test_results_are_fresh_arrays_every_call():
 
 
 def test_lru_is_bounded_and_keeps_the_recent():
-    c = _cache.LRU(3)
-    f = _cache.FastLRU(3)
-    for cache in (c, f):
-        for i in range(5):
-            cache.put(i, str(i))
-        assert len(cache) == 3 and cache.get(0) is None and cache.get(4) == "4"
-        cache.get(2)
-        cache.put(5, "5")
-        assert cache.get(2) == "2" and cache.get(3) is None
+    cache = _cache.LRU(3)
+    for i in range(5):
+        cache.put(i, str(i))
+    assert len(cache) == 3 and cache.get(0) is None and cache.get(4) == "4"
+    cache.get(2)
+    cache.put(5, "5")
+    assert cache.get(2) == "2" and cache.get(3) is None
 
 
 def test_threads_share_the_caches_safely():
