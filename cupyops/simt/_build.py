@@ -274,8 +274,19 @@ def _balanced(code: str, i: int) -> int:
 _SHARED_INIT = re.compile(r"\b__shared__\b(?!\s*(?:struct|union|class)\b)((?:[^;{}()=]|" + _PARENS + r")*?)(=|\{)")
 
 
+_checked_sources: set = set()
+
+
 def check_source(src: str, name: str = "kernel") -> None:
     """Refuse what NVRTC refuses and g++ would accept."""
+    key = hashlib.sha256(src.encode()).hexdigest()
+    if key in _checked_sources:
+        return
+    _check_source(src, name)
+    _checked_sources.add(key)
+
+
+def _check_source(src: str, name: str) -> None:
     code = _blank_directives(_blank_comments_and_strings(src))
     for m in _SHARED_INIT.finditer(code):
         k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
@@ -626,7 +637,21 @@ def const_restrict_params(src: str, kernel: str) -> list[bool]:
     parameters are ``const T* __restrict__`` (loaded through the non-coherent path on a GPU).
     Empty if the declaration cannot be found."""
     base = kernel.split("<", 1)[0].strip().split("::")[-1]
-    code = _blank_directives(_blank_comments_and_strings(src))
+    key = (hashlib.sha256(src.encode()).hexdigest(), base)
+    if key in _restrict_memo:
+        return _restrict_memo[key]
+    code = _blanked_memo.get(key[0])
+    if code is None:
+        code = _blanked_memo[key[0]] = _blank_directives(_blank_comments_and_strings(src))
+    res = _restrict_memo[key] = _const_restrict_scan(code, base)
+    return res
+
+
+_restrict_memo: dict = {}
+_blanked_memo: dict = {}
+
+
+def _const_restrict_scan(code: str, base: str) -> list[bool]:
     for m in re.finditer(r"\b__global__\b", code):
         k = re.compile(r"\b" + re.escape(base) + r"\s*\(").search(code, m.end())
         if not k or re.search(r"[;{}]", code[m.end():k.start()]):

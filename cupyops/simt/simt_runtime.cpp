@@ -463,9 +463,8 @@ void hb_access(const Region *r, Fiber *f, uintptr_t a, size_t n, int w, unsigned
   bool shared = r->kind == R_SHARED;
   for (uintptr_t gi = g0; gi <= g1; ++gi) {
     uintptr_t glo = r->sbase + (gi << 2);
-    unsigned m = 0;
-    for (int k = 0; k < 4; ++k)
-      if (glo + k >= a && glo + k < a + n) m |= 1u << k;
+    uintptr_t lo = a > glo ? a : glo, hi = (a + n < glo + 4) ? a + n : glo + 4;
+    unsigned m = ((1u << (hi - lo)) - 1u) << (lo - glo);
     u64 *s = r->shadow + gi * 3;
     u64 cur = mkrec(kind, m, f->my_ep, (unsigned)f->tid, b->bseq);
     if (shared)  // records of a previous block of this slot are stale
