@@ -4,8 +4,9 @@ Every public function is ``_api``'s function behind a wrapper with the same sign
 first statement passes a plain ``numpy.ndarray`` or ``cupy.ndarray`` straight through, so those
 calls keep ``_api``'s rules and pay one type test. Everything else is sorted here:
 
-* NumPy subclasses, NumPy scalars, lists and other array-likes, Dask arrays: straight through
-  as well (``_api`` converts them with ``numpy.asarray``: plain NumPy out).
+* NumPy subclasses, NumPy scalars, lists and other array-likes: straight through as well
+  (``_api`` converts them with ``numpy.asarray``: plain NumPy out).
+* Dask arrays (only once ``dask.array`` is imported): ``cupyops._dask``, a lazy Dask result.
 * CuPy arrays of a subclass: straight through (``_api`` runs them on their GPU).
 * Any other object with ``__dlpack__`` (torch, JAX, array_api_strict, ...): taken zero-copy
   through DLPack. Host memory becomes a NumPy view and follows the ``device=`` rules of NumPy
@@ -332,6 +333,10 @@ def _has_bits_out(v):
 def _slow(fn, x, args, kw):
     """Everything that is not a plain NumPy or CuPy array."""
     _see_cupy()
+    da = sys.modules.get("dask.array")   # Dask arrays: lazy Dask results (cupyops._dask)
+    if da is not None and isinstance(x, da.Array):
+        from . import _dask
+        return _dask.call(fn, x, args, kw)
     lib = library_of(x)
     if lib is None:
         return fn(x, *args, **kw)
