@@ -677,3 +677,34 @@ def test_numpy_calls_import_no_dask():
             "cupyops.argmax(np.arange(3)); cupyops.argwhere(np.arange(3))\n"
             "cupyops.argmax([1, 2]); assert 'dask' not in sys.modules, 'dask imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# --------------------------------------------------------------------------------------------
+# bytes moved, and the benchmark's Dask section
+
+
+def test_argmax_moves_pairs_not_the_input(client):
+    x = da.random.default_rng(3).random((512, 512), chunks=(128, 128))  # 16 chunks of 128 KiB
+    x = client.persist(x)
+    client.compute(x.sum(), sync=True)        # the input now lives on the workers
+    before = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+    r = cupyops.argmax(x)
+    got = client.compute(r, sync=True)
+    after = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+    moved = sum(after[w] - before[w] for w in after)
+    assert got == np.argmax(client.compute(x, sync=True))
+    # at most one (value, index, flags) record per chunk crosses a worker boundary: far less
+    # than a single input chunk
+    assert 0 <= moved <= 16 * 600, moved
+    assert moved < 128 * 1024 / 10
+
+
+def test_bench_tasks_per_chunk():
+    from cupyops.bench import dask_bench
+    rows = dask_bench.tasks_per_chunk((64, 64), (8, 16))
+    assert {r["op"] for r in rows} >= {"argmax axis=None", "hardmax axis=0", "argwhere (0.1% nonzero)"}
+    for r in rows:
+        assert r["max_input_chunks_per_task"] == 1 and r["tasks_per_chunk"] <= 3, r
+    assert next(r for r in rows if "unsplit" in r["op"])["tasks_per_chunk"] == 1
+    text = dask_bench.format_tables(rows, {}, None, (64, 64), (8, 16))
+    assert any("tasks per chunk" in t for t in text)

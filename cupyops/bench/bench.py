@@ -15,6 +15,7 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --no-peers / --no-cold   skip the peers / the cold-start measurement
     --no-overhead            skip the overhead section (host µs per call, cupyops/bench/overhead.py)
     --repeat N               time each case N times, keep the median (steadier, N times slower)
+    --dask                   the Dask section only (cupyops/bench/dask_bench.py)
 
 What each device measures:
 
@@ -1050,6 +1051,9 @@ def parse_args(argv):
                    help="time each case this many times and keep the median (cpu/cuda)")
     p.add_argument("--list", action="store_true", help="list the case ids and exit")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--dask", action="store_true",
+                   help="the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
+                        "1 vs 2 workers, bytes moved)")
     if argv and argv[0] == "--":   # python -m cupyops bench -- --tiny ...
         argv = argv[1:]
     args = p.parse_args(argv)
@@ -1059,6 +1063,10 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
+    if "--dask" in (sys.argv[1:] if argv is None else argv):   # its own options: dask_bench.py
+        from . import dask_bench
+        return dask_bench.main([a for a in (sys.argv[1:] if argv is None else argv)
+                                if a not in ("--dask", "--")])
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     device = args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
     device = device.strip().lower()
