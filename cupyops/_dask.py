@@ -195,7 +195,8 @@ def _arg_chunk(c, block_info=None, *, kind, axes, tie, skip_nan, device, shape, 
     gi = xp.zeros(kshape, np.int64)
     stride = 1
     for a in reversed(axes):
-        rem, coord = divmod(rem, c.shape[a])
+        coord = rem % c.shape[a]
+        rem = rem // c.shape[a]
         gi += (coord + loc[a][0]) * stride
         stride *= shape[a]
     if empty is None:

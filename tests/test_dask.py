@@ -78,7 +78,7 @@ def client(tmp_path_factory):
         os.chdir(cwd)
         mpp.ORIGINAL_DIR = str(cwd)
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=40)
+                                           dashboard_address=":0", silence_logs=40)
         c = distributed.Client(cluster, set_as_default=False)
     finally:
         sys.path[:] = old_path
@@ -708,3 +708,46 @@ def test_bench_tasks_per_chunk():
     assert next(r for r in rows if "unsplit" in r["op"])["tasks_per_chunk"] == 1
     text = dask_bench.format_tables(rows, {}, None, (64, 64), (8, 16))
     assert any("tasks per chunk" in t for t in text)
+
+
+# --------------------------------------------------------------------------------------------
+# CuPy chunks: only on a real GPU (CI has none; run the README's GPU command there)
+
+
+@pytest.mark.gpu
+def test_cupy_chunks_on_the_gpu():
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, (9, 10)).astype(np.float32)
+    a[4, 4] = np.nan
+    x = da.from_array(a, chunks=(4, 3)).map_blocks(cupy.asarray, dtype=a.dtype,
+                                                   meta=cupy.empty((0, 0), a.dtype))
+    for op in ARG_OPS:
+        f = getattr(cupyops, op)
+        for axis in [None, 0, 1, (0, 1)]:
+            for tie in ["first", "last"]:
+                r = f(x, axis, tie=tie)
+                assert isinstance(r._meta, cupy.ndarray)
+                got = r.compute(scheduler="threads")
+                assert isinstance(got, cupy.ndarray)
+                np.testing.assert_array_equal(cupy.asnumpy(got), f(a, axis, tie=tie))
+    for axis in [0, 1, (0, 1)]:
+        got = cupyops.hardmax(x, axis, tie="last").compute(scheduler="threads")
+        np.testing.assert_array_equal(cupy.asnumpy(got), cupyops.hardmax(a, axis, tie="last"))
+    got = cupyops.argwhere(x).compute(scheduler="threads")
+    np.testing.assert_array_equal(cupy.asnumpy(got), np.argwhere(a))
+    c, n = dask.compute(*cupyops.nonzero_coordinates(x, size=7), scheduler="threads")
+    assert isinstance(n, cupy.ndarray) and int(n) == np.count_nonzero(a)
+    np.testing.assert_array_equal(cupy.asnumpy(c), np.argwhere(a)[:7])
+    np.testing.assert_array_equal(
+        cupy.asnumpy(cupyops.count_nonzero(x, 0).compute(scheduler="threads")),
+        np.count_nonzero(a, 0))
+    with pytest.raises(ValueError, match="no hidden transfers"):
+        cupyops.argmax(x, device="cpu").compute(scheduler="threads")
+
+
+def test_bench_command_line(capsys):
+    from cupyops.bench import bench
+    assert bench.main(["--dask", "--tiny", "--no-timing"]) == 0
+    out = capsys.readouterr().out
+    assert "tasks per chunk" in out and "hardmax axis=0" in out

@@ -93,7 +93,7 @@ def tasks_per_chunk(shape, chunks, device="cpu"):
 def _cluster(n_workers):
     import distributed
     cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
+                                       dashboard_address=":0", silence_logs=40)
     return cluster, distributed.Client(cluster)   # the default while it lives (wait, persist)
 
 
