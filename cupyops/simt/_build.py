@@ -103,8 +103,8 @@ def _explain(stderr: str) -> str:
         return "try/catch/throw is not allowed in device code (NVRTC rejects exceptions). "
     if "variable length array" in stderr or "-Werror=vla" in stderr:
         return "variable-length arrays are not allowed in device code (NVRTC rejects them). "
-    if "assignment of read-only" in stderr and "simt_constant" not in stderr:
-        return ""
+    if "assignment of read-only" in stderr:
+        return "a store to read-only memory (__constant__ data or a const object; NVRTC rejects it). "
     return ""
 
 
@@ -330,9 +330,29 @@ def _launch_bounds(src: str) -> str:
     return src
 
 
+def _const_constant(src: str) -> str:
+    """``__constant__ T x = ...;`` -> ``const __constant__ T x = ...;``: a store to it is then a
+    compile error, as NVRTC's (stores through a cast pointer hit the read-only section at run time)."""
+    code = _blank_directives(_blank_comments_and_strings(src))
+    edits = []
+    for m in re.finditer(r"\b__constant__\b", code):
+        k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
+        end = code.find(";", m.end())
+        if end < 0:
+            continue
+        decl = code[k + 1:end]
+        if "=" not in decl or "(" in decl.split("=", 1)[0] or re.search(r"\bconst\b|\bextern\b", decl):
+            continue
+        edits.append(m.start())
+    for pos in reversed(edits):
+        src = src[:pos] + "const " + src[pos:]
+    return src
+
+
 def preprocess(src: str) -> str:
     """Rewrite the few constructs that have no direct C++ equivalent; keeps line numbers."""
     src = _launch_bounds(src)
+    src = _const_constant(src)
     # 'static __shared__' -> '__shared__' (our __shared__ already means static storage)
     src = re.sub(r"\bstatic(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)__shared__\b", r"\1__shared__", src)
     src = re.sub(r"\b__shared__(\s+(?:volatile\s+|__align__\s*\([^()]*\)\s+)*)static\b", r"__shared__\1", src)

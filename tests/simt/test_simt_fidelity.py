@@ -535,14 +535,17 @@ def test_what_nvrtc_accepts_compiles():
 
 
 def test_store_to_constant_is_refused():
-    src = ('__constant__ int c[4] = {1, 2, 3, 4};\n'
-           'extern "C" __global__ void k(int* o, int w) { if (w) ((int*)c)[0] = 5; o[0] = c[1]; }')
+    src = ('__constant__ int c[4];\n'   # no initializer (set from the host on a GPU): zeros here
+           'extern "C" __global__ void k(int* o, int w) { if (w) c[o[1]] = 5; o[0] = c[1] + 7; }')
     f = _compile(src)
-    o = np.zeros(1, np.int32)
+    o = np.zeros(2, np.int32)
     f(1, 1, (o, np.int32(0)))
-    assert o[0] == 2
-    with pytest.raises(simt.ReadOnlyWriteError):
+    assert o[0] == 7
+    with pytest.raises(simt.ReadOnlyWriteError):   # read-only section: at run time
         f(1, 1, (o, np.int32(1)))
+    with pytest.raises(simt.CompileError, match="read-only"):   # by name: at compile time
+        _compile('__constant__ int c[4] = {1, 2, 3, 4};\n'
+                 'extern "C" __global__ void k(int* o) { c[0] = 5; o[0] = c[1]; }')
 
 
 def test_launch_bounds(mod):
