@@ -3,9 +3,9 @@ GPU or driver, with the options the CuPy path uses: no error, no register spills
 subnormal-flushing instructions, and enough occupancy on sm_80 and sm_90.
 
 One module is compiled per (family, dtype, arch), all of them up front in a process pool of 2
-(session fixture), and the results are cached in pytest's cache directory keyed by a hash of
-the inlined source, options, name expressions, arch and NVRTC version, so an unchanged kernel
-is not compiled again. ``CUPYOPS_NVRTC_ARCHS`` picks the architectures: ``required`` (75, 80, 86, 89, 90, 100, 120;
+(session fixture), and the results are cached in the user's cache directory
+(``cupyops._nvrtc.default_cache_dir()``) keyed by a hash of the inlined source, options, name
+expressions, arch and NVRTC version, so an unchanged kernel is not compiled again. ``CUPYOPS_NVRTC_ARCHS`` picks the architectures: ``required`` (75, 80, 86, 89, 90, 100, 120;
 the default, which keeps a cold CI run near 8 minutes on 2 cores), a list such as ``80,90``, or
 ``all``: every architecture NVRTC supports from sm_75 up (sm_70 too with an NVRTC 12).
 ``pytest --run-slow`` selects ``all``.
@@ -65,9 +65,13 @@ IDS = [f"{n}-{dt}-sm_{a}" for n, dt, a in ITEMS]
 @pytest.fixture(scope="session")
 def compiled(request, tmp_path_factory):
     """{(family, dtype, arch): CompileResult | NvrtcError}, compiled once per session."""
-    cache = getattr(request.config, "cache", None)      # absent with -p no:cacheprovider
-    cache_dir = (cache.mkdir("cupyops-nvrtc") if cache is not None
-                 else tmp_path_factory.mktemp("cupyops-nvrtc"))
+    # the user-level cache (keyed by a hash of source, options, expressions, arch and NVRTC
+    # version): a fresh clone on a machine that compiled the same modules before reuses them
+    cache_dir = _nvrtc.default_cache_dir()
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        cache_dir = tmp_path_factory.mktemp("cupyops-nvrtc")
     # only what the selected tests use (a -k run compiles less), always the selftest modules
     wanted = {it for it in ITEMS if it[0] == "selftest"}
     for item in request.session.items:
