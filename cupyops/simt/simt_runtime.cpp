@@ -228,6 +228,10 @@ struct Global {
   int fault_sig;
   uintptr_t fault_addr;
   volatile int timed_out;
+  volatile u64 calls;          // runtime callbacks so far (a running fiber that makes none is stuck)
+  u64 stall_seen;
+  int stall_ticks, stalled;
+  double stall_s;
   pid_t tid;  // the OS thread running the launch
   struct sigaction old_timer_sa;
 };
@@ -562,6 +566,7 @@ void record_access(Fiber *f, uintptr_t a, size_t n, int w, void *ra) {
 inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false, bool ua = false) {
   Global *g = G;
   if (__builtin_expect(g == nullptr, 0)) return;
+  g->calls++;
   Fiber *f = g->cur;
   if (__builtin_expect(f == nullptr, 0)) return;
   // A GPU faults on an access whose address is not a multiple of its size ("misaligned address").
@@ -1416,6 +1421,22 @@ int timer_signal() { return SIGRTMIN + 5; }
 
 void on_timer(int, siginfo_t *, void *) {
   if (!G || gettid() != G->tid) return;
+  // Ticks every 0.25 s: the wall-clock limit, or a fiber that made no runtime call at all (no
+  // memory access, no sync point) for stall_s seconds: a loop that a GPU would also never leave
+  // (e.g. a spin on a plain load that the compiler hoisted).
+  bool fire = G->d.timeout_s > 0 && now_s() - G->t0 > G->d.timeout_s;
+  if (G->in_fiber && G->stall_s > 0) {
+    u64 c = G->calls + G->st->switches;
+    if (c == G->stall_seen) {
+      if (++G->stall_ticks >= (int)(G->stall_s * 4)) { fire = true; G->stalled = 1; }
+    } else {
+      G->stall_seen = c;
+      G->stall_ticks = 0;
+    }
+  } else {
+    G->stall_ticks = 0;
+  }
+  if (!fire) return;
   G->timed_out = 1;
   if (G->in_fiber) {
     G->in_fiber = 0;
@@ -1426,11 +1447,11 @@ void on_timer(int, siginfo_t *, void *) {
 }
 
 bool start_timer(timer_t *t, double secs) {
-  if (!(secs > 0)) return false;
+  if (!(secs > 0) && !(G->stall_s > 0)) return false;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = on_timer;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(timer_signal(), &sa, &G->old_timer_sa);
   struct sigevent sev;
@@ -1444,9 +1465,9 @@ bool start_timer(timer_t *t, double secs) {
   }
   struct itimerspec its;
   memset(&its, 0, sizeof(its));
-  its.it_value.tv_sec = (time_t)secs;
-  its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
-  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  (void)secs;
+  its.it_value.tv_nsec = 250000000;
+  its.it_interval.tv_nsec = 250000000;
   timer_settime(*t, 0, &its, nullptr);
   return true;
 }
@@ -1734,6 +1755,14 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
   g->tid = gettid();
   install_signals();
   g->timed_out = 0;
+  g->stalled = 0;
+  g->stall_ticks = 0;
+  g->stall_seen = ~0ull;
+  {
+    const char *e = getenv("CUPYOPS_SIMT_STALL_S");
+    g->stall_s = e ? atof(e) : 10.0;
+    if (d->timeout_s > 0 && d->timeout_s < g->stall_s) g->stall_s = 0;  // the wall clock comes first
+  }
   timer_t timer;
   bool have_timer = start_timer(&timer, d->timeout_s);
   Fiber *volatile running = nullptr;
@@ -1743,9 +1772,14 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
     if (g->fault_sig == -1) {
       set_err_thread(running);
       err->code = E_WATCHDOG;
-      snprintf(err->msg, sizeof(err->msg), "watchdog: launch exceeded the wall-clock limit of %.1f s (a loop "
-               "that never reaches a sync point or memory access, e.g. a spin on a non-volatile flag?)",
-               d->timeout_s);
+      if (g->stalled)
+        snprintf(err->msg, sizeof(err->msg), "watchdog: a thread ran %.0f s without any memory access or sync "
+                 "point: a loop that never ends (e.g. a spin on a plain, non-volatile load, which the compiler "
+                 "hoists out of the loop, as NVRTC does; set CUPYOPS_SIMT_STALL_S)", g->stall_s);
+      else
+        snprintf(err->msg, sizeof(err->msg), "watchdog: launch exceeded the wall-clock limit of %.1f s (a loop "
+                 "that never reaches a sync point or memory access, e.g. a spin on a non-volatile flag?)",
+                 d->timeout_s);
     } else {
       fill_fault_error(running);
     }

@@ -268,6 +268,14 @@ def test_plain_load_spin_never_completes(mod, sched):
         simt.set_watchdog(**prev)
 
 
+def test_hoisted_spin_ends_under_default_watchdog(mod, monkeypatch):
+    # no memory access, no sync point: the stall detector (CUPYOPS_SIMT_STALL_S, default 10 s)
+    # ends it long before the 300 s wall-clock limit
+    monkeypatch.setenv("CUPYOPS_SIMT_STALL_S", "1")
+    with pytest.raises(simt.WatchdogError, match="without any memory access"):
+        run(mod, "plain_spin_on_later_block", 2, 32, (np.zeros(1, np.int32),))
+
+
 def test_non_atomic_rmw_is_a_race(mod):
     c = np.zeros(1, np.int32)
     run(mod, "count_atomic", 4, 64, (c,))
