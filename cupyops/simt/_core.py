@@ -72,15 +72,20 @@ _checks = {
     "align": os.environ.get("CUPYOPS_SIMT_ALIGNCHECK", "1") != "0",
     # -ftz=true through MXCSR FTZ/DAZ: also flushes float64 subnormals on x86, hence opt-in
     "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "0") == "mxcsr",
+    # NVRTC as a front end when installed (off by default: the g++ checks need no CUDA at all)
+    "nvrtc": os.environ.get("CUPYOPS_SIMT_NVRTC", "0") == "1",
 }
 
 
-def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None) -> dict:
+def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None,
+               nvrtc: bool | None = None) -> dict:
     """Turn the happens-before checker (``race``) and the alignment check (``align``) on or off
     (both on by default), and opt in to flushing subnormals under -ftz=true through MXCSR
-    (``ftz_mxcsr``; flushes float64 too).  Returns the previous settings."""
+    (``ftz_mxcsr``; flushes float64 too), and use NVRTC as a front end when it is installed
+    (``nvrtc``: its compile errors become CompileError, its ``.maxntid`` a launch bound).
+    Returns the previous settings."""
     prev = dict(_checks)
-    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr)):
+    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc)):
         if v is not None:
             _checks[k] = bool(v)
     return prev
@@ -307,6 +312,7 @@ class Function:
             cr = []
         self._const_restrict = cr if len(cr) == len(self._params) else [False] * len(self._params)
         self._stack = max(DEFAULT_STACK, (2 * _build.stack_need(self._path) + 32 * 1024 + 4095) // 4096 * 4096)
+        self._maxntid = module._nvrtc_bounds.get(name, 0)
         self.max_threads_per_block = MAX_THREADS_PER_BLOCK
         self.num_regs = 0
         self.local_size_bytes = 0
@@ -402,6 +408,9 @@ class Function:
         if b[0] > 1024 or b[1] > 1024 or b[2] > 64:
             raise LaunchConfigError(f"block {block!r} exceeds the per-dimension limits (1024, 1024, 64)")
         nthreads = b[0] * b[1] * b[2]
+        if self._maxntid and nthreads > self._maxntid:
+            raise LaunchConfigError(f"kernel {self.name!r}: block {block!r} has {nthreads} threads, more than its "
+                                    f".maxntid {self._maxntid} (__launch_bounds__, from NVRTC's PTX)")
         if nthreads > MAX_THREADS_PER_BLOCK:
             raise LaunchConfigError(f"block {block!r} has {nthreads} threads; the limit is {MAX_THREADS_PER_BLOCK}")
         if g[0] > 2**31 - 1 or g[1] > 65535 or g[2] > 65535:
@@ -523,6 +532,7 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         self.name = name or "kernel.cu"
         self._ftz = _build.ftz_option(self.options)
+        self._nvrtc_bounds: dict = {}
         self._lib = None
         self._functions = {}
         self._extra = []
@@ -536,6 +546,11 @@ class RawModule:
             _rt()
             c_names = _build.extern_c_kernels(self.code)
             entries = list(self.name_expressions) + [n for n in c_names if n not in self.name_expressions]
+            self._nvrtc_bounds = {}
+            if _checks["nvrtc"]:
+                from . import _nvrtc_front
+                self._nvrtc_bounds = _nvrtc_front.check(self.code, self.options, self.name_expressions, self.name,
+                                                        _build.cache_dir())
             entries += [n for n in self._extra if n not in entries]
             path = _build.build_module(self.code, self.options, entries, self.name)
             key = str(path)

@@ -596,3 +596,24 @@ def test_96_kib_local_arrays(mod):
     run(mod, "big_local", 1, 64, (x, out))
     idx = np.arange(0, 24 * 1024, 97)
     np.testing.assert_array_equal(out, [int((t + idx).sum()) for t in range(64)])
+
+
+# ---------------------------------------------------------------- NVRTC as a front end (optional)
+def test_nvrtc_front_end():
+    from cupyops.simt import _nvrtc_front
+    if not _nvrtc_front.available():
+        pytest.skip("cuda.bindings.nvrtc is not installed")
+    prev = simt.set_checks(nvrtc=True)
+    try:
+        # g++ accepts a __host__ function called from a kernel; NVRTC does not
+        src = '__host__ int h() { return 1; }\nextern "C" __global__ void k(int* o) { o[0] = h(); }'
+        with pytest.raises(simt.CompileError, match="NVRTC"):
+            _compile(src)
+        f = _compile('extern "C" __global__ void __launch_bounds__(96) k(int* o) { o[threadIdx.x] = 1; }')
+        assert f._maxntid == 96
+        o = np.zeros(128, np.int32)
+        f(1, 96, (o,))
+        with pytest.raises(simt.LaunchConfigError, match="maxntid|__launch_bounds__"):
+            f(1, 128, (o,))
+    finally:
+        simt.set_checks(**prev)
