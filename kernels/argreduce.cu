@@ -235,6 +235,7 @@ __device__ __forceinline__ void ar_load(Vec& v, const unsigned char* a, bool nar
             return;
         }
     }
+    cuo::vec_align_check<Vec>(a);
     v = *reinterpret_cast<const Vec*>(a);
 }
 

@@ -12,6 +12,7 @@
 //   cuo::unsigned_of<I>::type                     int -> unsigned int, long long -> unsigned long long
 //   cuo::index_max<I>()                           largest value of a signed index type
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
+//   cuo::vec_align_check<V>(p)                    before a whole-vector load: alignment checked on simt
 //   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
 //   cuo::smem_split(...)                          carve a (key array, index array) pair out of
 //                                                 dynamic shared memory
@@ -92,6 +93,21 @@ template <> struct alignas(8) vec_bytes<8> { u64 w[1]; };
 template <> struct alignas(4) vec_bytes<4> { u32 w[1]; };
 template <> struct alignas(2) vec_bytes<2> { u16 w[1]; };
 template <> struct alignas(1) vec_bytes<1> { u8 w[1]; };
+
+// Before a load of a whole raw vector V at p: a GPU issues it as one instruction of sizeof(V)
+// bytes, which faults unless p is a multiple of that. Under cupyops.simt the host compiler may
+// split the copy into narrower loads, so the whole vector's alignment is checked here; on a GPU
+// this is nothing. (A check, not a wrapper: the load itself stays as written, so the host code
+// and its traffic counts do not change.)
+template <class V>
+__device__ __forceinline__ void vec_align_check(const void* p)
+{
+#ifdef CUPYOPS_SIMT
+    __simt_vector_access(p, sizeof(V));
+#else
+    (void)p;
+#endif
+}
 
 // Element j (of size S bytes) of a raw vector, as an unsigned integer of S bytes.
 template <int S, int N>

@@ -343,3 +343,27 @@ def test_cupy_strides_not_element_aligned_are_refused():
     # through its real view)
     _api._check_cupy_alignment(cupy.ndarray((4,), "complex64", memptr=ptr, strides=(12,)),
                                "x", "argmax")
+
+
+def test_simt_checks_whole_vector_loads_of_the_kernels():
+    """argreduce's vector loads (after cuo::vec_align_check) are checked as one access of the whole vector:
+    a plan whose vector width the data pointer does not allow would be reported, even where the
+    host compiler splits the copy."""
+    import cupyops.simt as simt
+    src = r'''
+#include "common.cuh"
+extern "C" __global__ void k(const unsigned char* x, unsigned long long* out, int off) {
+    cuo::vec_align_check<cuo::vec_bytes<16>>(x + off);
+    const cuo::vec_bytes<16> v = *reinterpret_cast<const cuo::vec_bytes<16>*>(x + off);
+    out[0] = v.w[0] + v.w[1];
+}
+'''
+    from cupyops import _modules
+    code = _modules.inline_includes(src, "t.cu")
+    fn = simt.RawModule(code=code).get_function("k")
+    x = np.zeros(64, np.uint8)
+    x = x[-x.ctypes.data % 16:][:32]
+    out = np.zeros(1, np.uint64)
+    fn((1,), (1,), (x, out, np.int32(0)))
+    with pytest.raises(simt.SimtError, match="misaligned address"):
+        fn((1,), (1,), (x, out, np.int32(8)))

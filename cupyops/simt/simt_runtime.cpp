@@ -721,6 +721,16 @@ API void __simt_ldg(const void *p, size_t n) {
   const Region *r = lookup(a, n, 0, __builtin_return_address(0));
   if (r->shadow) hb_access(r, f, a, n, 0, K_PLAIN, __builtin_return_address(0), true);
 }
+// A whole-vector access of n bytes at p (cuo::vec_align_check): a GPU issues it as one instruction,
+// which faults unless p is a multiple of n; the CPU build may split it into narrower accesses,
+// which the per-access check would pass. Checks alignment only (the accesses themselves are
+// instrumented and counted as usual).
+API void __simt_vector_access(const void *p, size_t n) {
+  if (!G || !G->cur || !G->align) return;
+  uintptr_t a = (uintptr_t)p;
+  if ((n & (n - 1)) == 0 && n <= 16 && (a & (n - 1)) != 0)
+    misaligned_fail(a, n, 0, __builtin_return_address(0));
+}
 // __launch_bounds__(max_threads, ...): a larger block is refused, as CUDA refuses the launch.
 API void __simt_check_launch_bounds(long long max_threads) {
   if (!G || !G->cur) return;

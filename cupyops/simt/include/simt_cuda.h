@@ -61,6 +61,7 @@ SIMT_RT void __simt_spin_point(int kind);
 SIMT_RT long long __simt_clock(void);
 SIMT_RT void __simt_trap(const char *what, const char *file, int line) __attribute__((noreturn));
 SIMT_RT void __simt_ldg(const void *p, size_t n);
+SIMT_RT void __simt_vector_access(const void *p, size_t n);
 SIMT_RT void __simt_check_launch_bounds(long long max_threads);
 // __launch_bounds__(N, ...) on a kernel definition becomes a call of this at the top of its body
 // (cupyops.simt._build.preprocess): a launch with more than N threads per block is refused.
