@@ -1,4 +1,4 @@
-"""The public functions: argument rules of SPEC.md, trivial cases, and the choice of path.
+"""The public functions: argument rules (docs/api.md), trivial cases, and the choice of path.
 
 Every check happens here, before any work, so the NumPy path and the kernel path receive the
 same normalised arguments (see docs/design.md, "Contracts between the layers").

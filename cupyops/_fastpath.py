@@ -155,7 +155,7 @@ _ARG = {("max", False): np.argmax, ("min", False): np.argmin,
 
 
 def _numpy_semantics(dtype) -> bool:
-    # NumPy's argmax/argmin/nonzero agree with the SPEC for these (NaN first, -0.0 == 0.0);
+    # NumPy's argmax/argmin/nonzero agree with docs/api.md for these (NaN first, -0.0 == 0.0);
     # complex, datetime and bfloat16 keep the library's own paths
     return dtype.kind in "biuf" and dtype.isnative
 
