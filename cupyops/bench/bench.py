@@ -16,6 +16,8 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --no-overhead            skip the overhead section (host µs per call, cupyops/bench/overhead.py)
     --repeat N               time each case N times, keep the median (steadier, N times slower)
     --dask                   the Dask section only (cupyops/bench/dask_bench.py)
+    --issue-rate             add the SASS issue-rate model (cupyops/bench/issue_rate.py; needs
+                             NVRTC + cuobjdump, the test extra) to the output and the JSON
 
 What each device measures:
 
@@ -1054,6 +1056,9 @@ def parse_args(argv):
     p.add_argument("--dask", action="store_true",
                    help="the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
                         "1 vs 2 workers, bytes moved)")
+    p.add_argument("--issue-rate", action="store_true",
+                   help="add the SASS issue-rate model of every kernel instantiation "
+                        "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON")
     if argv and argv[0] == "--":   # python -m cupyops bench -- --tiny ...
         argv = argv[1:]
     args = p.parse_args(argv)
@@ -1204,13 +1209,29 @@ def main(argv=None) -> int:
             print("overhead (host time per call) ...", file=sys.stderr)
         overhead_rows = overhead.run(device)
         text += [""] + overhead.format_tables(overhead_rows)
+    issue_rate = None
+    if args.issue_rate:
+        from . import issue_rate as _ir
+        ok, why = _ir.available()
+        if ok:
+            ir_rows = _ir.instantiation_report((90, 80))
+            issue_rate = {"summary": _ir.summary(ir_rows), "rows": ir_rows}
+            text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
+            text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
+                     for a, v in issue_rate["summary"].items()]
+        else:
+            issue_rate = {"unavailable": why}
+            text += ["", f"issue-rate model unavailable: {why}"]
     print("\n".join(text))
 
     written = []
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(_finite({"meta": meta, "records": records, "cold_start": cold,
-                               "overhead": overhead_rows}), fh,
+            doc = {"meta": meta, "records": records, "cold_start": cold,
+                   "overhead": overhead_rows}
+            if issue_rate is not None:
+                doc["issue_rate"] = issue_rate
+            json.dump(_finite(doc), fh,
                       indent=1, default=_json_default, allow_nan=False)
         written.append(("records (JSON)", args.json))
     if args.markdown or args.update_docs:
