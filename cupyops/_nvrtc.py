@@ -693,6 +693,12 @@ def main(argv=None) -> int:
                          cache_dir=False if args.no_cache else None, progress=progress)
     text = render_table(rows, args.arch)
     if args.table:
+        # keep a block another generator owns (the issue-rate table of cupyops.bench.issue_rate)
+        old = Path(args.table).read_text() if Path(args.table).exists() else ""
+        begin, end = "<!-- issue-rate:begin -->", "<!-- issue-rate:end -->"
+        if begin in old and end in old:
+            kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
+            text = text.rstrip("\n") + "\n\n" + kept + "\n"
         Path(args.table).write_text(text)
         print(f"wrote {args.table}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
