@@ -695,7 +695,7 @@ def main(argv=None) -> int:
     if args.table:
         # keep a block another generator owns (the issue-rate table of cupyops.bench.issue_rate)
         old = Path(args.table).read_text() if Path(args.table).exists() else ""
-        begin, end = "<!-- issue-rate:begin -->", "<!-- issue-rate:end -->"
+        begin, end = "<!-- issue-rate:begin", "<!-- issue-rate:end -->"
         if begin in old and end in old:
             kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
             text = text.rstrip("\n") + "\n\n" + kept + "\n"
