@@ -326,3 +326,21 @@ def test_bench_issue_rate_flag_puts_the_figures_into_the_json(tmp_path, monkeypa
     assert data["issue_rate"]["rows"] == [row]
     assert data["issue_rate"]["summary"]["sm_90"]["meet_goal"] == 0
     assert "issue-rate model" in capsys.readouterr().out
+
+
+def test_loads_merged_by_address():
+    # complex64 read as one 8-byte word (@P0) and as two 4-byte halves (@P1): predicates that
+    # are not complementary, one element
+    body = ["@P0 LDG.E.64.CONSTANT R4, desc[UR4][R2.64]",
+            "@P1 LDG.E.CONSTANT R6, desc[UR4][R2.64]",
+            "@P1 LDG.E.CONSTANT R7, desc[UR4][R2.64+0x4]",
+            "IADD3 R8, R4, R6, R7", "@!P2 BRA 0x0", "EXIT"]
+    m = ir.model_function(next(iter(ir.parse_sass(_sass(body)).values())), 8)
+    assert m["elements"] == 1 and m["input_loads"] == 3
+    # the same register after it is advanced names another element
+    body = ["LDG.E.CONSTANT R4, desc[UR4][R2.64]", "IADD3 R2, P3, R2, 0x100, RZ",
+            "IADD3.X R3, RZ, R3, RZ, P3, !PT", "LDG.E.CONSTANT R5, desc[UR4][R2.64]",
+            "LDG.E.CONSTANT R6, desc[UR4][R2.64+0x200]",
+            "IADD3 R8, R4, R5, R6", "@!P2 BRA 0x0", "EXIT"]
+    m = ir.model_function(next(iter(ir.parse_sass(_sass(body)).values())), 4)
+    assert m["elements"] == 3 and m["input_loads"] == 3

@@ -435,12 +435,39 @@ class LoopModel:
         }
 
 
+_ADDR_RE = re.compile(r"\[\s*(U?R\d+)(\.64)?\s*(?:([+-])\s*(0x[0-9a-fA-F]+|\d+))?\s*\]\s*$")
+_DEST_RE = re.compile(r"^\s*(U?R)(\d+)\b")
+
+
+def _load_address(ins: Instr):
+    """(base register, is 64-bit, byte offset) of a global load's address operand, or None."""
+    m = _ADDR_RE.search(ins.operands)
+    if not m:
+        return None
+    off = int(m.group(4), 0) if m.group(4) else 0
+    return m.group(1), bool(m.group(2)), -off if m.group(3) == "-" else off
+
+
+def _union_bytes(intervals) -> int:
+    total = end = 0
+    for lo, hi in sorted(intervals):
+        if hi > end:
+            total += hi - max(lo, end)
+            end = hi
+    return total
+
+
 def _count(instrs: list, path: list, kind: str) -> LoopModel:
     pipes: dict = {}
     opcodes: dict = {}
     unknown = set()
     nbytes = loads = widest = 0
     guarded: dict = {}        # predicate register -> [bytes under @P, bytes under @!P]
+    # input loads merged by address: (base register, its version on the path) -> byte ranges.
+    # One element read both as a wide word and as narrow pieces (complex64 as one 8-byte load
+    # or two 4-byte halves, under predicates that need not be complementary) counts once.
+    by_addr: dict = {}
+    version: dict = {}        # register -> times written so far on the path
     for i in path:
         ins = instrs[i]
         p = ins.pipe
@@ -449,7 +476,13 @@ def _count(instrs: list, path: list, kind: str) -> LoopModel:
         if not _known(ins.opcode):
             unknown.add(ins.base)
         b = input_load_bytes(ins)
-        if b:
+        addr = _load_address(ins) if b else None
+        if addr is not None:
+            reg, _, off = addr
+            by_addr.setdefault((reg, version.get(reg, 0)), []).append((off, off + b))
+            loads += 1
+            widest = max(widest, b)
+        elif b:
             if ins.pred and ins.pred not in ("PT",):
                 g = guarded.setdefault(ins.pred.lstrip("!"), [0, 0])
                 g[ins.pred.startswith("!")] += b
@@ -457,9 +490,17 @@ def _count(instrs: list, path: list, kind: str) -> LoopModel:
                 nbytes += b
             loads += 1
             widest = max(widest, b)
+        if ins.base not in ("ST", "STG", "STS", "STL", "RED", "BRA", "EXIT", "BAR", "JMP",
+                            "CALL", "RET") and not ins.opcode.startswith("ISETP"):
+            d = _DEST_RE.match(ins.operands)
+            if d:                 # a write of Rn (a 64-bit write also names Rn; bump Rn-1 too)
+                for k in (int(d.group(2)), int(d.group(2)) - 1):
+                    r = f"{d.group(1)}{k}"
+                    version[r] = version.get(r, 0) + 1
     # loads under complementary predicates are alternatives (complex read as one wide word or
     # as two narrow ones): an element is read by one side only
     nbytes += sum(max(g) for g in guarded.values())
+    nbytes += sum(_union_bytes(iv) for iv in by_addr.values())
     return LoopModel(kind, instrs[path[0]].addr, instrs[path[-1]].addr, len(path), nbytes,
                      widest, loads, pipes, opcodes, tuple(sorted(unknown)))
 
