@@ -14,6 +14,12 @@ nanargmin / nanargmax (``nan_skip=True``) are the same single pass with NaN mapp
 key; the kernel that stores an index sets a 4-byte all-NaN flag (zeroed before the launch) when
 the group's winner is NaN, and :func:`argreduce` reads that flag once to raise NumPy's
 ``ValueError("All-NaN slice encountered")``: one host read, only for float and complex dtypes.
+
+The ``"decode"`` plan (few big contiguous groups) is one launch of ``argreduce_row`` in mode
+``MODE_DECODE``: the last block of each group, found with an atomic ticket, combines the
+group's partials. The tickets (one uint32 per group) follow the all-NaN flag in its scratch
+buffer and are zeroed with ``backend.zero_fill`` in stream order before every launch, so each
+call, and each replay of a captured CUDA graph, starts from zero; the kernel never resets them.
 """
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ DATETIME = np.dtype("m8[ns]")
 KERNELS = ("argreduce_row", "argreduce_col", "argreduce_finish")
 INDEX_CTYPES = {False: "int", True: "long long"}
 
-MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX = 0, 1, 2
+MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX, MODE_DECODE = 0, 1, 2, 3
 
 #: extra keywords for plan_argreduce (tests set e.g. ``min_split_elements=0`` to split small
 #: inputs across blocks); empty in normal use.
@@ -215,9 +221,17 @@ class ArgreduceLaunches:
     finish_cfg: tuple | None
     finish_params: np.void | None
     scratch: tuple         # ((shape, dtype), ...) for the partial keys, indices, all-NaN flag
+                           # (+ decode tickets), with the function giving the carved views
     out_shape: tuple
     out_dtype: np.dtype
     nan_skip: bool
+    zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
+
+
+def _scratch_views(arrays):
+    """(partial keys, partial indices, flag buffer as the kernels get it, the all-NaN flag)."""
+    pk, pi, flags = arrays
+    return pk, pi, flags, flags[:1]
 
 
 def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
@@ -244,11 +258,16 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
     # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
     # graph's replays find them where the capture left them. Every slot is written by the
     # first launch before the finish reads it: no zeroing (the all-NaN flag is zeroed).
-    slots = plan.n_out * plan.nchunks if plan.passes > 1 else 1
-    scratch = ((_key_shape(plan, slots), _key_dtype(plan)), ((slots,), _index_dtype(plan)),
-               ((1,), np.dtype(np.uint32)))
+    # The decode plan's tickets follow the flag and are zeroed before every launch too.
+    slots = plan.n_out * plan.nchunks if (plan.passes > 1 or plan.last_block) else 1
+    nflags = 1 + (plan.n_out if plan.last_block else 0)
+    scratch = (((_key_shape(plan, slots), _key_dtype(plan)), ((slots,), _index_dtype(plan)),
+                ((nflags,), np.dtype(np.uint32))), _scratch_views)
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
-    if plan.passes == 1:
+    if plan.last_block:
+        finish = fparams = finish_cfg = None
+        params = build_params(plan, mode=MODE_DECODE, **kw)
+    elif plan.passes == 1:
         finish = fparams = finish_cfg = None
         params = build_params(plan, mode=final_mode, **kw)
     else:
@@ -262,7 +281,7 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
         plan=plan, value_dtype=vdt, main=main, main_cfg=main_cfg, params=params, finish=finish,
         finish_cfg=finish_cfg, finish_params=fparams, scratch=scratch,
         out_shape=x.shape if hardmax else kept_shape, out_dtype=out_dtype,
-        nan_skip=bool(nan_skip))
+        nan_skip=bool(nan_skip), zero_flags=bool(nan_skip) or plan.last_block)
     return backend.plans.put(key, launches)
 
 
@@ -278,6 +297,7 @@ def runner(backend, launches: ArgreduceLaunches):
     ``launches`` bound once (the per-call fast path of cupyops._fastpath)."""
     out_shape, out_dtype, scratch = launches.out_shape, launches.out_dtype, launches.scratch
     nan_skip, main, params = launches.nan_skip, launches.main, launches.params
+    zero_flags = launches.zero_flags
     grid, block, smem = launches.main_cfg
     finish, fparams = launches.finish, launches.finish_params
     fgrid, fblock, fsmem = launches.finish_cfg or (None, None, None)
@@ -288,12 +308,12 @@ def runner(backend, launches: ArgreduceLaunches):
         res = empty(out_shape, out_dtype) if out is None else out
         holder = holder_for(backend, workspace)
         with holder._lock:
-            pk, pi, flag = holder.carve(scratch)
-            if nan_skip:
-                backend.zero_fill(flag)
-            launcher(*main)(grid, block, (x, res, pk, pi, flag, params), smem)
+            pk, pi, flags, flag = holder.carve(scratch)
+            if zero_flags:
+                backend.zero_fill(flags)
+            launcher(*main)(grid, block, (x, res, pk, pi, flags, params), smem)
             if finish is not None:
-                launcher(*finish)(fgrid, fblock, (res, pk, pi, flag, fparams), fsmem)
+                launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem)
             # read before another call on this stream re-zeroes the flag
             if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
                 raise ValueError("All-NaN slice encountered")

@@ -41,6 +41,15 @@ Cases (``plan.case``) and kernels (``plan.kernel``):
   outputs, big groups): pass 1 writes per-chunk (key, index) partials, pass 2 (kernel
   ``finish``) reduces them in a fixed order and writes the index — or, for hardmax, the one-hot
   output. Two launches.
+* ``"decode"``  — kernel ``row`` with a whole block per group, the group cut into ``nchunks``
+  chunks along grid.y, and **one launch** (``last_block``): each block stores its partial and
+  draws an atomic ticket of its group; the last block to finish combines the group's partials
+  (the same comparison, so any block count and any order give the same answer) and stores the
+  index. For argmin/argmax (not hardmax, which keeps the split) over few groups with big
+  contiguous reductions, where the other plans would leave more than half of the SMs idle
+  (decode shapes: ``(1, 131072)``, ``(8, 131072)``): the grid has at least half as many blocks
+  as SMs, up to two per SM. Scratch: the partials, plus one 4-byte ticket per group after the
+  all-NaN flag, zeroed in stream order before every launch.
 """
 from __future__ import annotations
 
@@ -73,6 +82,8 @@ MAX_GRID_Y = 65535
 #: finish block that reads them) at most 1 / this of the input bytes: with 1-byte values and a
 #: short group, 8-16 byte partials per chunk would otherwise cost a large part of the input
 MIN_SCRATCH_RATIO = 64
+#: the decode plan gives each block at least this many vector loads (one per thread)
+MIN_DECODE_BLOCK_VECS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +124,8 @@ class ArgreducePlan:
     narrow_loads: bool = False   # complex elements only element-aligned (complex64 at 4 bytes,
                                  # complex128 at 8): the kernels read each as two half-width
                                  # words, as a wider load at a smaller alignment faults on a GPU
+    last_block: bool = False     # "decode": one launch, the group's last block combines the
+                                 # partials (tickets in scratch)
 
     @property
     def index_itemsize(self) -> int:
@@ -164,7 +177,8 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
                    hardmax=False, base_address=0, min_split_elements=MIN_SPLIT_ELEMENTS,
                    min_work_per_thread=MIN_WORK_PER_THREAD,
                    min_block_team_vecs=MIN_BLOCK_TEAM_VECS,
-                   min_scratch_ratio=MIN_SCRATCH_RATIO, element_align=None) -> ArgreducePlan:
+                   min_scratch_ratio=MIN_SCRATCH_RATIO, element_align=None,
+                   min_decode_block_vecs=MIN_DECODE_BLOCK_VECS) -> ArgreducePlan:
     """Plan argmin/argmax (``hardmax=False``) or hardmax over ``axes`` of an array.
 
     shape, strides_bytes: the input's (any strides: negative, zero, overlapping).
@@ -183,6 +197,8 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     min_scratch_ratio: a split keeps the bytes of its partials (stored once, loaded by every
         finish block of the group) at most 1 / this of the bytes it reads, cutting chunks
         (down to no split: the fused one-launch path) where they would cost more; 0 disables.
+    min_decode_block_vecs: vector loads per block at least in the one-launch ``"decode"`` plan
+        (tests lower it to get many blocks on small inputs).
 
     ``ValueError`` when more than 8 dimensions a side remain after merging.
     """
@@ -338,6 +354,21 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         # is best served by the fused kernel that reads it once and writes it once.)
         keep_busy = 1 if hardmax else min(nchunks, -(-2 * props.sm_count // max(1, grid_x)))
         nchunks = max(1, keep_busy, min(nchunks, most_chunks))
+    # decode shapes: argmin/argmax over few big contiguous groups that the plan so far would
+    # spread over fewer blocks than half the SMs: one launch of up to two blocks per SM, at
+    # least half the SMs, with the last block of each group combining its partials
+    last_block = False
+    half_sms = -(-props.sm_count // 2)
+    if (use_row and not hardmax and team == block_threads and grid_x * nchunks < half_sms
+            and min_decode_block_vecs > 0):
+        most = min(group_vecs // min_decode_block_vecs, MAX_GRID_Y)
+        per_group = min(-(-2 * props.sm_count // n_out), most)
+        if per_group > 1:
+            dchunk = -(-group // per_group)
+            dchunk = -(-dchunk // unit) * unit
+            dn = -(-group // dchunk)
+            if n_out * dn >= half_sms:
+                last_block, nchunks = True, dn
     if nchunks > 1:
         chunk = -(-group // nchunks)
         chunk = -(-chunk // unit) * unit
@@ -347,8 +378,10 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     if nchunks <= 1:
         nchunks, chunk = 1, group
 
-    passes = 2 if nchunks > 1 else 1
-    if passes == 2:
+    passes = 2 if nchunks > 1 and not last_block else 1
+    if last_block:
+        case = "decode"
+    elif passes == 2:
         case = "split"
     elif kernel == "row":
         case = "row" if r0 == 1 else "general"
@@ -393,6 +426,7 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         chunk=chunk, nchunks=nchunks, passes=passes,
         finish_block=finish_block, finish_grid=finish_grid, finish_shared_mem=finish_shared,
         write_chunk=write_chunk, key_itemsize=key_size, narrow_loads=bool(narrow),
+        last_block=last_block,
     )
 
 

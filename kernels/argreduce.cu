@@ -28,7 +28,15 @@
 //                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
 //                          (combined in shared memory), then writes the index or the one-hot
 //                          hardmax output.
-// Output modes (p.mode): 0 index, 1 per-chunk partial (key, index), 2 fused hardmax one-hot.
+// Output modes (p.mode): 0 index, 1 per-chunk partial (key, index), 2 fused hardmax one-hot,
+// 3 decode: per-chunk partial, then the last block of the group to finish combines the group's
+// partials and stores the index (argreduce_row with a whole block per group, grid.y chunks;
+// one launch). The last block is found with an atomic ticket per group (allnan[1 + group]):
+// each block stores its partial, __threadfence() (release), thread 0 atomicAdd's the ticket;
+// the block drawing ticket nchunks - 1 fences again (acquire), tells its threads through shared
+// memory and a barrier, and reads every partial of the group with volatile loads. The tickets
+// are zeroed by the host in stream order before every launch (cupyops._gpu_argreduce), so a
+// CUDA-graph replay starts clean; the kernel never resets them.
 //
 // Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
 // cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
@@ -85,7 +93,7 @@ struct ArParams {
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
 };
 
-enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2 };
+enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECODE = 3 };
 
 extern __shared__ unsigned long long ar_smem[];
 
@@ -520,6 +528,63 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
     }
 }
 
+// A volatile load of a partial written by another block (after the ticket's acquire): not
+// cached in L1, never a non-coherent load. 16-byte keys are read as two 8-byte words.
+template <class K>
+__device__ __forceinline__ K ar_load_volatile(const K* a)
+{
+    if constexpr (sizeof(K) == 16) {
+        const volatile cuo::u64* w = reinterpret_cast<const volatile cuo::u64*>(a);
+        K k;
+        k.lo = w[0];
+        k.hi = w[1];
+        return k;
+    } else {
+        return *reinterpret_cast<const volatile K*>(a);
+    }
+}
+
+// Decode mode (a whole block per group, grid.y chunks): store this block's partial of group o,
+// draw the group's ticket; the last block to finish combines the group's nchunks partials (the
+// same ar_better order, so the answer does not depend on which block is last) and stores the
+// index. Every thread of the block calls it (`best` is the block's best in every thread).
+template <class T, class I>
+__device__ __forceinline__ void ar_last_block(void* __restrict__ out,
+                                              typename ArType<T>::key* __restrict__ pkey,
+                                              I* __restrict__ pidx,
+                                              unsigned int* __restrict__ allnan,
+                                              const ArParams& p,
+                                              typename cuo::unsigned_of<I>::type o,
+                                              typename cuo::unsigned_of<I>::type out_off,
+                                              ArBest<typename ArType<T>::key, I>& best)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    __shared__ unsigned int ar_is_last;
+    const bool last = p.last != 0;
+    if (threadIdx.x == 0) {
+        const U slot = (U)blockIdx.y * (U)p.n_out + o;
+        pkey[slot] = best.k;
+        pidx[slot] = best.i;
+        __threadfence();                             // release: the partial before the ticket
+        const unsigned int ticket = atomicAdd(allnan + 1 + o, 1u);
+        const unsigned int is_last = ticket == (unsigned int)(p.nchunks - 1) ? 1u : 0u;
+        if (is_last) __threadfence();                // acquire: the other blocks' partials
+        ar_is_last = is_last;
+    }
+    __syncthreads();
+    if (!ar_is_last) return;
+    best.clear(last);
+    for (U c = (U)threadIdx.x; c < (U)p.nchunks; c += (U)blockDim.x) {
+        const U s = c * (U)p.n_out + o;
+        best.take(ar_load_volatile(pkey + s), ar_load_volatile(pidx + s), last);
+    }
+    ar_block_combine(best, last);
+    if (threadIdx.x == 0) {
+        ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
+        ar_flag_all_nan(allnan, best.k, p);
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // Device level (one function per entry point)
 // ------------------------------------------------------------------------------------------
@@ -559,7 +624,9 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
         ar_warp_combine(best, team, last);
     if (!valid) return;
 
-    if (p.mode == AR_MODE_HARDMAX) {
+    if (p.mode == AR_MODE_DECODE) {     // (block teams only: `valid` is the same in the block)
+        ar_last_block<T, I>(out, pkey, pidx, allnan, p, o, out_off, best);
+    } else if (p.mode == AR_MODE_HARDMAX) {
         ar_write_onehot<T, I>(out, out_off, (U)t, (U)p.wgroup, (U)team, best.i, p);
     } else if (t == 0) {
         if (p.mode == AR_MODE_INDEX) {

@@ -693,3 +693,165 @@ def test_complex64_stride_not_a_multiple_of_itemsize_is_copied():
         np.testing.assert_array_equal(run(x, (0,), kind, "last")[0],
                                       fast_ref(dense, (0,), kind, "last"))
     np.testing.assert_array_equal(run_hm(x, (0,))[0], fast_hardmax(dense, (0,), "first"))
+
+
+# ---------------------------------------------------------------------------- decode shapes
+
+def decode_run(x, kind="max", tie="first", *, nan=False, out=None, **kw):
+    """argmin/argmax (nanarg* with ``nan``) over the last axis; asserts the one-launch decode
+    plan ran with at least half the H100's SMs in blocks. Returns (result, trace)."""
+    with _trace.recording() as t:
+        r = G.argreduce(BE, x, (x.ndim - 1,), kind=kind, tie=tie, index_dtype=np.dtype(np.int64),
+                        skip_nan=nan, out=out, **kw)
+    plan = t.plans[0]
+    assert plan.case == "decode" and plan.last_block and plan.passes == 1, plan
+    assert len(t.launches) == 1 and t.launches[0][0].startswith("argreduce_row<")
+    grid = t.launches[0][1]
+    assert grid[0] * grid[1] * grid[2] >= -(-BE.props.sm_count // 2) >= 66, grid
+    assert grid[1] == plan.nchunks > 1
+    return r, t
+
+
+def decode_check(x, *, nan=False, **kw):
+    for kind in KINDS:
+        for tie in TIES:
+            r, t = decode_run(x, kind, tie, nan=nan, **kw)
+            want = (ref_argreduce(x, (x.ndim - 1,), kind, tie, nan=True) if nan
+                    else fast_ref(x, (x.ndim - 1,), kind, tie))
+            np.testing.assert_array_equal(r, want, err_msg=f"{kind} {tie} {t.plans[0]}")
+            assert t.d2h_reads == (1 if nan else 0)
+
+
+@pytest.mark.parametrize("shape", [(1, 131072), (8, 131072), (1, 131076), (1, 100003),
+                                   (8, 70001)], ids=str)
+def test_decode_shapes_one_launch_over_half_the_sms(shape):
+    rng = np.random.default_rng(31)
+    x = tiny_values(rng, shape, np.float32)
+    r, t = decode_run(x)
+    plan = t.plans[0]
+    # N not a multiple of the block's chunk (all but the first two)
+    if shape[1] % 131072:
+        assert shape[1] % plan.chunk != 0
+    decode_check(x)
+    # hardmax keeps its own path
+    h, t = run_hm(x, (1,))
+    assert t.plans[0].case != "decode"
+    np.testing.assert_array_equal(h, fast_hardmax(x, (1,), "first"))
+
+
+def test_decode_plan_for_h100():
+    from cupyops._plan_argreduce import plan_argreduce
+    props = BE.props
+    for shape, blocks in (((1, 131072), 128), ((8, 131072), 264)):
+        p = plan_argreduce(shape, (shape[1] * 4, 4), 4, (1,), props)
+        assert (p.case, p.passes, p.grid[0] * p.grid[1]) == ("decode", 1, blocks)
+    # hardmax and many groups keep their plans
+    assert plan_argreduce((1, 131072), (4 * 131072, 4), 4, (1,), props, hardmax=True).case != "decode"
+    assert plan_argreduce((512, 131072), (4 * 131072, 4), 4, (1,), props).case != "decode"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES + (7, 99), ids=str)
+def test_decode_last_block_combine_under_schedules(schedule):
+    """Ties across blocks (the winner's first and last occurrence in different blocks), a NaN
+    in one block, random tiny values: the answer does not depend on which block is last."""
+    rng = np.random.default_rng(32)
+    n = 70001
+    with simt.schedule(schedule):
+        x = np.zeros((8, n), np.float32)
+        x[0, [5, 40000, n - 1]] = 3.0          # first block, a middle one, the last one
+        x[1, [1500, 33333]] = -2.0               # argmin ties in two middle blocks
+        x[2, :] = 1.0                            # all equal: first 0, last n - 1
+        x[3, 50000] = np.nan                     # NaN in one block beats everything
+        x[4] = tiny_values(rng, (n,), np.float32)
+        x[5, [0, n - 1]] = 1.0                   # the very first and very last element
+        x[6, 12345] = np.inf
+        x[7] = -np.inf
+        x[7, [777, 66666]] = -0.0
+        r, _ = decode_run(x, "max", "first")
+        assert list(r[[0, 2, 3, 5, 6]]) == [5, 0, 50000, 0, 12345]
+        r, _ = decode_run(x, "max", "last")
+        assert list(r[[0, 2, 3, 5, 6, 7]]) == [n - 1, n - 1, 50000, n - 1, 12345, 66666]
+        r, _ = decode_run(x, "min", "first")
+        assert list(r[[1, 2, 3]]) == [1500, 0, 50000]
+        r, _ = decode_run(x, "min", "last")
+        assert list(r[[1, 2]]) == [33333, n - 1]
+        decode_check(x)
+        x[3, 50000] = 0.0
+        x[4, rng.random(n) < 0.3] = np.nan
+        decode_check(x, nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex128", "int8"])
+def test_decode_dtypes_and_nan_in_one_block(dtype):
+    rng = np.random.default_rng(33)
+    n = 100004                                    # vector loads (of 2, 4 or 16 bytes)
+    x = tiny_values(rng, (2, n), dtype)
+    decode_check(x)
+    if np.dtype(dtype).kind in "fc":
+        y = np.zeros((2, n), dtype)
+        y[0, 60000] = np.nan                      # one NaN in one block
+        y[1, [3, 90000]] = 1
+        y[1, 90001] = np.nan
+        r, _ = decode_run(y, "min", "first")
+        assert list(r) == [60000, 90001]
+        r, _ = decode_run(y, "max", "last", nan=True)
+        assert list(r) == [n - 1, 90000]
+        decode_check(nan_values(rng, (2, n), dtype), nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+def test_decode_all_nan_group_raises_and_tickets_restart(dtype):
+    rng = np.random.default_rng(34)
+    n = 70001
+    x = nan_values(rng, (8, n), dtype, frac=0.2)
+    x[5] = np.nan
+    for kind in KINDS:
+        with _trace.recording() as t:
+            with pytest.raises(ValueError, match="All-NaN slice encountered"):
+                G.argreduce(BE, x, (1,), kind=kind, tie="last", index_dtype=np.int64,
+                            skip_nan=True)
+        assert t.plans[0].case == "decode" and len(t.launches) == 1 and t.d2h_reads == 1
+    # one all-NaN row (1, n)
+    with pytest.raises(ValueError, match="All-NaN slice encountered"):
+        G.argreduce(BE, np.full((1, 131072), np.nan, dtype), (1,), kind="max", tie="first",
+                    index_dtype=np.int64, skip_nan=True)
+    # the flag and the tickets are zeroed on every call: clean calls after it pass, each
+    # storing every index (out prefilled with a sentinel)
+    ok = nan_values(rng, (8, n), dtype, frac=0.1)
+    for _ in range(3):
+        out = np.full((8,), -7, np.int64)
+        decode_run(ok, "max", "first", nan=True, out=out)
+        np.testing.assert_array_equal(out, ref_argreduce(ok, (1,), "max", "first", nan=True))
+
+
+def test_decode_tickets_zeroed_with_a_workspace():
+    import cupyops
+    rng = np.random.default_rng(35)
+    ws = cupyops.Workspace(1 << 20, device="simt")
+    for i in range(3):
+        x = tiny_values(rng, (8, 70001), np.float32)
+        out = np.full((8,), -7, np.int64)
+        r, t = decode_run(x, "max", "last", out=out, workspace=ws)
+        np.testing.assert_array_equal(out, fast_ref(x, (1,), "max", "last"))
+
+
+def test_decode_64bit_indexing():
+    import cupyops
+    from cupyops.testing import force_64bit
+    rng = np.random.default_rng(36)
+    for shape in ((1, 131076), (8, 70001)):
+        x = tiny_values(rng, shape, np.float32)
+        for kind in KINDS:
+            for tie in TIES:
+                with force_64bit(), _trace.recording() as t:
+                    f = cupyops.argmax if kind == "max" else cupyops.argmin
+                    r = f(x, axis=1, device="simt", tie=tie)
+                p = t.plans[0]
+                assert p.case == "decode" and p.use_64bit and len(t.launches) == 1
+                assert "long long" in t.launches[0][0]
+                assert t.launches[0][1][0] * t.launches[0][1][1] >= 66
+                np.testing.assert_array_equal(r, fast_ref(x, (1,), kind, tie))
+        with force_64bit():
+            y = nan_values(rng, shape, np.float64)
+            r, t = decode_run(y, "min", "last", nan=True, force_64bit=True)
+            np.testing.assert_array_equal(r, ref_argreduce(y, (1,), "min", "last", nan=True))

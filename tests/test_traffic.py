@@ -316,3 +316,23 @@ def test_occurrences_of_one_site_count_separately(kernels):
     warps = N // 32
     assert c["sectors"] == 2 * warps * 4 + warps * 4
     assert c["requested_bytes_load"] == 8 * N
+
+
+@pytest.mark.parametrize("rows", [1, 8])
+def test_decode_shapes_modelled_time(rows):
+    """argmax over the last axis of (1, 131072) and (8, 131072) float32 (decode shapes): one
+    launch, modelled H100 time within 1.3x of the minimum traffic plus one launch."""
+    simt = _simt()
+    from cupyops import _gpu_argreduce as G
+    from cupyops import _trace
+    from cupyops._backend import get_backend
+    x = aligned((rows, 131072), np.float32)
+    x[...] = np.random.default_rng(rows).integers(0, 4, x.shape)
+    with simt.record_traffic() as rec, _trace.recording() as t:
+        r = G.argreduce(get_backend("simt"), x, (1,), kind="max", tie="first",
+                        index_dtype=np.dtype(np.int64))
+    np.testing.assert_array_equal(r, np.argmax(x, axis=1))
+    assert t.plans[0].case == "decode"
+    f = traffic.traffic_fields(list(rec.launches), [x], [r], op="argmax", case="decode")
+    assert f["launches"] == 1 and f["per_launch"][0]["grid"][1] >= 2
+    assert f["model_seconds"] <= 1.3 * f["model_min_seconds"], f
