@@ -738,7 +738,7 @@ def render_markdown(rows: list) -> str:
         f"{H100_SMS} SMs x {H100_CLOCK_HZ / 1e9:.2f} GHz. Goal: >= {GOAL:.0%}. "
         "`argreduce_finish` reads partials, not the input: not modelled. The sm_80 "
         "section weighs sm_80's code with the same cc 9.0 table and H100 figures. "
-        "(`python -m cupyops._nvrtc --table` rewrites this page: run this command after it.)",
+        "(`python -m cupyops._nvrtc --table` rewrites the rest of this page and keeps this block.)",
         "",
     ]
     for a, s in summary(rows).items():
