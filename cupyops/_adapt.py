@@ -70,6 +70,13 @@ def library_of(x) -> str | None:
     root = type(x).__module__.partition(".")[0]
     if root in ("cupy", "dask", "numpy"):
         return None
+    # subclasses defined elsewhere (a user's torch.Tensor subclass, torchvision's tv_tensors)
+    # are still their base library's arrays
+    for lib, attr in (("torch", "Tensor"), ("jax", "Array")):
+        mod = sys.modules.get(lib)
+        base = getattr(mod, attr, None) if mod is not None else None
+        if base is not None and isinstance(x, base):
+            return lib
     if not hasattr(type(x), "__dlpack__") or not hasattr(type(x), "__dlpack_device__"):
         return None
     return "jax" if root in ("jax", "jaxlib") else root

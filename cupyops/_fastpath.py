@@ -67,21 +67,29 @@ def key(x, device, workspace, out, *args):
     if out is not None or _plan_options:
         return None
     t = type(x)
+    # the arguments' types too: True == 1 == 1.0 as dict keys, but the rules accept only some
+    kinds = tuple(type(a) if type(a) is not tuple else tuple(map(type, a)) for a in args)
     if t is _ndarray:
-        dev = device if device is not None else _env_device()
-        if dev is None or dev == "cpu" or dev == b"cpu":
+        if device is not None:
+            dev = (device, None)
+            cpu = device == "cpu"
+        else:
+            env = _env_device()              # bytes on POSIX, str elsewhere
+            dev = (None, env)
+            cpu = env is None or env == b"cpu" or env == "cpu"
+        if cpu:
             if workspace is not None:
                 return None
-            k = (args, x.shape, x.strides, x.dtype, dev)
+            k = (args, kinds, x.shape, x.strides, x.dtype, dev)
         else:
-            k = (args, x.shape, x.strides, x.dtype, dev, type(workspace), _data_ptr(x) % 16,
-                 _force_64bit.get())
+            k = (args, kinds, x.shape, x.strides, x.dtype, dev, type(workspace),
+                 _data_ptr(x) % 16, _force_64bit.get())
     else:
         cupy = sys.modules.get("cupy")
         if cupy is None or t is not cupy.ndarray:
             return None
-        k = (args, t, x.shape, x.strides, x.dtype, device, type(workspace), x.data.ptr % 16,
-             x.data.device_id, _force_64bit.get())
+        k = (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
+             x.data.ptr % 16, x.data.device_id, _force_64bit.get())
     return k
 
 
@@ -255,7 +263,8 @@ def cpu_count_entry(x, axes, *, result_shape):
     ax = tuple(axes)
 
     def entry(x, workspace):
-        return np.count_nonzero(x, axis=ax).astype(np.int64, copy=False).reshape(result_shape)
+        # C order, as the slow path's result (np.count_nonzero follows x's layout)
+        return np.count_nonzero(x, axis=ax).astype(np.int64, order="C").reshape(result_shape)
     return entry
 
 

@@ -458,7 +458,7 @@ template <class K>
 __device__ __forceinline__ void ar_flag_all_nan(unsigned int* allnan, const K& k,
                                                 const ArParams& p)
 {
-    if (p.nan_skip && k == K()) *allnan = 1u;
+    if (p.nan_skip && k == K()) atomicOr(allnan, 1u);   // several groups may be all NaN
 }
 
 // The bit pattern of 1 in T.

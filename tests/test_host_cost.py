@@ -206,3 +206,50 @@ def test_dry_run_steady_state_records_every_launch():
         for _ in range(3):
             cupyops.argmax(x, axis=1, device="simt")
     assert len(rec.launches) == 3 and all(l[0].startswith("argreduce_row") for l in rec.launches)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_equal_but_wrongly_typed_arguments_are_still_refused(device, monkeypatch):
+    """True == 1 == 1.0 as dict keys: a cached call must not let a value of a refused type
+    through (found by a review)."""
+    x = np.arange(12.0).reshape(3, 4)
+    cupyops.argmax(x, axis=1, keepdims=False, device=device)
+    cupyops.argmax(x, axis=(0, 1), device=device)
+    cupyops.hardmax(x, axis=1, device=device)
+    cupyops.nonzero_coordinates(x, size=3, fill_value=0, device=device)
+    for call in (lambda: cupyops.argmax(x, axis=1, keepdims=0, device=device),
+                 lambda: cupyops.argmax(x, axis=True, device=device),
+                 lambda: cupyops.argmax(x, axis=1.0, device=device),
+                 lambda: cupyops.argmax(x, axis=(False, 1), device=device),
+                 lambda: cupyops.hardmax(x, axis=True, device=device),
+                 lambda: cupyops.nonzero_coordinates(x, size=3.0, device=device),
+                 lambda: cupyops.nonzero_coordinates(x, size=3, fill_value=False, device=device)):
+        with pytest.raises(TypeError):
+            call()
+
+
+def test_device_argument_and_environment_are_apart(monkeypatch):
+    x = np.arange(12.0).reshape(3, 4)
+    monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")
+    cupyops.argmax(x)
+    with pytest.raises(TypeError, match="device"):
+        cupyops.argmax(x, device=b"cpu")
+
+
+def test_count_nonzero_result_is_c_ordered_every_call():
+    a = np.ones((2, 3, 5)).T
+    r1 = cupyops.count_nonzero(a, axis=1)
+    r2 = cupyops.count_nonzero(a, axis=1)
+    assert r1.flags.c_contiguous and r2.flags.c_contiguous and r1.strides == r2.strides
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 3), 0), ((4, 64), 1), ((64, 4), 0)])
+def test_several_all_nan_groups_raise_the_nan_error_on_every_device(shape, axis):
+    """nanarg*: many groups all NaN set the flag from many threads (an atomic, not a racy
+    plain store that the SIMT race checker reports)."""
+    x = np.full(shape, np.nan, np.float32)
+    if shape == (1, 3):
+        x[0, 2] = 1.0
+    for device in DEVICES:
+        with pytest.raises(ValueError, match="All-NaN slice encountered"):
+            cupyops.nanargmax(x, axis=axis, device=device)

@@ -280,3 +280,18 @@ def test_array_namespace_errors():
         cupyops.array_namespace(np.zeros(2), xps.zeros(2))
     with pytest.raises(TypeError, match="at least one"):
         cupyops.array_namespace()
+
+
+def test_torch_subclasses_are_torch():
+    torch = pytest.importorskip("torch")
+    import cupyops
+
+    class MyT(torch.Tensor):
+        pass
+    t = torch.tensor([1.0, 3.0, 2.0], requires_grad=True).as_subclass(MyT)
+    r = cupyops.argmax(t)
+    assert isinstance(r, torch.Tensor) and int(r) == 1 and not r.requires_grad
+    h = cupyops.hardmax(torch.tensor([1.0, 3.0, 2.0], dtype=torch.bfloat16).as_subclass(MyT))
+    assert isinstance(h, torch.Tensor) and h.dtype == torch.bfloat16 and h.tolist() == [0, 1, 0]
+    out = torch.empty((), dtype=torch.int64)
+    assert cupyops.argmax(t, out=out) is out and int(out) == 1
