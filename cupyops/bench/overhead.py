@@ -10,6 +10,8 @@ alternate, so a change in the machine's load hits both):
 * **CPU path, small inputs** (≤ 4,096 elements): cupyops against the NumPy composition a NumPy
   user would write. Goal: ratio ≥ 0.4, or cupyops within NumPy + 2 µs.
 * **CPU path at 1 M elements**: the same, goal ratio ≥ 0.95.
+* **GPU full call** (``cuda`` only): cupyops on CuPy input against ``cupy.argmax`` /
+  ``cupy.nonzero`` and ``torch.argmax`` / ``torch.nonzero_static``, host + launch + kernel.
 
 Ratios follow the benchmark's convention: peer time / cupyops time (> 1: cupyops is faster).
 """
@@ -151,6 +153,50 @@ def cpu_path(repeats=15):
     return rows
 
 
+def gpu_full_calls(repeats=15):
+    """On a GPU: the full call (host + launch + kernel, synchronised per round) of cupyops on
+    CuPy input against CuPy's own argmax/nonzero and torch.argmax/torch.nonzero_static (when
+    torch with CUDA is installed), side by side. Rows as the other sections'."""
+    import cupy
+    import cupyops as co
+    rng = np.random.default_rng(3)
+    x = cupy.asarray(rng.random((8, 1000)).astype(np.float32))
+    m = cupy.asarray((rng.random((64, 64)) < 0.3).astype(np.float32))
+    k = int(cupy.count_nonzero(m))
+    sync = cupy.cuda.get_current_stream().synchronize
+    peers = {"argmax (8, 1000) last axis": [("cupy.argmax", lambda: cupy.argmax(x, axis=1))],
+             "nonzero (64, 64)": [("cupy.nonzero", lambda: cupy.nonzero(m))]}
+    try:
+        import torch
+        if torch.cuda.is_available():
+            tx, tm = torch.from_dlpack(x), torch.from_dlpack(m)
+            peers["argmax (8, 1000) last axis"].append(
+                ("torch.argmax", lambda: torch.argmax(tx, dim=1)))
+            peers["nonzero (64, 64)"].append(
+                ("torch.nonzero_static", lambda: torch.nonzero_static(tm, size=k)))
+    except ImportError:
+        pass
+    ours = {"argmax (8, 1000) last axis": lambda: co.argmax(x, axis=1),
+            "nonzero (64, 64)": lambda: co.nonzero(m)}
+    rows = []
+    for name, fn in ours.items():
+        def timed(f):
+            def g():
+                f()
+                sync()
+            return g
+        a = timed(fn)
+        a()
+        n = _number(a)
+        for peer, pf in peers[name]:
+            b = timed(pf)
+            b()
+            t, tp = _interleaved(a, b, repeats, n)
+            rows.append({"section": "gpu-full", "op": name, "device": "cuda", "us": t * 1e6,
+                         "peer": peer, "peer_us": tp * 1e6, "ratio": tp / t, "goal": 0.0})
+    return rows
+
+
 def run(device="cpu", repeats=15):
     """Every overhead row for this machine: the kernel path on ``simt`` (and on ``cuda`` with
     CuPy input when a GPU is there) and the CPU path."""
@@ -161,6 +207,7 @@ def run(device="cpu", repeats=15):
     if device == "cuda" and cuda_status()[0]:
         import cupy
         rows += kernel_path("cuda", repeats, xp=cupy)
+        rows += gpu_full_calls(repeats)
     rows += cpu_path(repeats)
     for r in rows:
         r.setdefault("met", r["ratio"] >= r["goal"])
@@ -176,6 +223,8 @@ def format_tables(rows) -> list:
         "cpu-small": "CPU path, 4,096 elements: ratio = NumPy / cupyops (goal ≥ 0.4, or "
                      "within NumPy + 2 µs)",
         "cpu-1M": "CPU path, 1 M elements: ratio = NumPy / cupyops (goal ≥ 0.95)",
+        "gpu-full": "GPU, the full call (host + launch + kernel, synchronised): ratio = peer / "
+                    "cupyops (no goal: side by side)",
     }
     lines = ["overhead (host time per call; median of interleaved repeats):"]
     for sec, title in titles.items():
