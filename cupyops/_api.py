@@ -462,6 +462,31 @@ def _hardmax(x, axis, tie, out, device, workspace, fast_key):
 
 # --------------------------------------------------------------------------- nonzero family
 
+def _check_size_fill(size, fill_value, index_dtype, opname):
+    """nonzero_coordinates' ``size`` (None or a non-negative int) and ``fill_value`` (an int
+    that ``index_dtype`` holds), normalised to Python ints; the Dask path checks the same."""
+    if size is not None:
+        if isinstance(size, (bool, np.bool_)):
+            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}")
+        try:
+            size = operator.index(size)
+        except TypeError:
+            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
+        if size < 0:
+            raise ValueError(f"{opname}: size must be non-negative, got {size}")
+    if isinstance(fill_value, (bool, np.bool_)):
+        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
+    try:
+        fill_value = operator.index(fill_value)
+    except TypeError:
+        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}") from None
+    info = np.iinfo(index_dtype)
+    if not info.min <= fill_value <= info.max:
+        raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
+                         f"[{info.min}, {info.max}]")
+    return size, fill_value
+
+
 def _check_coordinate_dtype(x, dtype, opname):
     index_dtype = _check_index_dtype(dtype, "dtype", opname, COORD_DTYPES)
     longest = max(x.shape, default=0)
@@ -652,25 +677,7 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
         if dtype is None and getattr(out[0], "dtype", None) in COORD_DTYPES:
             dtype = out[0].dtype  # with dtype=None, out's dtype is the result dtype
     index_dtype = _check_coordinate_dtype(x, dtype, opname)
-    if size is not None:
-        if isinstance(size, (bool, np.bool_)):
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}")
-        try:
-            size = operator.index(size)
-        except TypeError:
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
-        if size < 0:
-            raise ValueError(f"{opname}: size must be non-negative, got {size}")
-    if isinstance(fill_value, (bool, np.bool_)):
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
-    try:
-        fill_value = operator.index(fill_value)
-    except TypeError:
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}") from None
-    info = np.iinfo(index_dtype)
-    if not info.min <= fill_value <= info.max:
-        raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
-                         f"[{info.min}, {info.max}]")
+    size, fill_value = _check_size_fill(size, fill_value, index_dtype, opname)
     if out is not None:
         out = (_check_out(out[0], x, (size, x.ndim), index_dtype, f"{opname} (out[0], coords)",
                           f"one of {_DTYPE_NAMES(COORD_DTYPES)}" if dtype is None else None),

@@ -536,30 +536,11 @@ def nonzero(x, /, *, device=None):
 
 def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, device=None,
                         workspace=None):
-    import operator
     opname = "nonzero_coordinates"
     _refuse_out(out, workspace, opname)
     _check_device(device)
     index_dtype = _coords_check(x, dtype, opname)
-    if size is not None:
-        if isinstance(size, (bool, np.bool_)):
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}")
-        try:
-            size = operator.index(size)
-        except TypeError:
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
-        if size < 0:
-            raise ValueError(f"{opname}: size must be non-negative, got {size}")
-    if isinstance(fill_value, (bool, np.bool_)):
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
-    try:
-        fill_value = operator.index(fill_value)
-    except TypeError:
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}") from None
-    info = np.iinfo(index_dtype)
-    if not info.min <= fill_value <= info.max:
-        raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
-                         f"[{info.min}, {info.max}]")
+    size, fill_value = _api._check_size_fill(size, fill_value, index_dtype, opname)
     da = _da()
     from dask.highlevelgraph import HighLevelGraph
     bname, hlg, nbands = _bands_graph(x, index_dtype, device, opname, size)

@@ -27,7 +27,6 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import math
 import os
 import re
 import sys
@@ -41,7 +40,7 @@ from cupyops import _modules
 __all__ = [
     "NvrtcError", "KernelStats", "CompileResult", "ArchLimits", "ARCH_LIMITS", "Occupancy",
     "REQUIRED_ARCHS", "available", "nvrtc_version", "supported_archs", "check_archs",
-    "cuda_include_dir", "cupy_options", "compile_cubin", "compile_ptx", "compile_family",
+    "cupy_options", "compile_cubin", "compile_ptx", "compile_family",
     "occupancy", "load_family_modules", "family_report", "render_table", "main",
 ]
 
@@ -123,28 +122,6 @@ def check_archs() -> tuple[int, ...]:
 def missing_required_archs() -> tuple[int, ...]:
     have = set(supported_archs())
     return tuple(a for a in REQUIRED_ARCHS if a not in have)
-
-
-def cuda_include_dir() -> str | None:
-    """``<site-packages>/nvidia/cu13/include`` (or cu12, or the older ``nvidia/cuda_runtime``
-    layout) from the pip package nvidia-cuda-runtime; ``CUDA_PATH/include`` as a fallback."""
-    for pkg, sub in (("nvidia.cu13", "include"), ("nvidia.cu12", "include"),
-                     ("nvidia.cuda_runtime", "include")):
-        try:
-            spec = importlib.util.find_spec(pkg)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for loc in spec.submodule_search_locations:
-            d = os.path.join(loc, sub)
-            if os.path.isfile(os.path.join(d, "cuda_fp16.h")):
-                return d
-    for env in ("CUDA_PATH", "CUDA_HOME"):
-        root = os.environ.get(env)
-        if root and os.path.isfile(os.path.join(root, "include", "cuda_fp16.h")):
-            return os.path.join(root, "include")
-    return None
 
 
 def cupy_options(options: tuple = ()) -> tuple:

@@ -58,8 +58,8 @@ from cupyops.bench.traffic import H100_BANDWIDTH
 
 __all__ = [
     "H100_SMS", "H100_CLOCK_HZ", "ISSUE_PER_SM", "PIPES", "OPCODE_PIPE", "Instr", "LoopModel",
-    "KernelModel", "available", "find_cuobjdump", "disassemble", "parse_sass", "pipe_of",
-    "model_function", "model_cubin", "model_source", "instantiation_report", "render_markdown",
+    "available", "find_cuobjdump", "disassemble", "parse_sass", "pipe_of",
+    "model_function", "model_source", "instantiation_report", "render_markdown",
     "update_doc", "main",
 ]
 
@@ -340,7 +340,6 @@ def _best_path(instrs: list, start: int, ends: set, lo: int, hi: int):
     Returns the list of indices, or None."""
     n = len(instrs)
     addr_index = {ins.addr: i for i, ins in enumerate(instrs)}
-    NEG = (-1, 0)
     # score[i] = (bytes, -count) of the best path start -> i (inclusive); maximise
     score = [None] * n
     prev = [None] * n
