@@ -15,8 +15,8 @@ CLI::
     python -m cupyops._nvrtc --table docs/kernels.md     # every family x dtype x arch
     python -m cupyops._nvrtc --family selftest --arch 90 # print, don't write
 
-Needs ``cuda-bindings`` and ``nvidia-cuda-nvrtc`` (+ ``nvidia-cuda-runtime`` for
-``cuda_fp16.h``): the ``test`` extra. Nothing here imports CuPy.
+Needs ``cuda-bindings`` and ``nvidia-cuda-nvrtc``: the ``test`` extra. No include path is
+given: the kernels include no system header. Nothing here imports CuPy.
 """
 from __future__ import annotations
 
