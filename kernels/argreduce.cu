@@ -498,25 +498,19 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
     const B one = ar_one_bits<T>();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(q0, p.nw, p.w_size, p.w_out, p.w_w);
-    if constexpr (ArType<T>::kind == 4 && sizeof(B) == 8) {
-        if (p.narrow_out) {     // complex64 out only 4-byte aligned: two 4-byte stores
-            cuo::u32* o32 = reinterpret_cast<cuo::u32*>(o);
+    if constexpr (ArType<T>::kind == 4) {
+        // a complex out only element-aligned (complex64 at 4 bytes, complex128 at 8): each
+        // value is written as two half-width words (real, imag); one full-width store faults
+        if (p.narrow_out) {
+            typedef typename cuo::uint_of<sizeof(B) / 2>::type H;
+            H one_re;
+            if constexpr (sizeof(H) == 4) one_re = 0x3f800000u;          // 1.0f
+            else one_re = 0x3ff0000000000000ull;                          // 1.0
+            H* oh = reinterpret_cast<H*>(o);
             for (U q = q0; q < q1; q += qstep) {
                 const I e = (I)(group_out + od.off);
-                o32[2 * e] = (od.lid == (U)win) ? 0x3f800000u : 0u;
-                o32[2 * e + 1] = 0u;
-                od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
-            }
-            return;
-        }
-    }
-    if constexpr (ArType<T>::kind == 4 && sizeof(B) == 16) {
-        if (p.narrow_out) {     // complex128 out only 8-byte aligned: two 8-byte stores (a
-            cuo::u64* o64 = reinterpret_cast<cuo::u64*>(o);   // 16-byte one would fault)
-            for (U q = q0; q < q1; q += qstep) {
-                const I e = (I)(group_out + od.off);
-                o64[2 * e] = (od.lid == (U)win) ? 0x3ff0000000000000ull : 0ull;
-                o64[2 * e + 1] = 0ull;
+                oh[2 * e] = (od.lid == (U)win) ? one_re : (H)0;
+                oh[2 * e + 1] = (H)0;
                 od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
             }
             return;
