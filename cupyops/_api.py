@@ -338,12 +338,13 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
             cx, launches = _gpu_argreduce.prepare_argreduce(
                 backend, kin, axes, kind=kind, tie=tie, index_dtype=index_dtype,
                 force_64bit=_dispatch.force_64bit.get(), skip_nan=skip_nan, datetime=datetime)
-            res = _gpu_argreduce.execute_into(backend, launches, cx,
-                                              _kernel_out(out_kept, placement), workspace)
+            run = _gpu_argreduce.runner(backend, launches)
+            res = _gpu_argreduce.execute_into(run, cx, _kernel_out(out_kept, placement),
+                                              workspace)
             if cx is kin and not datetime:
                 _fast.remember(fast_key, _fast.kernel_entry(
                     backend, placement, x, kin,
-                    _fast.launches_runner(_gpu_argreduce.runner, backend, launches),
+                    _fast.recording_plan(run, launches.plan),
                     reshape=result_shape if keepdims else None))
             res = _from_kernel_result(res, placement)
         if out is not None:
@@ -447,11 +448,12 @@ def _hardmax(x, axis, tie, out, device, workspace, fast_key):
             kout = _kernel_out(out, placement) if kx.dtype == x.dtype else None
             cx, launches = _gpu_argreduce.prepare_hardmax(
                 backend, kx, axes, tie=tie, force_64bit=_dispatch.force_64bit.get(), out=kout)
-            res = _gpu_argreduce.execute_into(backend, launches, cx, kout, workspace)
+            run = _gpu_argreduce.runner(backend, launches)
+            res = _gpu_argreduce.execute_into(run, cx, kout, workspace)
             if cx is kx:
                 _fast.remember(fast_key, _fast.kernel_entry(
                     backend, placement, x, kx,
-                    _fast.launches_runner(_gpu_argreduce.runner, backend, launches)))
+                    _fast.recording_plan(run, launches.plan)))
             res = _from_kernel_result(res, placement)
             if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
                 res = res.astype(x.dtype)

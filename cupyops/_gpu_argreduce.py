@@ -334,7 +334,7 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
     x, launches = prepare_argreduce(backend, x, axes, kind=kind, tie=tie,
                                     index_dtype=index_dtype, force_64bit=force_64bit,
                                     skip_nan=skip_nan, datetime=datetime)
-    return execute_into(backend, launches, x, out, workspace)
+    return execute_into(runner(backend, launches), x, out, workspace)
 
 
 def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=False,
@@ -348,21 +348,22 @@ def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=F
                       value_dtype=vdt)
 
 
-def execute_into(backend, launches, x, out, workspace):
-    """:func:`execute` into ``out`` when it is C-contiguous, else a fresh array copied there."""
+def execute_into(run, x, out, workspace):
+    """``run`` (a :func:`runner`) into ``out`` when it is C-contiguous, else a fresh array
+    copied there."""
     if out is None or not _c_contiguous(out):
-        res = execute(backend, launches, x, None, workspace)
+        res = run(x, workspace)
         if out is None:
             return res
         out[...] = res
         return out
-    return execute(backend, launches, x, out, workspace)
+    return run(x, workspace, out)
 
 
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
     """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
     x, launches = prepare_hardmax(backend, x, axes, tie=tie, force_64bit=force_64bit, out=out)
-    return execute_into(backend, launches, x, out, workspace)
+    return execute_into(runner(backend, launches), x, out, workspace)
 
 
 def prepare_hardmax(backend, x, axes, *, tie, force_64bit=False, out=None):

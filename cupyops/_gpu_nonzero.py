@@ -81,11 +81,6 @@ def _config(backend, p, dtype, name, grid):
     return hit
 
 
-def _launch(backend, p, dtype, name, grid):
-    """The launcher of kernel ``name`` for plan ``p`` and its checked configuration."""
-    expr, cfg = _config(backend, p, dtype, name, grid)
-    return backend.launcher(FAMILY.name, dtype, expr), cfg
-
 
 # ------------------------------------------------------------------------------ count_nonzero
 

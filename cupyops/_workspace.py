@@ -17,12 +17,11 @@ launches over the same scratch.
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import numpy as np
 
-__all__ = ["Workspace", "scratch", "holder_for", "arena_for", "ALIGN"]
+__all__ = ["Workspace", "holder_for", "arena_for", "ALIGN"]
 
 #: every carved array starts on this boundary (as CuPy's allocator does)
 ALIGN = 256
@@ -200,10 +199,3 @@ def holder_for(backend, workspace=None):
         return workspace
     return arena_for(backend)
 
-
-@contextlib.contextmanager
-def scratch(backend, workspace=None):
-    """``holder_for`` locked for a block: ``with scratch(be, ws) as s: a, b = s.take(...)``."""
-    holder = holder_for(backend, workspace)
-    with holder._lock:
-        yield holder
