@@ -364,8 +364,7 @@ def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None
     ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
     capture; docs/api.md).
     """
-    k = _fast.key(x, device, workspace, out, "argmax", axis, keepdims, tie, dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "argmax", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
     return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, fast_key=k)
@@ -374,8 +373,7 @@ def argmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None
 def argmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
            workspace=None):
     """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
-    k = _fast.key(x, device, workspace, out, "argmin", axis, keepdims, tie, dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "argmin", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
     return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, fast_key=k)
@@ -386,8 +384,7 @@ def nanargmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
     """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
     ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
     a flag the same single pass sets. Arguments as argmax."""
-    k = _fast.key(x, device, workspace, out, "nanargmax", axis, keepdims, tie, dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "nanargmax", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
     return _argreduce("max", x, axis, keepdims, tie, dtype, out, device, workspace, True, k)
@@ -396,8 +393,7 @@ def nanargmax(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
 def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=None, device=None,
               workspace=None):
     """argmin that skips NaN; see nanargmax."""
-    k = _fast.key(x, device, workspace, out, "nanargmin", axis, keepdims, tie, dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "nanargmin", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
     return _argreduce("min", x, axis, keepdims, tie, dtype, out, device, workspace, True, k)
@@ -411,8 +407,7 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
     The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
     see argmax.
     """
-    k = _fast.key(x, device, workspace, out, "hardmax", axis, tie)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "hardmax", axis, tie)
     if hit is not None:
         return hit(x, workspace)
     return _hardmax(x, axis, tie, out, device, workspace, k)
@@ -500,8 +495,7 @@ def _check_coordinate_dtype(x, dtype, opname):
 
 def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
     """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
-    k = _fast.key(x, device, None, None, "count_nonzero", axis, keepdims)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, None, None, "count_nonzero", axis, keepdims)
     if hit is not None:
         return hit(x, None)
     return _count_nonzero(x, axis, keepdims, device, k)
@@ -561,8 +555,7 @@ def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_sh
 
 def argwhere(x, /, *, dtype=None, device=None):
     """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
-    k = _fast.key(x, device, None, None, "argwhere", dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, None, None, "argwhere", dtype)
     if hit is not None:
         return hit(x, None)
     return _argwhere(x, dtype, device, k)
@@ -593,7 +586,7 @@ def _argwhere(x, dtype, device, fast_key):
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
         run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_ROWS,
-                                        force)
+                                        force, keep_count=False)
         res = run(kin)[0]
         if fast_key is not None:
             _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin,
@@ -603,8 +596,7 @@ def _argwhere(x, dtype, device, fast_key):
 
 def nonzero(x, /, *, device=None):
     """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
-    k = _fast.key(x, device, None, None, "nonzero")
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, None, None, "nonzero")
     if hit is not None:
         return hit(x, None)
     return _nonzero(x, device, k)
@@ -636,7 +628,7 @@ def _nonzero(x, device, fast_key):
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
         run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_COLS,
-                                        force)
+                                        force, keep_count=False)
         res = _gpu_nonzero.rows_of(run(kin)[0])
         if fast_key is not None:
             _fast.remember(fast_key, _fast.kernel_entry(
@@ -655,8 +647,7 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
     ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
     the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
     """
-    k = _fast.key(x, device, workspace, out, "nonzero_coordinates", size, fill_value, dtype)
-    hit = _fast.get(k) if k is not None else None
+    k, hit = _fast.lookup(x, device, workspace, out, "nonzero_coordinates", size, fill_value, dtype)
     if hit is not None:
         return hit(x, workspace)
     return _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, k)

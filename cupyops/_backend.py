@@ -239,14 +239,13 @@ class Backend:
     def empty(self, shape, dtype):
         if type(shape) is not tuple:
             shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
-        dt = dtype if type(dtype) is np.dtype else np.dtype(dtype)
-        size = math.prod(shape)
-        if size == 0:
+        dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        nbytes = math.prod(shape) * dt.itemsize
+        if nbytes == 0:
             return np.empty(shape, dt)
-        nbytes = size * dt.itemsize
         raw = np.empty(nbytes + _ALIGN, _U8)
-        start = -numpy_data_ptr(raw) % _ALIGN
-        return raw[start:start + nbytes].view(dt).reshape(shape)
+        # one constructor call: a third of the time of slicing, viewing and reshaping
+        return np.ndarray(shape, dt, raw, -numpy_data_ptr(raw) % _ALIGN)
 
     def zeros(self, shape, dtype):
         out = self.empty(shape, dtype)
@@ -301,6 +300,7 @@ class SimtBackend(Backend):
     """Kernels from ``cupyops.simt.RawModule``, run on the CPU; arrays are NumPy arrays."""
 
     name = "simt"
+    one_stream = True       # stream_key() is always 0: the scratch arena can be kept on it
 
     def __init__(self, props: DeviceProps = H100_PROPS):
         super().__init__()
@@ -461,9 +461,7 @@ class CupyBackend(Backend):
 
 def data_ptr(x) -> int:
     """The data pointer of a CuPy or NumPy array (planners need its alignment)."""
-    if isinstance(x, np.ndarray):   # (its .data, a memoryview, refuses ml_dtypes' bfloat16)
-        return int(x.__array_interface__["data"][0])
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray):   # (not .data, a memoryview, which refuses ml_dtypes' bfloat16)
         return numpy_data_ptr(x)
     return int(x.data.ptr)              # CuPy
 

@@ -24,7 +24,7 @@ from . import _dispatch, _trace
 from ._backend import numpy_data_ptr as _data_ptr
 from ._cache import LRU
 
-__all__ = ["key", "get", "remember", "clear", "CPU_SMALL"]
+__all__ = ["key", "get", "lookup", "remember", "clear", "CPU_SMALL"]
 
 _ndarray = np.ndarray
 
@@ -48,6 +48,7 @@ _force_64bit = _dispatch.force_64bit
 CPU_SMALL = 4096
 
 _entries = LRU(4096)
+_get, _move_to_end = _entries._d.get, _entries._d.move_to_end
 
 # tests' planner options (cupyops._gpu_argreduce.PLAN_OPTIONS, the same dict object for the
 # process's life: tests mutate it or monkeypatch the attribute) turn the fast path off
@@ -60,15 +61,19 @@ class _PlanOptionsSet:
 
 
 _plan_options = _PlanOptionsSet()
+_tuple = tuple
 
 
 def key(x, device, workspace, out, *args):
     """The call's key, or None where the fast path does not apply."""
-    if out is not None or _plan_options:
+    if out is not None or _G.PLAN_OPTIONS:
         return None
     t = type(x)
     # the arguments' types too: True == 1 == 1.0 as dict keys, but the rules accept only some
-    kinds = tuple(type(a) if type(a) is not tuple else tuple(map(type, a)) for a in args)
+    # (a tuple argument, axis=(0, 2), by its items' types)
+    kinds = tuple(map(type, args))
+    if _tuple in kinds:
+        kinds = tuple(type(a) if type(a) is not tuple else tuple(map(type, a)) for a in args)
     if t is _ndarray:
         if device is not None:
             dev = (device, None)
@@ -98,6 +103,24 @@ def get(k):
         return _entries.get(k)
     except TypeError:          # an unhashable argument: the slow path says what is wrong
         return None
+
+
+def lookup(x, device, workspace, out, *args):
+    """``(key, entry)``: :func:`key` and :func:`get` in one call (the hot path of every public
+    function); ``(None, None)`` where the fast path does not apply, ``(key, None)`` on a miss."""
+    k = key(x, device, workspace, out, *args)
+    if k is None:
+        return None, None
+    try:
+        hit = _get(k)
+    except TypeError:          # an unhashable argument: the slow path says what is wrong
+        return None, None
+    if hit is not None:
+        try:
+            _move_to_end(k)    # LRU order (evicted in between by another thread: still valid)
+        except KeyError:
+            pass
+    return k, hit
 
 
 def remember(k, entry) -> None:

@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from . import _modules, _trace, _workspace
+from ._pack import Packer
 from ._backend import data_ptr
 from ._plan_argreduce import MAX_DIMS, ArgreducePlan, plan_argreduce, step_digits
 
@@ -98,54 +99,41 @@ FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
     block_sizes=_block_sizes, dynamic_shared=_dynamic_shared, min_occupancy=0.5))
 
 
-def _fill(arr, values):
-    arr[:] = 0
-    for i, v in enumerate(values):
-        arr[i] = int(v)
+_PACKER = Packer(PARAMS_DTYPE)
 
 
 def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_width: int = 8,
                  finish: bool = False, nan_skip: bool = False,
                  narrow_out: bool = False) -> np.void:
-    """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``."""
-    p = np.zeros((), PARAMS_DTYPE)
+    """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``, packed
+    in one call (cupyops._pack): every field by name, in PARAMS_DTYPE's order."""
     last = tie == "last"
-    p["n_out"] = plan.n_out
-    p["group"] = plan.group
-    p["chunk"] = plan.chunk
-    p["nchunks"] = plan.nchunks
-    p["in_base"] = plan.in_base
-    p["out_base"] = plan.out_base
-    p["index_base"] = plan.index_base + (plan.zero_last_offset if last else 0)
-    p["wgroup"] = plan.group_full
-    p["wchunk"] = plan.write_chunk
-    p["nk"] = len(plan.kept)
-    p["nd"] = len(plan.red)
-    p["nw"] = len(plan.write)
-    p["mode"] = mode
-    p["last"] = int(last)
-    p["is_min"] = int(kind == "min")
-    p["out_width"] = out_width
-    p["team"] = plan.team
-    p["vec"] = plan.vec
-    p["nan_skip"] = int(bool(nan_skip))
-    p["narrow_in"] = int(plan.narrow_loads)
-    p["narrow_out"] = int(bool(narrow_out))
-    _fill(p["k_size"], [d[0] for d in plan.kept])
-    _fill(p["k_in"], [d[1] for d in plan.kept])
-    _fill(p["k_out"], [d[2] for d in plan.kept])
     sizes = [d[0] for d in plan.red]
-    _fill(p["d_size"], sizes)
-    _fill(p["d_in"], [d[1] for d in plan.red])
-    _fill(p["d_w"], [d[2] for d in plan.red])
-    _fill(p["d_step"], step_digits(plan.step, sizes))
     wsizes = [d[0] for d in plan.write]
-    _fill(p["w_size"], wsizes)
-    _fill(p["w_out"], [d[1] for d in plan.write])
-    _fill(p["w_w"], [d[2] for d in plan.write])
     wstep = plan.finish_block[1] if finish else plan.write_step
-    _fill(p["w_step"], step_digits(wstep, wsizes))
-    return p[()]
+    scalars = {
+        "n_out": plan.n_out, "group": plan.group, "chunk": plan.chunk,
+        "nchunks": plan.nchunks, "in_base": plan.in_base, "out_base": plan.out_base,
+        "index_base": plan.index_base + (plan.zero_last_offset if last else 0),
+        "wgroup": plan.group_full, "wchunk": plan.write_chunk,
+        "nk": len(plan.kept), "nd": len(plan.red), "nw": len(plan.write), "mode": mode,
+        "last": int(last), "is_min": int(kind == "min"), "out_width": out_width,
+        "team": plan.team, "vec": plan.vec, "nan_skip": int(bool(nan_skip)),
+        "narrow_in": int(plan.narrow_loads), "narrow_out": int(bool(narrow_out)),
+    }
+    arrays = {
+        "k_size": [d[0] for d in plan.kept], "k_in": [d[1] for d in plan.kept],
+        "k_out": [d[2] for d in plan.kept],
+        "d_size": sizes, "d_in": [d[1] for d in plan.red], "d_w": [d[2] for d in plan.red],
+        "d_step": step_digits(plan.step, sizes),
+        "w_size": wsizes, "w_out": [d[1] for d in plan.write], "w_w": [d[2] for d in plan.write],
+        "w_step": step_digits(wstep, wsizes),
+    }
+    return _PACKER.pack([scalars[n] for n in _SCALAR_FIELDS], [arrays[n] for n in _ARRAY_FIELDS])
+
+
+_SCALAR_FIELDS = tuple(n for n in PARAMS_DTYPE.names if not PARAMS_DTYPE.fields[n][0].shape)
+_ARRAY_FIELDS = tuple(n for n in PARAMS_DTYPE.names if PARAMS_DTYPE.fields[n][0].shape)
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:

@@ -137,16 +137,20 @@ _I64 = np.dtype(np.int64)
 
 def _scratch(backend, ws, cp):
     """Tile counter (element 0) and per-tile status words from the call's scratch holder,
-    zeroed in-stream: the one small initialisation, on every call (and every graph replay)."""
-    s, counter, status = ws.carve(((((cp.num_tiles + 1,), _U64),), _split_counter))
+    zeroed in-stream: the one small initialisation, on every call (and every graph replay);
+    then a device count slot for the exact forms whose caller never sees the count (argwhere,
+    nonzero), which the kernels overwrite (not zeroed)."""
+    s, counter, status, count_slot = ws.carve(((((cp.num_tiles + 1,), _U64), ((), _I64)),
+                                               _split_counter))
     backend.zero_fill(s)
-    return counter, status
+    return counter, status, count_slot
 
 
 def _split_counter(arrays):
-    """carve's derived views: (whole, tile counter = element 0, status words = the rest)."""
-    (s,) = arrays
-    return s, s[0:1], s[1:]
+    """carve's derived views: (whole, tile counter = element 0, status words = the rest,
+    count slot)."""
+    s, count_slot = arrays
+    return s, s[0:1], s[1:], count_slot
 
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
@@ -154,9 +158,11 @@ def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=N
     return exact_runner(backend, x, index_dtype, layout, force_64bit)(x, workspace, stats)
 
 
-def exact_runner(backend, x, index_dtype, layout, force_64bit=False):
+def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_count=True):
     """``run(x, workspace=None, stats=None) -> (out, count, count_dev)`` for arrays laid out
-    like ``x``: SCAN, one host read of the count, PLACE; everything but the count bound once."""
+    like ``x``: SCAN, one host read of the count, PLACE; everything but the count bound once.
+    ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
+    count in the call's scratch instead of a fresh array."""
     cp = _plan(backend, x, index_dtype, force_64bit)
     dtype = _native(x)
     scan_expr, (sgrid, sblock, ssmem) = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
@@ -166,15 +172,36 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False):
     index_dtype = np.dtype(index_dtype)
     rows = layout == plan.LAYOUT_ROWS
     ndim = cp.ndim
+    # PLACE's parameters: the row layout's do not depend on the count; the column layout's
+    # row_stride is the count, patched as 8 bytes into a copy of one packed template (setting
+    # a field of a structured scalar costs 8 µs; the plan's memo would rebuild the struct for
+    # every new count), the last few kept
+    place_rows = cp.params(plan.MODE_PLACE, layout) if rows else None
+    template = None if rows else np.asarray(cp.params(plan.MODE_PLACE, layout)).reshape(1).view(np.uint8)
+    at = plan.PARAMS_DTYPE.fields["row_stride"][1] // 8
+    recent = {}
     empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
     name = FAMILY.name
 
+    def place_params(count):
+        if rows:
+            return place_rows
+        p = recent.get(count)
+        if p is None:
+            b = template.copy()
+            b.view(np.int64)[at] = count
+            if len(recent) >= 8:
+                recent.clear()
+            p = recent[count] = b.view(plan.PARAMS_DTYPE)[0]
+        return p
+
     def run(x, workspace=None, stats=None):
         record(cp)
-        count_dev = empty((), _I64)
         ws = _workspace.holder_for(backend, workspace)
         with ws._lock:
-            counter, status = _scratch(backend, ws, cp)
+            counter, status, count_dev = _scratch(backend, ws, cp)
+            if keep_count:
+                count_dev = empty((), _I64)
             if stats is None:
                 st, params = counter, scan_params
             else:
@@ -185,8 +212,8 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False):
             out = empty((count, ndim) if rows else (ndim, count), index_dtype)
             if count:
                 launcher(name, dtype, place_expr)(
-                    pgrid, pblock, (x, cp.params(plan.MODE_PLACE, layout, row_stride=count),
-                                    counter, status, out, count_dev, counter), psmem)
+                    pgrid, pblock, (x, place_params(count), counter, status, out, count_dev,
+                                    counter), psmem)
         return out, count, count_dev
     return run
 
@@ -212,7 +239,7 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
             coords, count_dev = empty(shape, index_dtype), empty((), _I64)
         ws = _workspace.holder_for(backend, workspace)
         with ws._lock:
-            counter, status = _scratch(backend, ws, cp)
+            counter, status, _ = _scratch(backend, ws, cp)
             if stats is None:
                 st, p = counter, params
             else:
@@ -238,7 +265,7 @@ def nonzero(backend, x, index_dtype, *, force_64bit=False):
 
 def rows_of(out) -> tuple:
     """The rows of an (ndim, count) array, as nonzero's tuple."""
-    return tuple(out[d] for d in range(out.shape[0]))
+    return tuple(out)        # (row views; C-level iteration)
 
 
 def nonzero_coordinates(backend, x, size, fill_value, index_dtype, *, force_64bit=False,

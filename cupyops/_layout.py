@@ -29,30 +29,37 @@ Pure Python, no GPU: the planners are tested on any machine.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
+import operator
 from typing import Iterable, Sequence
 
 __all__ = ["Dim", "drop_unit", "flip_negative", "sort_by_stride", "merge", "normalize",
            "row_major_strides", "split_by_zero_stride", "span", "coarsen_to"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Dim:
+class Dim(tuple):
     """One dimension: ``size`` and one stride per operand (any unit the caller chooses).
 
     ``axis`` is the original logical axis (or the outermost logical axis of a merged
     dimension), kept for messages and tests; it takes no part in the arithmetic.
+
+    An immutable ``(size, strides, axis)`` tuple: planners build dozens per first call of a
+    layout, and a frozen dataclass costs twice as much to construct.
     """
 
-    size: int
-    strides: tuple
-    axis: int = -1
+    __slots__ = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
-        if self.size < 0:
-            raise ValueError(f"negative dimension size {self.size}")
+    def __new__(cls, size: int, strides: tuple, axis: int = -1):
+        if size < 0:
+            raise ValueError(f"negative dimension size {size}")
+        return tuple.__new__(cls, (size, tuple(map(int, strides)), axis))
+
+    size = property(operator.itemgetter(0))
+    strides = property(operator.itemgetter(1))
+    axis = property(operator.itemgetter(2))
+
+    def __repr__(self):
+        return f"Dim(size={self[0]!r}, strides={self[1]!r}, axis={self[2]!r})"
 
 
 def dims_from(shape: Sequence[int], *operand_strides: Sequence[int],

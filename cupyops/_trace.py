@@ -7,6 +7,7 @@ cost on the hot path is one context-variable lookup.
 from __future__ import annotations
 
 import contextlib
+import collections
 import contextvars
 import dataclasses
 
@@ -58,11 +59,19 @@ def record_d2h() -> None:
 
 # --------------------------------------------------------------------------- dry runs
 
+#: launches a dry run keeps (the most recent)
+DRY_RUN_KEEP = 64
+
+
 @dataclasses.dataclass
 class DryRun:
     """What ``cupyops.testing.dry_run`` recorded: each launch handed over instead of run."""
     count: int = 1
-    launches: list = dataclasses.field(default_factory=list)   # (expr, grid, block, smem, args)
+    # (expr, grid, block, smem, args) of the most recent launches: bounded, so a benchmark's
+    # millions of calls do not keep every output and scratch view alive (which would also
+    # make each allocation slower than in a real pipeline)
+    launches: collections.deque = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=DRY_RUN_KEEP))
     d2h_reads: int = 0
 
 

@@ -180,6 +180,9 @@ _arenas_lock = threading.Lock()
 
 
 def arena_for(backend) -> _Arena:
+    arena = backend.__dict__.get("_only_arena")
+    if arena is not None:          # a backend with one stream (simt): its arena, kept on it
+        return arena
     key = (backend.name, backend.device_id, backend.stream_key())
     arena = _arenas.get(key)
     if arena is None:
@@ -187,6 +190,8 @@ def arena_for(backend) -> _Arena:
             arena = _arenas.get(key)
             if arena is None:
                 arena = _arenas[key] = _Arena(backend, key[2])
+                if getattr(backend, "one_stream", False):
+                    backend._only_arena = arena
     return arena
 
 

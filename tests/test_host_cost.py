@@ -253,3 +253,96 @@ def test_several_all_nan_groups_raise_the_nan_error_on_every_device(shape, axis)
     for device in DEVICES:
         with pytest.raises(ValueError, match="All-NaN slice encountered"):
             cupyops.nanargmax(x, axis=axis, device=device)
+
+
+# ------------------------------------------------------------------ what the fast paths reuse
+
+def test_packer_matches_a_field_by_field_fill():
+    """cupyops._pack packs the parameter structs in one call: the same bytes as NumPy's own
+    field stores, padding and all, for ArParams and a dtype with odd padding."""
+    from cupyops import _gpu_argreduce, _pack
+    rng = np.random.default_rng(0)
+    odd = np.dtype([("a", np.int8), ("b", np.int64), ("c", np.int16, (3,)), ("d", np.uint32),
+                    ("e", np.float64)], align=True)
+    for dt in (_gpu_argreduce.PARAMS_DTYPE, odd):
+        packer = _pack.Packer(dt)
+        for _ in range(20):
+            ref = np.zeros((), dt)
+            scalars, arrays = [], []
+            for name in dt.names:
+                ft = dt.fields[name][0]
+                base, shape = ft.subdtype if ft.subdtype else (ft, ())
+                info = np.iinfo(base) if base.kind in "iu" else None
+                draw = (lambda n: [int(v) for v in rng.integers(max(info.min, -2**40),
+                                                                min(info.max, 2**40), n,
+                                                                dtype=np.int64)]) if info \
+                    else (lambda n: [float(v) for v in rng.normal(size=n)])
+                if shape:
+                    vals = draw(int(rng.integers(0, shape[0] + 1)))
+                    ref[name][:len(vals)] = vals
+                    arrays.append(vals)
+                else:
+                    (v,) = draw(1)
+                    ref[name] = v
+                    scalars.append(v)
+            got = packer.pack(scalars, arrays)
+            assert got.dtype == dt and got.tobytes() == ref[()].tobytes()
+        with pytest.raises(ValueError, match="scalars"):
+            packer.pack(scalars[:-1], arrays)
+        if packer.array_lengths:
+            too_long = [list(range(n + 1)) for n in packer.array_lengths]
+            with pytest.raises(ValueError, match="an array of"):
+                packer.pack(scalars, too_long)
+
+
+def test_argreduce_params_hold_the_plan_field_by_field():
+    from cupyops import _gpu_argreduce as G
+    props = _backend.get_backend("simt").props
+    x = np.zeros((3, 5, 7, 2), np.float32)[:, ::-1, :, :1]
+    for axes, hardmax in (((1, 2), False), ((0, 2), True), ((1,), True)):
+        plan = G.plan_argreduce(x.shape, x.strides, 4, axes, props, hardmax=hardmax)
+        p = G.build_params(plan, kind="min", tie="last", mode=2, out_width=2, finish=True,
+                           nan_skip=True)
+        assert (p["n_out"], p["group"], p["chunk"], p["nchunks"]) == (
+            plan.n_out, plan.group, plan.chunk, plan.nchunks)
+        assert p["index_base"] == plan.index_base + plan.zero_last_offset
+        assert (p["last"], p["is_min"], p["mode"], p["out_width"], p["nan_skip"]) == (1, 1, 2, 2, 1)
+        assert (p["nk"], p["nd"], p["nw"]) == (len(plan.kept), len(plan.red), len(plan.write))
+        assert list(p["d_size"][:len(plan.red)]) == [d[0] for d in plan.red]
+        assert list(p["d_w"][:len(plan.red)]) == [d[2] for d in plan.red]
+        assert list(p["k_out"][:len(plan.kept)]) == [d[2] for d in plan.kept]
+        assert not p["d_size"][len(plan.red):].any()
+        assert list(p["w_step"][:len(plan.write)]) == list(
+            G.step_digits(plan.finish_block[1], [d[0] for d in plan.write]))
+
+
+def test_cached_nonzero_with_new_counts_every_call():
+    """nonzero's second launch gets the count as its row stride, patched per call into the
+    cached parameters; argwhere/nonzero keep the device count in scratch. Many counts in a
+    row (more than the few patched structs kept) on one cached layout, each against NumPy."""
+    rng = np.random.default_rng(1)
+    for i in range(12):
+        m = (rng.random((37, 45)) < (i + 1) / 13).astype(np.int16)
+        got = cupyops.nonzero(m, device="simt")
+        want = np.nonzero(m)
+        assert len(got) == 2 and all(np.array_equal(g, w) for g, w in zip(got, want))
+        assert np.array_equal(cupyops.argwhere(m, device="simt"), np.argwhere(m))
+        coords, count = cupyops.nonzero_coordinates(m, device="simt")
+        assert int(count) == len(want[0]) and np.array_equal(coords, np.argwhere(m))
+
+
+def test_dry_run_keeps_only_the_recent_launches():
+    from cupyops import _trace
+    x = np.zeros((4, 8), np.float32)
+    with dry_run() as rec:
+        for i in range(_trace.DRY_RUN_KEEP + 5):
+            cupyops.argmax(x[:, : 1 + i % 8], axis=1, device="simt")
+    assert len(rec.launches) == _trace.DRY_RUN_KEEP
+    assert rec.launches[-1][4][0].shape == x[:, : 1 + (_trace.DRY_RUN_KEEP + 4) % 8].shape
+
+
+def test_simt_arena_is_kept_on_its_backend():
+    from cupyops import _workspace
+    be = _backend.get_backend("simt")
+    a = _workspace.holder_for(be)
+    assert a is _workspace.holder_for(be) is _workspace._arenas[(be.name, be.device_id, 0)]
