@@ -59,6 +59,8 @@ PARAMS_DTYPE = np.dtype([
     ("index_bytes", "<i4"),
     ("stats_on", "<i4"),
     ("narrow_loads", "<i4"),
+    ("vec", "<i4"),
+    ("head", "<i4"),
     ("pad0", "<i4"),
 ], align=True)
 
@@ -79,13 +81,15 @@ COUNT_PARAMS_DTYPE = np.dtype([
     ("mode", "<i4"),
     ("atomic", "<i4"),
     ("narrow_loads", "<i4"),
+    ("vec", "<i4"),
+    ("align", "<i4"),
     ("pad0", "<i4"),
 ], align=True)
 
 # The same numbers as the static_asserts of kernels/nonzero.cuh.
 FASTDIV_SIZE = 24
-PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 8
-COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 6
+PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10
+COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8
 
 
 def fastdiv(d: int) -> tuple:
@@ -163,6 +167,8 @@ class CoordinatePlan:
     unit_mask: int
     index_bytes: int
     narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
+    vec: bool = False         # packed path: one contiguous run of a 1-/2-byte type (packed_run())
+    head: int = 0             # packed path: elements between the 16-byte boundary below x and x
     block: int = NZ_BLOCK
     # packed parameters already built for this plan (the hot path packs each set once)
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -227,7 +233,17 @@ class CoordinatePlan:
         p["index_bytes"] = self.index_bytes
         p["stats_on"] = int(bool(stats))
         p["narrow_loads"] = int(self.narrow_loads)
+        p["vec"] = int(self.vec)
+        p["head"] = self.head
         return p[()]
+
+
+def packed_run(dims, itemsize) -> bool:
+    """Whether the packed kernels apply: a 1- or 2-byte type whose dims ``((size, byte stride),
+    ...)`` (merged) are one run of consecutive elements. They then read aligned 16-byte words
+    and test 4 or 2 elements per instruction (kernels/nonzero.cuh, nz_packed)."""
+    return (int(itemsize) in (1, 2) and len(dims) == 1
+            and (int(dims[0][1]) == int(itemsize) or int(dims[0][0]) == 1))
 
 
 def reading_dims(shape, strides) -> tuple:
@@ -268,14 +284,19 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     unit_mask = sum(1 << i for i, n in enumerate(shape) if n == 1)
     items = items_per_thread(itemsize)
     tile = NZ_BLOCK * items
-    num_tiles = -(-size // tile)
+    vec = packed_run(read, itemsize)
+    # the packed path cuts tiles at 16-byte boundaries: the first tile starts `head` elements
+    # before x (the kernel derives the same head from its pointer)
+    head = (int(base_address) % 16) // int(itemsize) if vec else 0
+    num_tiles = -(-(size + head) // tile)
     span = sum((n - 1) * abs(s) for n, s in read)      # largest |byte offset|
     wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
     return CoordinatePlan(shape=shape, strides=strides, itemsize=int(itemsize), wide=wide,
                           forced_64bit=bool(force_64bit), items=items, tile=tile,
                           num_tiles=num_tiles, read_dims=read, coord_dims=tuple(coord),
                           unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize,
-                          narrow_loads=narrow_loads(shape, strides, itemsize, base_address))
+                          narrow_loads=narrow_loads(shape, strides, itemsize, base_address),
+                          vec=vec, head=head)
 
 
 # ---------------------------------------------------------------------------------- count_nonzero
@@ -299,6 +320,8 @@ class CountPlan:
     chunk_len: int
     n_chunks: int
     narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
+    vec: bool = False         # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
+    align: int = 0            # packed: the data pointer mod 16 (the kernel's words are aligned)
     block: int = NZ_BLOCK
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
@@ -340,6 +363,8 @@ class CountPlan:
         p["mode"] = self.mode
         p["atomic"] = int(self.atomic)
         p["narrow_loads"] = int(self.narrow_loads)
+        p["vec"] = int(self.vec)
+        p["align"] = self.align
         return p[()]
 
 
@@ -392,4 +417,6 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
                      forced_64bit=bool(force_64bit), kept_dims=kept_dims, red_dims=red_dims,
                      base=base, n_out=n_out, red_size=red_size, mode=mode, chunk_len=chunk_len,
                      n_chunks=n_chunks,
-                     narrow_loads=narrow_loads(shape, strides, itemsize, base_address))
+                     narrow_loads=narrow_loads(shape, strides, itemsize, base_address),
+                     vec=mode == 0 and packed_run(red_dims, itemsize),
+                     align=int(base_address) % 16)

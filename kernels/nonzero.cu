@@ -25,6 +25,12 @@
 //         prefix of tile - 1 from pass 1; it votes again, stages and writes. The exact-size
 //         forms therefore read the input twice (the price of an exact allocation without a
 //         worst-case buffer); both passes read each element with one coalesced warp-wide load.
+//     Packed path (params.vec: a 1- or 2-byte type whose reading dims merge into one contiguous
+//       run): the same tiles, cut at 16-byte boundaries of the address space (params.head
+//       elements of the first tile lie before x), each lane reading aligned 16-byte words
+//       (nz_vote_warp_vec): 4 or 2 elements tested per instruction (nz_packed, nonzero.cuh),
+//       counts by POPC, lane slots by a shuffle scan; words straddling the ends of the input are
+//       read element by element.
 //     Layouts: NZ_LAYOUT_ROWS writes (count, ndim) row-major (argwhere, nonzero_coordinates);
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
@@ -33,7 +39,10 @@
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
 //     per (output, chunk), lanes on consecutive outputs (kept axis innermost in memory). With
-//     several chunks the partial counts are atomically added into a zeroed output.
+//     several chunks the partial counts are atomically added into a zeroed output. Mode 0 over
+//     one contiguous reduced run of a 1- or 2-byte type (params.vec) reads aligned 16-byte words
+//     and counts 4 or 2 elements per instruction (nz_count_run_vec); params.align is x's
+//     address mod 16, given by the host so that no pointer is cast to an integer.
 // Template parameters: T, the value type: unsigned char / short / int / long long for bool and
 //   the integer types of that size (the test only looks at the bit pattern, so signed and
 //   unsigned share an instantiation), cupyops_half, cupyops_bfloat16, float, double, cupyops_complex64,
@@ -99,6 +108,72 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
             if (stage && pred[j]) stage_w[run + __popc(b & below)] = (nz_u16)((j0 + j) * 32 + lane);
             run += __popc(b);
         }
+    }
+    return run;
+}
+
+// The packed form of nz_vote_warp (p.vec: one contiguous run of a 1- or 2-byte type). Tiles
+// are cut in shifted indices s = L + head (head: elements between the 16-byte boundary below x
+// and x), so each word is 16-byte aligned: round r of a lane reads word r * 32 + lane of its
+// warp's range (xa + s * sizeof(T): the shifted index's address; consecutive lanes, coalesced),
+// VEC = 16 / sizeof(T) elements, tested 4 or 2 per instruction (nz_packed). Words straddling
+// [x, x + size) are read element by element (Guard). A lane's slot is the warp's running count
+// plus a shuffle scan of the lanes' counts; its nonzero elements are staged in order as
+// warp-local shifted indices (r * 32 + lane) * VEC + e. The count pass only sums the counts.
+template <typename T, bool Wide, bool Guard>
+__device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* lo, const char* hi,
+                                                   typename nz_index<Wide>::idx warp_base,
+                                                   nz_u16* stage_w, bool stage, int lane)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    constexpr int S = (int)sizeof(T);
+    constexpr int VEC = 16 / S;
+    constexpr int ROUNDS = nz_items<T>::value / VEC;
+    nz_u32 w[ROUNDS][4];
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        const char* a = xa + (warp_base + (idx_t)((r * 32 + lane) * VEC)) * (idx_t)S;
+        if (!Guard || (a >= lo && a + 16 <= hi)) {
+            nz_load16(w[r], a);
+        } else if (a + 16 > lo && a < hi) {
+            nz_load16_part<T>(w[r], a, lo, hi);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) w[r][k] = 0u;
+        }
+    }
+    nz_u32 run = 0;
+    if (!stage) {
+#pragma unroll
+        for (int r = 0; r < ROUNDS; ++r)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) run += __popc(nz_packed<T>::bits(w[r][k]));
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) run += __shfl_xor_sync(NZ_FULL_MASK, run, o);
+        return run;
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        nz_u32 b[4], c = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            b[k] = nz_packed<T>::bits(w[r][k]);
+            c += __popc(b[k]);
+        }
+        nz_u32 incl = c;   // inclusive scan of the lanes' counts
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const nz_u32 t = __shfl_up_sync(NZ_FULL_MASK, incl, o);
+            if (lane >= o) incl += t;
+        }
+        nz_u32 pos = run + incl - c;
+        const nz_u32 first = (nz_u32)((r * 32 + lane) * VEC);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            if ((b[(e * S) >> 2] >> (8 * ((e * S) & 3) + 8 * S - 1)) & 1u)
+                stage_w[pos++] = (nz_u16)(first + (nz_u32)e);
+        }
+        run += __shfl_sync(NZ_FULL_MASK, incl, 31);
     }
     return run;
 }
@@ -233,15 +308,33 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
         return;
     }
 
-    const idx_t tile_base = (idx_t)tile * (idx_t)TILE;
-    const idx_t warp_base = tile_base + (idx_t)(warp * WARP_ITEMS);
     const bool stage = p.mode != NZ_MODE_SCAN;
     nz_u16* stage_w = s_stage + warp * WARP_ITEMS;
     nz_u32 run = 0;
-    if ((nz_u64)tile_base + TILE <= (nz_u64)p.size)
-        run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, lane);
-    else if ((nz_u64)warp_base < (nz_u64)p.size)
-        run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
+    // tile_base: the logical index of tile-local index 0 (staged indices are tile-local)
+    idx_t tile_base = (idx_t)tile * (idx_t)TILE;
+    const idx_t warp_base = tile_base + (idx_t)(warp * WARP_ITEMS);
+    bool packed = false;
+    if constexpr (nz_packed<T>::ok) {
+        if (p.vec) {   // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
+            packed = true;
+            const int head = p.head;   // from the host: see nz_count_run_vec on casts
+            const char* xa = x - head * (int)sizeof(T);
+            const char* hi = x + (nz_u64)p.size * sizeof(T);
+            const nz_u64 end = (nz_u64)p.size + (nz_u64)head;
+            if ((nz_u64)tile_base >= (nz_u64)head && (nz_u64)tile_base + TILE <= end)
+                run = nz_vote_warp_vec<T, Wide, false>(xa, x, hi, warp_base, stage_w, stage, lane);
+            else if ((nz_u64)warp_base < end)
+                run = nz_vote_warp_vec<T, Wide, true>(xa, x, hi, warp_base, stage_w, stage, lane);
+            tile_base -= (idx_t)head;   // modulo 2^N: only valid (>= head) indices are staged
+        }
+    }
+    if (!packed) {
+        if ((nz_u64)tile_base + TILE <= (nz_u64)p.size)
+            run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, lane);
+        else if ((nz_u64)warp_base < (nz_u64)p.size)
+            run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
+    }
     if (lane == 0) s_warp[warp] = run;
     __syncthreads();
 
@@ -311,8 +404,10 @@ nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* sta
 template <bool Wide>
 struct nz_count_unit {
     typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
     idx_t o, lo, hi;          // output, reduced range [lo, hi)
-    const char* xo;           // x + offset of output o's sub-array
+    off_t off;                // byte offset of output o's sub-array
+    const char* xo;           // x + off
 
     __device__ __forceinline__ nz_count_unit(const char* x, const nz_count_params& p, idx_t g)
     {
@@ -320,7 +415,8 @@ struct nz_count_unit {
         idx_t c;
         if (p.mode == 0) { o = q; c = g - q * (idx_t)p.n_chunks; }
         else             { c = q; o = g - q * (idx_t)p.n_out; }
-        xo = x + nz_offset<Wide>(o, p.kept_div, p.kept_stride, p.kept_ndim);
+        off = nz_offset<Wide>(o, p.kept_div, p.kept_stride, p.kept_ndim);
+        xo = x + off;
         const idx_t red_size = (idx_t)p.red_size;
         lo = c * (idx_t)p.chunk_len;
         hi = red_size - lo < (idx_t)p.chunk_len ? red_size : lo + (idx_t)p.chunk_len;
@@ -340,6 +436,42 @@ struct nz_count_unit {
     }
 };
 
+// Packed count of the nonzero elements in bytes [lo, hi) of x by one warp (all lanes; the sum
+// is returned to every lane): the aligned 16-byte words inside the range, lane after lane
+// (coalesced), 4 per iteration in flight, tested 4 or 2 elements per instruction; the at most 15
+// bytes before the first and after the last whole word element by element. Alignment comes
+// from the host (`align` = x's address mod 16), offsets stay integers: a pointer-to-integer
+// cast would cost every load of the kernel its LDG.CONSTANT (NVVM's read-only inference).
+template <typename T, bool Wide>
+__device__ __forceinline__ nz_u64 nz_count_run_vec(const char* x, typename nz_index<Wide>::off lo,
+                                                   typename nz_index<Wide>::off hi, int align,
+                                                   int lane)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    typedef typename cuo::uint_of<sizeof(T)>::type B;
+    constexpr int S = (int)sizeof(T);
+    off_t a = lo + (off_t)((16 - ((align + (int)(lo & 15)) & 15)) & 15);
+    off_t b = hi - (off_t)((align + (int)(hi & 15)) & 15);
+    const bool none = a >= b;   // no whole word: all of [lo, hi) (< 32 bytes) one element a lane
+    if (none) a = b = lo;
+    idx_t acc = 0;
+    const idx_t words = (idx_t)((b - a) >> 4);
+    const char* xa = x + a;
+#pragma unroll 4
+    for (idx_t i = (idx_t)lane; i < words; i += 32) {
+        nz_u32 w[4];
+        nz_load16(w, xa + i * 16);
+        acc += (idx_t)(__popc(nz_packed<T>::bits(w[0])) + __popc(nz_packed<T>::bits(w[1]))
+                       + __popc(nz_packed<T>::bits(w[2])) + __popc(nz_packed<T>::bits(w[3])));
+    }
+    // ragged ends: (a - lo) and (hi - b) bytes, at most 15 each: lanes 0-15 and 16-31
+    const off_t q = none || lane < 16 ? lo + (off_t)(lane * S) : b + (off_t)((lane - 16) * S);
+    if (q < (none || lane >= 16 ? hi : a))
+        acc += __popc(nz_packed<T>::bits((nz_u32)*reinterpret_cast<const B*>(x + q)));
+    return nz_warp_sum_u64((nz_u64)acc);
+}
+
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
                                               nz_i64* out)
@@ -353,6 +485,16 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
         if (g >= (idx_t)p.units) return;   // warp-uniform
         const nz_count_unit<Wide> u(x, p, g);
         nz_u64 acc = 0;
+        if constexpr (nz_packed<T>::ok) {
+            if (p.vec) {
+                typedef typename nz_index<Wide>::off off_t;
+                acc = nz_count_run_vec<T, Wide>(x, u.off + (off_t)(u.lo * sizeof(T)),
+                                                u.off + (off_t)(u.hi * sizeof(T)),
+                                                p.align + (int)(p.base & 15), lane);
+                if (lane == 0) u.store(p, out, acc);
+                return;
+            }
+        }
 #pragma unroll 4
         for (idx_t j0 = u.lo; j0 < u.hi; j0 += 32) {
             const idx_t j = j0 + (idx_t)lane;

@@ -93,6 +93,79 @@ __device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_
     return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
 }
 
+// ------------------------------------------------------------------ packed nonzero test
+// The packed paths (p.vec, 1- and 2-byte types over a contiguous run) read 16-byte words and
+// test a 32-bit word of 4 or 2 elements at once: nz_packed<T>::bits(w) has the top bit of each
+// element's lane set iff that element is nonzero, every other bit 0. (w & 0x7f..) + 0x7f..
+// sets a lane's top bit iff its low bits are nonzero and never carries into the next lane;
+// or-ing w adds the top bit itself (integers), leaving it out masks the sign (-0.0 is zero,
+// NaN and subnormals are nonzero). One LOP3, one IADD and one LOP3 per word; counts are POPC.
+template <typename T> struct nz_packed { static constexpr bool ok = false; };
+template <> struct nz_packed<nz_u8> {
+    static constexpr bool ok = true;
+    __device__ __forceinline__ static nz_u32 bits(nz_u32 w)
+    {
+        return (w | ((w & 0x7f7f7f7fu) + 0x7f7f7f7fu)) & 0x80808080u;
+    }
+};
+template <> struct nz_packed<nz_u16> {
+    static constexpr bool ok = true;
+    __device__ __forceinline__ static nz_u32 bits(nz_u32 w)
+    {
+        return (w | ((w & 0x7fff7fffu) + 0x7fff7fffu)) & 0x80008000u;
+    }
+};
+template <> struct nz_packed<cupyops_half> {
+    static constexpr bool ok = true;
+    __device__ __forceinline__ static nz_u32 bits(nz_u32 w)
+    {
+        return ((w & 0x7fff7fffu) + 0x7fff7fffu) & 0x80008000u;
+    }
+};
+template <> struct nz_packed<cupyops_bfloat16> : nz_packed<cupyops_half> {};
+
+// One aligned 16-byte word of the input as four 32-bit words (whole-vector alignment checked on
+// simt; one LDG.128 through the kernel's const __restrict__ pointer on a GPU). Under simt the
+// host compiler would split a struct copy into two 8-byte loads, which the traffic counters see
+// as two warp-wide accesses; a GCC vector type keeps it one 16-byte load, as on a GPU.
+__device__ __forceinline__ void nz_load16(nz_u32 w[4], const char* a)
+{
+    cuo::vec_align_check<cuo::vec_bytes<16> >(a);
+#ifdef CUPYOPS_SIMT
+    typedef nz_u32 v4 __attribute__((vector_size(16)));
+    const v4 v = *reinterpret_cast<const v4*>(a);
+    w[0] = v[0];
+    w[1] = v[1];
+    w[2] = v[2];
+    w[3] = v[3];
+#else
+    const cuo::vec_bytes<16> v = *reinterpret_cast<const cuo::vec_bytes<16>*>(a);
+    w[0] = (nz_u32)v.w[0];
+    w[1] = (nz_u32)(v.w[0] >> 32);
+    w[2] = (nz_u32)v.w[1];
+    w[3] = (nz_u32)(v.w[1] >> 32);
+#endif
+}
+
+// The 16-byte word at a (aligned) with only the elements of byte range [lo, hi) read, one by
+// one, the others 0: the words that straddle the start or the end of the input (reading a byte
+// outside the array would be out of bounds on simt, and past an allocation on a GPU).
+template <typename T>
+__device__ __forceinline__ void nz_load16_part(nz_u32 w[4], const char* a, const char* lo,
+                                               const char* hi)
+{
+    constexpr int S = (int)sizeof(T);
+    typedef typename cuo::uint_of<S>::type B;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = 0u;
+#pragma unroll
+    for (int e = 0; e < 16 / S; ++e) {
+        const char* q = a + e * S;
+        if (q >= lo && q < hi)
+            w[(e * S) >> 2] |= (nz_u32)*reinterpret_cast<const B*>(q) << (8 * ((e * S) & 3));
+    }
+}
+
 // ------------------------------------------------------------------ magic-number division
 // Granlund & Montgomery (1994), fig. 4.1: for 1 <= d < 2^N, with l = ceil(log2 d),
 // m = floor(2^N (2^l - d) / d) + 1, sh1 = min(l, 1), sh2 = max(l - 1, 0):
@@ -153,9 +226,11 @@ struct nz_params {
     nz_i32 index_bytes;                     // 4 or 8: int32/uint32 or int64/uint64 output
     nz_i32 stats_on;                        // 1: look-back statistics into `stats` (tests)
     nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words (see nz_is_nonzero)
+    nz_i32 vec;                             // 1: packed path (one contiguous run of a 1-/2-byte type)
+    nz_i32 head;                            // packed: elements between the 16-byte boundary below x and x
     nz_i32 pad0;
 };
-static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 8,
+static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10,
               "nz_params layout is mirrored in _plan_nonzero.py");
 
 struct nz_count_params {
@@ -176,9 +251,11 @@ struct nz_count_params {
     nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk)
     nz_i32 atomic;                          // 1: several chunks add into a zeroed output
     nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words
+    nz_i32 vec;                             // 1: packed path (contiguous reduced run, 1-/2-byte type, mode 0)
+    nz_i32 align;                           // packed: x's address mod 16 (before base)
     nz_i32 pad0;
 };
-static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 6,
+static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8,
               "nz_count_params layout is mirrored in _plan_nonzero.py");
 
 // ------------------------------------------------------------------ strided offsets

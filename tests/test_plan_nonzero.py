@@ -249,3 +249,24 @@ def test_count_plan_modes_and_chunks():
     assert P.plan_count((2**31 + 5,), (1,), 1, (0,)).wide
     assert not P.plan_count((2**20,), (1,), 1, (0,)).wide
     assert P.plan_count((4,), (1,), 1, (0,), force_64bit=True).wide
+
+
+# ------------------------------------------------------------------------------ packed path
+
+def test_packed_path_choice_and_head():
+    """1- and 2-byte types over one contiguous run take the packed path; its tiles start at
+    the 16-byte boundary below the data, `head` elements early, so one more tile may be
+    needed. Other sizes and layouts do not."""
+    p = P.plan_coordinates((4096,), (1,), 1, np.int64, base_address=64)
+    assert p.vec and p.head == 0 and p.num_tiles == 1
+    p = P.plan_coordinates((4096,), (1,), 1, np.int64, base_address=64 + 5)
+    assert p.vec and p.head == 5 and p.num_tiles == 2
+    assert p.params(P.MODE_FIXED, k=3)["vec"] == 1 and p.params(P.MODE_FIXED, k=3)["head"] == 5
+    p = P.plan_coordinates((8, 512), (1024, 2), 2, np.int64, base_address=6)
+    assert p.vec and p.head == 3 and p.num_tiles == 2             # rows merge into one run
+    assert not P.plan_coordinates((8, 512), (2, 16), 2, np.int64).vec        # F-order
+    assert not P.plan_coordinates((4096,), (-1,), 1, np.int64).vec           # reversed
+    assert not P.plan_coordinates((4096,), (4,), 4, np.int64).vec            # 4-byte type
+    c = P.plan_count((7, 300), (300, 1), 1, (1,), base_address=3)
+    assert c.vec and c.mode == 0 and c.params()["align"] == 3 and c.params()["vec"] == 1
+    assert not P.plan_count((300, 7), (7, 1), 1, (0,)).vec                  # strided run

@@ -1,0 +1,277 @@
+"""The packed paths of the nonzero family (issue 15): 1- and 2-byte types over one contiguous run
+are read as aligned 16-byte words and tested 4 or 2 elements per instruction
+(kernels/nonzero.cuh, nz_packed; nonzero_tiles with params.vec, count_nonzero_axes mode 0 with
+params.vec). On simt, against NumPy and the brute-force reference (tests/ref_nonzero.py):
+every position of a nonzero inside a word, the float zero rules inside a word, misaligned heads
+and tails, all-zero and all-nonzero words, warp and tile boundaries, schedules, 64-bit indexing,
+and that the packed path is the one that ran."""
+import numpy as np
+import pytest
+
+from cupyops import _backend, _trace, simt
+from cupyops import _gpu_nonzero as G
+from cupyops import _modules
+from ref_nonzero import ref_argwhere, ref_count_nonzero
+
+NARROW = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.float16)]
+if _modules.CTYPES.get(_modules._bf16.dtype()):
+    NARROW.append(_modules._bf16.dtype())
+BITS = {1: np.uint8, 2: np.uint16}
+
+
+@pytest.fixture(scope="module")
+def be():
+    return _backend.get_backend("simt")
+
+
+def buffer(nbytes, offset):
+    """Zeroed bytes whose element 0 sits `offset` bytes past a 64-byte boundary."""
+    raw = np.zeros(nbytes + 128, np.uint8)
+    start = (-raw.__array_interface__["data"][0]) % 64 + offset
+    return raw[start:start + nbytes]
+
+
+def from_bits(bits, dtype, offset=0):
+    """An array of `dtype` with the given bit patterns, starting `offset` bytes past a 64-byte
+    boundary (offset a multiple of the item size)."""
+    dtype = np.dtype(dtype)
+    b = np.asarray(bits, BITS[dtype.itemsize])
+    out = buffer(b.nbytes, offset).view(b.dtype)
+    out[...] = b
+    return out.view(dtype)
+
+
+def coord_plans(t):
+    return [p for p in t.plans if hasattr(p, "num_tiles")]
+
+
+def count_plans(t):
+    return [p for p in t.plans if hasattr(p, "n_chunks")]
+
+
+def check(be, x, *, packed=True, index_dtype=np.int64, sizes=(), head=None, **kw):
+    """Every coordinate form and the full count against NumPy (and the reference for small
+    inputs); asserts whether the packed path ran (and its head, when given). Returns the
+    count."""
+    want = np.argwhere(x)
+    if x.size <= 256:
+        np.testing.assert_array_equal(want, ref_argwhere(x))
+    n = len(want)
+    with _trace.recording() as t:
+        np.testing.assert_array_equal(G.argwhere(be, x, index_dtype, **kw), want)
+        for g, w in zip(G.nonzero(be, x, index_dtype, **kw), np.nonzero(x)):
+            np.testing.assert_array_equal(g, w)
+        coords, count = G.nonzero_coordinates(be, x, None, 0, index_dtype, **kw)
+        np.testing.assert_array_equal(coords, want)
+        assert int(count) == n
+        for k in sizes or (0, max(n // 2, 1), n, n + 7):
+            c, cnt = G.nonzero_coordinates(be, x, k, -3, index_dtype, **kw)
+            m = min(k, n)
+            np.testing.assert_array_equal(c[:m], want[:m])
+            assert (c[m:] == np.asarray(-3).astype(index_dtype)).all() and int(cnt) == n
+        assert int(G.count_nonzero(be, x, tuple(range(x.ndim)), **kw)) == n
+    plans = coord_plans(t)
+    assert plans and all(p.vec == packed for p in plans), [p.vec for p in plans]
+    if head is not None:
+        assert {p.head for p in plans} == {head}
+    cps = count_plans(t)
+    if x.ndim == 1:
+        assert cps and all(p.vec == packed for p in cps)
+    return n
+
+
+# ------------------------------------------------------------------------------ positions
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_each_position_in_a_word(be, dtype):
+    """One nonzero at every element position of a 16-byte word (and so of each 32-bit word),
+    with the smallest and the largest nonzero bit patterns (the low bit alone, the top bit
+    alone: the packed test's two halves), in a 3-word run; then every pair of positions."""
+    s = dtype.itemsize
+    vec = 16 // s
+    n = 3 * vec
+    lows = [1, 1 << (8 * s - 1)] if dtype.kind != "f" and dtype.name != "bfloat16" else [1, 0x7c00 if dtype == np.float16 else 0x7f80]
+    if dtype == np.bool_:
+        lows = [1]
+    for v in lows:
+        for pos in range(vec, 2 * vec):             # the middle word: aligned, whole
+            bits = np.zeros(n, BITS[s])
+            bits[pos] = v
+            x = from_bits(bits, dtype)
+            assert check(be, x, sizes=(1, 2)) == 1
+    bits = np.zeros(n, BITS[s])
+    for i in range(vec):
+        for j in range(i + 1, vec):
+            bits[:] = 0
+            bits[vec + i] = bits[vec + j] = 1
+            x = from_bits(bits, dtype)
+            np.testing.assert_array_equal(G.argwhere(be, x, np.int64), [[vec + i], [vec + j]])
+            assert int(G.count_nonzero(be, x, (0,))) == 2
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_float_zero_rules_inside_a_word(be, dtype):
+    """-0.0 is zero, NaN (either sign, quiet or signalling), inf and the subnormals are
+    nonzero, in every position of a word."""
+    if dtype == "bfloat16":
+        if not _modules.CTYPES.get(_modules._bf16.dtype()):
+            pytest.skip("ml_dtypes not installed")
+        dt = _modules._bf16.dtype()
+        nan, snan, inf = 0x7fc0, 0x7f81, 0x7f80
+    else:
+        dt = np.dtype(np.float16)
+        nan, snan, inf = 0x7e00, 0x7c01, 0x7c00
+    pats = [0x8000, 0x0000, nan, 0x8000 | nan, snan, 0x0001, 0x8001, inf, 0x8000 | inf]
+    nonzero = [p & 0x7fff != 0 for p in pats]
+    for rot in range(8):                            # each pattern at each of the 8 positions
+        bits = np.zeros(32, np.uint16)
+        for i, p in enumerate(pats):
+            bits[8 + (i + rot) % 8 + 8 * (i // 8)] = p
+        x = from_bits(bits, dt)
+        want = np.flatnonzero(bits & 0x7fff)
+        np.testing.assert_array_equal(G.argwhere(be, x, np.int64)[:, 0], want)
+        assert int(G.count_nonzero(be, x, (0,))) == len(want) == sum(nonzero)
+    negzero = from_bits(np.full(64, 0x8000, np.uint16), dt)
+    assert check(be, negzero) == 0
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_all_zero_and_all_nonzero_words(be, dtype):
+    s = dtype.itemsize
+    for n in (16, 4096 // s, 3 * 4096 + 16 // s):
+        for fill in (0, 1, 0xff, 0xffff):
+            if fill >> (8 * s) or (dtype == np.bool_ and fill > 1):
+                continue
+            x = from_bits(np.full(n, fill, BITS[s]), dtype)
+            assert check(be, x, sizes=(0, n // 3, n + 1)) == (n if fill else 0)
+        # alternating whole words of zeros and of nonzeros
+        bits = np.zeros(n, BITS[s])
+        w = 16 // s
+        for i in range(0, n, 2 * w):
+            bits[i:i + w] = 1
+        assert check(be, from_bits(bits, dtype)) == int(np.count_nonzero(bits))
+
+
+# ------------------------------------------------------------------------------ alignment
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_misaligned_head_and_tail(be, dtype):
+    """Views starting 1..15 bytes past a 16-byte boundary (every element offset), lengths not
+    a multiple of 16: the words straddling the ends are read element by element."""
+    s = dtype.itemsize
+    rng = np.random.default_rng(1)
+    for off in range(0, 16, s):
+        for n in (1, 3, 15 // s + 2, 17, 45, 4096 // s - 1, 4096 // s + 5, 2 * 4096 // s + 13):
+            bits = (rng.random(n) < 0.5) * rng.integers(1, 2 if dtype == np.bool_ else
+                                                        1 << (8 * s - 1), n)
+            bits[:2] = 1                               # nonzeros in the head word
+            bits[-2:] = 1                              # and in the tail word
+            x = from_bits(bits.astype(BITS[s]), dtype, offset=off)
+            assert x.__array_interface__["data"][0] % 16 == off
+            check(be, x, sizes=(n // 2 + 1,), head=off // s)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16], ids=str)
+@pytest.mark.parametrize("n", [31, 32, 33, 1023, 1025, 4095, 4097])
+def test_warp_and_tile_boundaries(be, dtype, n):
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(n)
+    for off in (0, dtype.itemsize, 16 - dtype.itemsize):
+        raw = (rng.random(n) < 0.4) * rng.integers(1, 100, n)
+        x = buffer(n * dtype.itemsize, off).view(dtype)
+        x[...] = raw
+        check(be, x)
+
+
+@pytest.mark.parametrize("sched", ["reverse", 5, 77])
+def test_schedules_many_tiles(be, sched):
+    """Many packed tiles, a misaligned head, sparse and dense stretches, under interleaved
+    schedules (the look-back meets running predecessors)."""
+    rng = np.random.default_rng(3)
+    n = 12 * 4096 + 77
+    bits = (rng.random(n) < np.repeat([0.001, 0.9, 0.3], -(-n // 3))[:n]).astype(np.uint8)
+    x = from_bits(bits, np.int8, offset=5)
+    with simt.schedule(sched):
+        check(be, x, sizes=(n, 100, 10 ** 6))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int16], ids=str)
+def test_force_64bit(be, dtype):
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(4)
+    n = 3 * 4096 + 9
+    x = buffer(n * dtype.itemsize, 2 * dtype.itemsize).view(dtype)
+    x[...] = rng.random(n) < 0.5
+    check(be, x, force_64bit=True, index_dtype=np.uint32, head=2)
+    with _trace.recording() as t:
+        G.nonzero_coordinates(be, x, 5, 0, np.int64, force_64bit=True)
+        G.count_nonzero(be, x, (0,), force_64bit=True)
+    assert all(p.wide and p.vec for p in t.plans)
+    assert all(name.endswith("true>") for name, *_ in t.launches)
+
+
+# ------------------------------------------------------------------------------ other layouts
+
+def _views(a):
+    out = {"F": np.asfortranarray(a), "transposed": np.ascontiguousarray(a.T).T,
+           "negative": a[::-1, ::-1].copy()[::-1, ::-1],
+           "sliced": np.repeat(a, 2, axis=-1)[..., ::2]}
+    if a.ndim == 3:
+        out["permuted"] = np.ascontiguousarray(a.transpose(2, 0, 1)).transpose(1, 2, 0)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int16, np.float16], ids=str)
+def test_other_layouts(be, dtype):
+    """Layouts that are not one contiguous run take the element path; both forms stay exact
+    (size smaller than the count, fill rows), and a C-order input with whole contiguous rows
+    still merges into one packed run."""
+    rng = np.random.default_rng(5)
+    dtype = np.dtype(dtype)
+    for shape in ((37, 45), (5, 33, 19)):
+        a = ((rng.random(shape) < 0.4) * rng.integers(1, 100, shape)).astype(dtype)
+        for name, x in _views(a).items():
+            n = int(np.count_nonzero(a))
+            check(be, x, packed=False, sizes=(n // 3, n, n + 5))
+        check(be, np.ascontiguousarray(a), packed=True)
+
+
+# ------------------------------------------------------------------------------ count_nonzero
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_count_over_axes(be, dtype):
+    """count_nonzero over the innermost axes of C-order inputs: each row starts at another
+    alignment (rows of 1..40 elements), rows split over several chunks, and the axes whose
+    reduced run is not contiguous (element path)."""
+    rng = np.random.default_rng(6)
+    dtype = np.dtype(dtype)
+    for shape in ((7, 1), (5, 3), (9, 17), (4, 40), (3, 7, 45), (2, 20000)):
+        a = ((rng.random(shape) < 0.5) * rng.integers(1, 100, shape)).astype(dtype)
+        a.flat[-1] = 1
+        for x in (a, buffer(a.nbytes, dtype.itemsize).view(dtype).reshape(shape)):
+            x[...] = a
+            ndim = len(shape)
+            for axes in [(ndim - 1,), tuple(range(ndim)), tuple(range(1, ndim))] + \
+                    [(i,) for i in range(ndim - 1)]:
+                with _trace.recording() as t:
+                    got = G.count_nonzero(be, x, axes)
+                np.testing.assert_array_equal(got, np.count_nonzero(x, axis=axes),
+                                              err_msg=f"{shape} {axes}")
+                (p,) = t.plans
+                if axes == tuple(range(ndim)) or (p.mode == 0 and axes == (ndim - 1,)):
+                    assert p.vec, (shape, axes)           # one contiguous reduced run
+                elif len(axes) == 1 and axes[0] < ndim - 1 and shape[-1] > 1:
+                    assert not p.vec, (shape, axes)       # strided reduced run
+                if x.size <= 256:
+                    np.testing.assert_array_equal(got, ref_count_nonzero(x, axes))
+    big = from_bits((rng.random(300_001) < 0.3).astype(np.uint8), np.uint8, offset=3)
+    with _trace.recording() as t:
+        assert int(G.count_nonzero(be, big, (0,))) == int(np.count_nonzero(big))
+    assert t.plans[0].vec and t.plans[0].n_chunks > 1
+
+
+def test_count_dense_row_under_schedules(be):
+    x = from_bits(np.ones(70_000, np.uint16), np.float16, offset=6)
+    for sched in ("reverse", 9):
+        with simt.schedule(sched):
+            assert int(G.count_nonzero(be, x, (0,))) == 70_000
