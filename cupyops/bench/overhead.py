@@ -60,12 +60,14 @@ def _kernel_cases(rng, xp):
         ("argmax axes (0, 2) of (64, 32, 128)", lambda d: co.argmax(y, axis=(0, 2), device=d)),
         ("argmin (8, 1000) tie last", lambda d: co.argmin(x, axis=1, tie="last", device=d)),
         ("nanargmax (8, 1000) last axis", lambda d: co.nanargmax(x, axis=1, device=d)),
+        ("nanargmin (8, 1000) last axis", lambda d: co.nanargmin(x, axis=1, device=d)),
         ("hardmax (8, 1000) last axis", lambda d: co.hardmax(x, axis=1, device=d)),
         ("count_nonzero (8, 1000) axis 1", lambda d: co.count_nonzero(x, axis=1, device=d)),
         ("argwhere (64, 64)", lambda d: co.argwhere(m, device=d)),
         ("nonzero (64, 64)", lambda d: co.nonzero(m, device=d)),
         ("nonzero_coordinates(size=100)", lambda d: co.nonzero_coordinates(m, size=100,
                                                                            device=d)),
+        ("nonzero_coordinates (exact)", lambda d: co.nonzero_coordinates(m, device=d)),
     ]
 
 
