@@ -19,11 +19,13 @@
 // Entry points (blocks of at most 256 threads; __launch_bounds__(256, 4) keeps >= 50% occupancy):
 //   argreduce_row<T, I>    groups whose innermost memory dimension is reduced: a team of
 //                          p.team threads (1..32 lanes, or the whole block) per group,
-//                          vector loads of p.vec elements, warp shuffle then shared memory.
+//                          vector loads of p.vec elements (packed keys for 1- and 2-byte
+//                          values: ar_scan_packed), warp shuffle then shared memory.
 //   argreduce_col<T, I>    groups whose innermost memory dimension is kept: threadIdx.x over
 //                          groups (coalesced; p.vec neighbouring groups per thread with one
-//                          4-byte load for 1- and 2-byte values), threadIdx.y interleaved over
-//                          the group, combine across y in shared memory.
+//                          4-byte load for 1- and 2-byte values, packed keys:
+//                          ar_scan_cols_packed), threadIdx.y interleaved over the group,
+//                          combine across y in shared memory.
 //   argreduce_finish<T, I> second pass of groups split across blocks (grid.y chunks):
 //                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
 //                          (combined in shared memory), then writes the index or the one-hot
@@ -55,6 +57,17 @@
 // index (tie "first") or the larger one ("last"). This is a total order on (key, index) pairs, so
 // the result does not depend on block size, grid size or reduction order. Comparing bit patterns
 // also keeps float subnormals exact under -ftz=true.
+//
+// Packed keys (1- and 2-byte values, the row kernel's 4- and 16-byte vectors and the column
+// kernel's 4 / sizeof(T) groups per word): ar_pack_key turns a 32-bit word of raw elements into
+// a word of their keys with a few SWAR operations (lane j = element j's key, NaN's ~0 as the
+// lane's all ones), and ar_pack_reach tests every lane against a threshold at once. A vector
+// (row) or position (column) whose lanes all stay below the running best — or not above it,
+// when none of its logical indices could win a tie — is skipped: the skip test only has to be
+// conservative. Anything else is an ar_better step: the row offers the vector's best element
+// (its largest lane key, at the lowest or highest such lane as the tie rule and the sign of the
+// index stride pick: ar_pack_max, ar_pack_locate), the column each lane. The one comparison
+// rule stays ar_better.
 #include "common.cuh"
 
 #define AR_MAX_DIMS 8
@@ -300,6 +313,233 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     }
 }
 
+// ------------------------------------------------------------------------------------------
+// Packed keys: 1- and 2-byte values, L = 4 / S lanes per 32-bit word
+// ------------------------------------------------------------------------------------------
+// The fast paths below never decide a winner: they only prove, a word at a time, that no
+// element of a vector (row) or of a position (column) can beat the running best, and skip it.
+// Any other vector offers its best element to ar_better (located in the packed words: the
+// vector's largest key, then the lowest or highest logical index by the tie rule, so one
+// ar_better step stands for the vector's elements one by one, ar_better being a total order),
+// and any other column position offers each lane. The packed test only has to be conservative
+// (never skip an element that would win).
+//
+// Lane j of a packed key word is the lane key of element j: its ar_key, with the NaN key ~0
+// written as the lane's all ones (every other float16/bfloat16 key is at most +inf's 0xfc00 /
+// 0xff80, so the map key -> lane key, ar_lane_key, is strictly increasing on the keys that
+// occur and lanes compare exactly as keys do).
+
+template <class T>
+__device__ __forceinline__ cuo::u32 ar_lane_key(typename ArType<T>::key k)
+{
+    constexpr cuo::u32 lmax = sizeof(T) == 1 ? 0xffu : 0xffffu;
+    return k > (typename ArType<T>::key)lmax ? lmax : (cuo::u32)k;
+}
+
+// The key of a lane key (its inverse on the keys that occur: NaN's all-ones lane is ~0).
+template <class T>
+__device__ __forceinline__ typename ArType<T>::key ar_lane_to_key(cuo::u32 lane)
+{
+    typedef typename ArType<T>::key K;
+    return (ArType<T>::kind == 3 && lane == 0xffffu) ? ~K() : (K)lane;
+}
+
+// The word constant of ar_pack_key: the xor that turns the bits into keys (argmin's flip
+// included). `nankw` is the NaN key word: all ones, or 0 for nanargmin/nanargmax.
+template <class T>
+__device__ __forceinline__ cuo::u32 ar_pack_xor(typename ArType<T>::key flip)
+{
+    constexpr int S = (int)sizeof(T);
+    const cuo::u32 f = flip ? 0xffffffffu : 0u;
+    if constexpr (ArType<T>::kind == 0) return f & 0x01010101u;
+    else if constexpr (ArType<T>::kind == 1) return f;
+    else return f ^ (S == 1 ? 0x80808080u : 0x80008000u);    // signed; float: the 0x8000 of +
+}
+
+// The packed key word of 4 / S raw elements (SWAR, no lane carries into the next one).
+template <class T>
+__device__ __forceinline__ cuo::u32 ar_pack_key(cuo::u32 w, cuo::u32 px, cuo::u32 nankw)
+{
+    if constexpr (ArType<T>::kind == 0) {
+        // bit 7 of each lane: the byte is not 0 (its low 7 bits carry into bit 7, or bit 7 is set)
+        const cuo::u32 nz = (((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) & 0x80808080u;
+        return (nz >> 7) ^ px;
+    } else if constexpr (ArType<T>::kind == 1 || ArType<T>::kind == 2) {
+        return w ^ px;
+    } else {
+        static_assert(sizeof(T) == 2 && ArType<T>::kind == 3, "packed keys: 1- and 2-byte values");
+        // ar_float_mono per 16-bit lane: magnitude | 0x8000 for + (and for -0.0), ~bits for -
+        const cuo::u32 inf = ArType<T>::inf();
+        const cuo::u32 mag = w & 0x7fff7fffu;
+        const cuo::u32 neg = w & (mag + 0x7fff7fffu) & 0x80008000u;     // sign set, not a zero
+        const cuo::u32 key = mag ^ ((neg >> 15) * 0xffffu) ^ px;
+        const cuo::u32 nan = (mag + (0x7fffu - inf) * 0x10001u) & 0x80008000u;   // mag > inf
+        const cuo::u32 nanl = (nan >> 15) * 0xffffu;
+        return key ^ ((key ^ nankw) & nanl);
+    }
+}
+
+// The constant t of ar_pack_reach for a lane threshold thr in [0, 2**(8 S)]: "lane >= thr".
+// S = 1: lanes are spread to 16-bit halves; bit 8 of half + (0x100 - thr) is set iff lane >= thr,
+// so raising thr by one subtracts 0x00010001 (ar_pack_step). S = 2: thr itself.
+template <int S>
+__device__ __forceinline__ cuo::u32 ar_pack_thr(cuo::u32 thr)
+{
+    if constexpr (S == 1) return (0x100u - thr) * 0x00010001u;
+    else return thr;
+}
+// ar_pack_thr(thr + 1) - ar_pack_thr(thr), in every lane of ta / tb
+template <int S> constexpr cuo::u32 ar_pack_step() { return S == 1 ? 0u - 0x00010001u : 1u; }
+
+// Can some lane of the key word kw reach its threshold? S = 1: ta holds the thresholds of
+// lanes 0 and 2 (ar_pack_thr, one per 16-bit half), tb of lanes 1 and 3; S = 2: ta of lane 0,
+// tb of lane 1. The result is OR-ed over a vector's words by the caller (non-zero = maybe).
+template <int S>
+__device__ __forceinline__ cuo::u32 ar_pack_reach(cuo::u32 kw, cuo::u32 ta, cuo::u32 tb)
+{
+    if constexpr (S == 1) {
+        return (((kw & 0x00ff00ffu) + ta) | (((kw >> 8) & 0x00ff00ffu) + tb)) & 0x01000100u;
+    } else {
+        return (cuo::u32)((kw & 0xffffu) >= ta) | (cuo::u32)((kw >> 16) >= tb);
+    }
+}
+
+// Bit 8 S j of the result is set where lane j of the key word kw is >= thr (lane units).
+template <int S>
+__device__ __forceinline__ cuo::u32 ar_pack_lanes_ge(cuo::u32 kw, cuo::u32 thr)
+{
+    if constexpr (S == 1) {
+        const cuo::u32 t = ar_pack_thr<1>(thr);
+        return ((((kw & 0x00ff00ffu) + t) & 0x01000100u) >> 8) |
+               ((((kw >> 8) & 0x00ff00ffu) + t) & 0x01000100u);
+    } else {
+        return (cuo::u32)((kw & 0xffffu) >= thr) | ((cuo::u32)((kw >> 16) >= thr) << 16);
+    }
+}
+
+// The largest lane key of W key words.
+template <int S, int W>
+__device__ __forceinline__ cuo::u32 ar_pack_max(const cuo::u32 (&kw)[W])
+{
+    cuo::u32 m = 0;
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+        // 16-bit lanes (1-byte keys spread to even and odd halves): __vmaxu2, one DPX
+        // instruction on sm_90
+        if constexpr (S == 1) m = __vmaxu2(m, __vmaxu2(kw[i] & 0x00ff00ffu, (kw[i] >> 8) & 0x00ff00ffu));
+        else m = __vmaxu2(m, kw[i]);
+    }
+    return (m >> 16) > (m & 0xffffu) ? (m >> 16) : (m & 0xffffu);
+}
+
+// The lowest (`low`) or highest lane j (counting word by word, L = 4 / S lanes a word) of W key
+// words whose lane key is at least m; one exists when m is their largest lane key.
+template <int S, int W>
+__device__ __forceinline__ int ar_pack_locate(const cuo::u32 (&kw)[W], cuo::u32 m, bool low)
+{
+    constexpr int L = 4 / S;
+    int jl = 0, jh = 0;
+#pragma unroll
+    for (int i = W - 1; i >= 0; --i) {          // the lowest word with a hit wins: last written
+        const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
+        if (hit) jl = i * L + (__ffs((int)hit) - 1) / (8 * S);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) {               // the highest word with a hit wins
+        const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
+        if (hit) jh = i * L + (31 - __clz((int)hit)) / (8 * S);
+    }
+    return low ? jl : jh;
+}
+
+// Word i of a raw vector of 4 or 16 bytes.
+template <int N>
+__device__ __forceinline__ cuo::u32 ar_word(const cuo::vec_bytes<N>& v, int i)
+{
+    if constexpr (N == 4) return v.w[0];
+    else return (cuo::u32)(v.w[i >> 1] >> (32 * (i & 1)));
+}
+
+// Row scan of 1- and 2-byte values in vectors of V elements (4 or 16 bytes): same walk, loads
+// and result as ar_scan_v. A vector is skipped when its packed keys show that none of its
+// elements beats `best`: all lane keys below best's (lane) key, or (when none of the vector's
+// logical indices could win a tie against best.i) not above it. The vector's tie-side index
+// (its smallest logical index for tie "first", its largest for "last") decides that; w0 may be
+// negative. Any other vector offers its best element (ar_pack_locate) to one ar_better step.
+template <class T, class I, int V, int UN>
+__device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
+                                               typename cuo::unsigned_of<I>::type start,
+                                               typename cuo::unsigned_of<I>::type hi,
+                                               typename cuo::unsigned_of<I>::type step,
+                                               const ArParams& p, typename ArType<T>::key flip,
+                                               ArBest<typename ArType<T>::key, I>& best)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    constexpr int S = (int)sizeof(T);
+    constexpr int W = V * S / 4;                     // 32-bit words per vector
+    typedef cuo::vec_bytes<V * S> Vec;
+    const bool last = p.last != 0;
+    const cuo::u32 px = ar_pack_xor<T>(flip);
+    const cuo::u32 pn = p.nan_skip ? 0u : 0xffffffffu;
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
+    const U lbase = (U)p.index_base;
+    const U w0 = (U)p.d_w[0];
+    const U span = (U)(V - 1) * w0;
+    const bool wneg = (I)w0 < 0;
+    const U tie_base = lbase + ((last != wneg) ? span : (U)0);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
+    // thresholds: t_tie when some index of the vector could win a tie (lane >= best), t_gt
+    // when none can (lane > best); recomputed after every exact step
+    cuo::u32 t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
+    cuo::u32 t_gt = ar_pack_thr<S>(ar_lane_key<T>(best.k) + 1u);
+    // the element a vector offers (among its largest keys, the one the tie rule prefers) is at
+    // its lowest lane for tie "first" with w0 > 0 or tie "last" with w0 < 0, else its highest
+    const bool low = last == wneg;
+    auto visit = [&](const Vec& v, U l) {
+        const I itie = (I)(tie_base + l);
+        const bool no_tie = last ? itie <= best.i : itie >= best.i;
+        const cuo::u32 t = no_tie ? t_gt : t_tie;
+        cuo::u32 kw[W];
+        cuo::u32 reach = 0;
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            kw[i] = ar_pack_key<T>(ar_word(v, i), px, pn);
+            reach |= ar_pack_reach<S>(kw[i], t, t);
+        }
+        if (reach) {
+            // one ar_better step with the vector's best element
+            const cuo::u32 m = ar_pack_max<S, W>(kw);
+            const int j = ar_pack_locate<S, W>(kw, m, low);
+            best.take(ar_lane_to_key<T>(m), (I)(lbase + l + (U)j * w0), last);
+            t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
+            t_gt = ar_pack_thr<S>(ar_lane_key<T>(best.k) + 1u);
+        }
+    };
+    U pos = start;
+    if constexpr (UN > 1) {
+        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
+            Vec v[UN];
+            U l[UN];
+#pragma unroll
+            for (int u = 0; u < UN; ++u) {
+                ar_load<T>(v[u], bytes + (size_t)od.off * S, false);
+                l[u] = od.lid;
+                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+            }
+#pragma unroll
+            for (int u = 0; u < UN; ++u) visit(v[u], l[u]);
+        }
+    }
+    for (; pos < hi; pos += step) {
+        Vec v;
+        ar_load<T>(v, bytes + (size_t)od.off * S, false);
+        visit(v, od.lid);
+        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+    }
+}
+
 template <class T, class I>
 __device__ __forceinline__ void ar_scan(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
                                         typename cuo::unsigned_of<I>::type hi,
@@ -309,9 +549,13 @@ __device__ __forceinline__ void ar_scan(const T* __restrict__ base, typename cuo
 {
     // vector widths: 1 element, 4 bytes or 16 bytes (the planner picks among these)
     constexpr int S = (int)sizeof(T);
-    if constexpr (S < 4) {
+    if constexpr (S < 4) {         // 1- and 2-byte values: packed keys (ar_scan_packed)
         if (vec == 4 / S) {
-            ar_scan_v<T, I, 4 / S, ar_unroll(4 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+            ar_scan_packed<T, I, 4 / S, ar_unroll(4 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+            return;
+        }
+        if (vec == 16 / S) {
+            ar_scan_packed<T, I, 16 / S, ar_unroll(16 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
             return;
         }
     }
@@ -686,6 +930,133 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
     }
 }
 
+// Column scan of 1- and 2-byte values, VC = 4 / S neighbouring groups per 4-byte load (lane j of
+// the word is group j): same walk, loads and result as ar_scan_cols. A position is skipped when
+// its packed keys show that no lane beats its group's best: every lane key below its best's, or
+// (when the position's logical index cannot win a tie against any of the bests) not above it.
+// Any other position offers each lane to ar_better.
+// `best` must hold the cleared state or positions of this walk (ar_col_impl clears it).
+template <class T, class I, int VC, int UN>
+__device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
+                                                    typename cuo::unsigned_of<I>::type start,
+                                                    typename cuo::unsigned_of<I>::type hi,
+                                                    typename cuo::unsigned_of<I>::type step,
+                                                    const ArParams& p,
+                                                    typename ArType<T>::key flip,
+                                                    ArBest<typename ArType<T>::key, I> (&best)[VC])
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    constexpr int S = (int)sizeof(T);
+    static_assert(VC * S == 4, "one 32-bit word per position");
+    typedef cuo::vec_bytes<4> Vec;
+    const bool last = p.last != 0;
+    const cuo::u32 px = ar_pack_xor<T>(flip);
+    const cuo::u32 pn = p.nan_skip ? 0u : 0xffffffffu;
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
+    const U lbase = (U)p.index_base;
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
+    // One reduced dimension (the common case): constant steps, no odometer digits, and the
+    // logical index moves monotonically (by dlid), so whether a later position can win a tie
+    // is known when the bests change: for tie "first" walking up (or "last" walking down) it
+    // cannot once every best lies at or behind the next position; otherwise it can.
+    const bool flat = p.nd == 1;
+    const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+    const U dlid = (U)p.d_step[0] * (U)p.d_w[0];
+    const bool settles = last == ((I)dlid < 0);
+    // `ilim`: the bests' index on the tie side (the smallest for tie "last", the largest for
+    // "first"), kept xor `tmask` (all ones for "first" turns li >= ilim into a <=)
+    const I tmask = last ? (I)0 : (I)-1;
+    constexpr cuo::u32 tstep = ar_pack_step<S>();
+    // thresholds for the flat walk (ar_pack_reach's ta, tb), and what they hold above the
+    // thresholds of a tie-winning position (0 or tstep): few registers, as 64-bit indices
+    // leave little room
+    cuo::u32 ta, tb, tflat;
+    I ilim;
+    // from the bests; `next`: the logical index of the next position
+    auto thresholds = [&](I next) {
+        cuo::u32 t[2] = {0u, 0u};
+        ilim = best[0].i ^ tmask;
+#pragma unroll
+        for (int j = 0; j < VC; ++j) {
+            // S = 1: lanes 0, 2 -> ta (low, high half), lanes 1, 3 -> tb; S = 2: lane 0 -> ta
+            const int sh = S == 1 ? 16 * (j >> 1) : 0;
+            t[j & 1] |= ar_pack_thr<S>(ar_lane_key<T>(best[j].k)) & (S == 1 ? 0xffffu << sh : ~0u);
+            const I bj = best[j].i ^ tmask;
+            ilim = bj < ilim ? bj : ilim;
+        }
+        tflat = (settles && (next ^ tmask) <= ilim) ? tstep : 0u;
+        ta = t[0] + tflat;
+        tb = t[1] + tflat;
+    };
+    thresholds((I)(lbase + od.lid));
+    auto visit = [&](const Vec& v, U l, auto flat_walk) {
+        const U lu = lbase + l;         // (U: the index one step past the end may wrap)
+        const I li = (I)lu;
+        const cuo::u32 kw = ar_pack_key<T>(v.w[0], px, pn);
+        cuo::u32 reach;
+        if constexpr (decltype(flat_walk)::value) {
+            reach = ar_pack_reach<S>(kw, ta, tb);
+        } else {
+            const cuo::u32 d = ((li ^ tmask) <= ilim ? tstep : 0u) - tflat;
+            reach = ar_pack_reach<S>(kw, ta + d, tb + d);
+        }
+        if (reach) {
+            constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
+#pragma unroll
+            for (int j = 0; j < VC; ++j)
+                best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
+            thresholds((I)(lu + dlid));
+        }
+    };
+    U pos = start;
+    if (flat) {
+        // UN positions in flight, then the rest (its own loop: no odometer digits live here)
+        U off = od.off, lid = od.lid;
+        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
+            Vec v[UN];
+#pragma unroll
+            for (int u = 0; u < UN; ++u)
+                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, false);
+#pragma unroll
+            for (int u = 0; u < UN; ++u) visit(v[u], lid + (U)u * dlid, cuo::bool_tag<true>());
+            off += (U)UN * doff;
+            lid += (U)UN * dlid;
+        }
+        for (; pos < hi; pos += step) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, false);
+            visit(v, lid, cuo::bool_tag<true>());
+            off += doff;
+            lid += dlid;
+        }
+        return;
+    }
+    // several reduced dimensions: the odometer, UN / 2 positions in flight
+    constexpr int UNG = UN / 2;
+    if constexpr (UNG > 1) {
+        for (; pos + (U)(UNG - 1) * step < hi; pos += (U)UNG * step) {
+            Vec v[UNG];
+            U l[UNG];
+#pragma unroll
+            for (int u = 0; u < UNG; ++u) {
+                ar_load<T>(v[u], bytes + (size_t)od.off * S, false);
+                l[u] = od.lid;
+                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+            }
+#pragma unroll
+            for (int u = 0; u < UNG; ++u) visit(v[u], l[u], cuo::bool_tag<false>());
+        }
+    }
+    for (; pos < hi; pos += step) {
+        Vec v;
+        ar_load<T>(v, bytes + (size_t)od.off * S, false);
+        visit(v, od.lid, cuo::bool_tag<false>());
+        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+    }
+}
+
 // Column kernel body: thread (x, y) of block (bx, by) owns the VC groups starting at output
 // (bx * blockDim.x + x) * VC and the positions y, y + blockDim.y, ... of chunk by.
 template <class T, class I, int VC>
@@ -712,9 +1083,14 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
         const U rest = (U)p.group - lo;
         const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
         // (complex128 with 64-bit indexing: 2 positions in flight, to stay within 64 registers)
-        constexpr int UNC = (sizeof(T) == 16 && sizeof(I) == 8) ? 2 : AR_UNROLL_COL;
-        ar_scan_cols<T, I, VC, UNC>(x + p.in_base + (I)in_off, lo + ty, hi,
-                                              (U)blockDim.y, p, flip, best);
+        // (and the packed path of 1- and 2-byte values, whose per-lane thresholds take registers)
+        constexpr int UNC = (sizeof(I) == 8 && (sizeof(T) == 16 || VC > 1)) ? 2 : AR_UNROLL_COL;
+        if constexpr (VC > 1)       // 1- and 2-byte values, one word a position: packed keys
+            ar_scan_cols_packed<T, I, VC, UNC>(x + p.in_base + (I)in_off, lo + ty, hi,
+                                               (U)blockDim.y, p, flip, best);
+        else
+            ar_scan_cols<T, I, VC, UNC>(x + p.in_base + (I)in_off, lo + ty, hi,
+                                        (U)blockDim.y, p, flip, best);
     }
     ar_column_combine(best, last);
     if (!valid) return;
