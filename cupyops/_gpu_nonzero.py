@@ -31,6 +31,7 @@ if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is i
     NONZERO_DTYPES += (_modules._bf16.dtype(),)
 
 TILES = "nonzero_tiles"
+TILES_T = "nonzero_tiles_t"   # the same, for inputs read in memory order (plan.tr)
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
 COUNT = "count_nonzero_axes"
 
@@ -48,10 +49,10 @@ def kernel_value_dtype(dtype) -> np.dtype:
 
 
 def expressions(dtype) -> tuple:
-    """Every name expression of the module for one value dtype: 2 kernels x {32, 64}-bit."""
+    """Every name expression of the module for one value dtype: 3 kernels x {32, 64}-bit."""
     vt = kernel_value_dtype(dtype)
     return tuple(_modules.name_expression(k, vt, wide)
-                 for k in (TILES, COUNT) for wide in (False, True))
+                 for k in (TILES, TILES_T, COUNT) for wide in (False, True))
 
 
 FAMILY = _modules.register_family(_modules.KernelFamily(
@@ -76,6 +77,8 @@ def _config(backend, p, dtype, name, grid):
     key = ("launch", name, dtype, grid)
     hit = p.memo.get(key)
     if hit is None:
+        if name == TILES and getattr(p, "tr", ()):
+            name = TILES_T
         expr = _modules.name_expression(name, kernel_value_dtype(dtype), p.wide)
         hit = p.memo[key] = (expr, backend.check_launch(expr, (grid,), (p.block,), 0))
     return hit

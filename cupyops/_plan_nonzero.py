@@ -62,6 +62,12 @@ PARAMS_DTYPE = np.dtype([
     ("vec", "<i4"),
     ("head", "<i4"),
     ("pad0", "<i4"),
+    ("tr_chunks", FASTDIV_DTYPE),
+    ("tr_inner", "<i8"),
+    ("tr_dim", "<i4"),
+    ("tr_kshift", "<i4"),
+    ("tr_vec", "<i4"),
+    ("pad1", "<i4"),
 ], align=True)
 
 COUNT_PARAMS_DTYPE = np.dtype([
@@ -88,7 +94,7 @@ COUNT_PARAMS_DTYPE = np.dtype([
 
 # The same numbers as the static_asserts of kernels/nonzero.cuh.
 FASTDIV_SIZE = 24
-PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10
+PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10 + 24 + 8 + 4 * 4
 COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8
 
 
@@ -169,6 +175,7 @@ class CoordinatePlan:
     narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
     vec: bool = False         # packed path: one contiguous run of a 1-/2-byte type (packed_run())
     head: int = 0             # packed path: elements between the 16-byte boundary below x and x
+    tr: tuple = ()            # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
     block: int = NZ_BLOCK
     # packed parameters already built for this plan (the hot path packs each set once)
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -235,6 +242,12 @@ class CoordinatePlan:
         p["narrow_loads"] = int(self.narrow_loads)
         p["vec"] = int(self.vec)
         p["head"] = self.head
+        m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
+        _set_div(p["tr_chunks"], chunks)
+        p["tr_inner"] = inner
+        p["tr_dim"] = m
+        p["tr_kshift"] = kk.bit_length() - 1
+        p["tr_vec"] = int(vec)
         return p[()]
 
 
@@ -244,6 +257,37 @@ def packed_run(dims, itemsize) -> bool:
     and test 4 or 2 elements per instruction (kernels/nonzero.cuh, nz_packed)."""
     return (int(itemsize) in (1, 2) and len(dims) == 1
             and (int(dims[0][1]) == int(itemsize) or int(dims[0][0]) == 1))
+
+
+T_BITS = 65536          # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
+
+
+def transposed_tiles(read, itemsize, base_address=0) -> tuple:
+    """``(m, K, I, chunks, vec)`` when ``nonzero_tiles_t`` should read the input, else ``()``: the
+    memory-innermost reading dim m (stride one element, either sign) is not the last one, so
+    logical order would give each lane its own sector. A tile is K (a power of two) indices
+    along m times the I elements of the dims after m, read in memory order: runs of
+    K * itemsize bytes, at least one 32-byte sector (at most 128 bytes: a warp-wide load), with
+    K * I <= T_BITS (the tile's shared mask and u16 local indices). ``vec``: a 1-, 2- or
+    4-byte type read as aligned 16-byte words along m (stride +itemsize, the data pointer and
+    every other stride multiples of 16 bytes), 16, 8 or 4 elements a load."""
+    itemsize = int(itemsize)
+    if len(read) < 2:
+        return ()
+    m = min(range(len(read)), key=lambda i: (abs(read[i][1]), -i))
+    if m == len(read) - 1 or abs(read[m][1]) != itemsize:
+        return ()
+    inner = math.prod(n for n, _ in read[m + 1:])
+    nm = read[m][0]
+    k = max(1, 128 // itemsize)
+    while k > 1 and (k * inner > T_BITS or k >= 2 * nm):
+        k //= 2
+    if k * itemsize < 32 or k * inner > T_BITS:
+        return ()
+    vec = (itemsize in (1, 2, 4) and read[m][1] == itemsize and int(base_address) % 16 == 0
+           and all(s % 16 == 0 for i, (_, s) in enumerate(read) if i != m)
+           and k * itemsize % 16 == 0)
+    return (m, k, inner, -(-nm // k), vec)
 
 
 def reading_dims(shape, strides) -> tuple:
@@ -289,6 +333,11 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     # before x (the kernel derives the same head from its pointer)
     head = (int(base_address) % 16) // int(itemsize) if vec else 0
     num_tiles = -(-(size + head) // tile)
+    tr = () if vec else transposed_tiles(read, itemsize, base_address)
+    if tr:
+        m, kk, inner, chunks, _ = tr
+        tile = kk * inner
+        num_tiles = math.prod(n for n, _ in read[:m]) * chunks
     span = sum((n - 1) * abs(s) for n, s in read)      # largest |byte offset|
     wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
     return CoordinatePlan(shape=shape, strides=strides, itemsize=int(itemsize), wide=wide,
@@ -296,7 +345,7 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
                           num_tiles=num_tiles, read_dims=read, coord_dims=tuple(coord),
                           unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize,
                           narrow_loads=narrow_loads(shape, strides, itemsize, base_address),
-                          vec=vec, head=head)
+                          vec=vec, head=head, tr=tr)
 
 
 # ---------------------------------------------------------------------------------- count_nonzero

@@ -35,6 +35,16 @@
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
 //     store) — int32/uint32 and int64/uint64 share their bit patterns for the values written.
+//   nonzero_tiles_t<T, Wide>(same arguments)
+//     The same three modes for inputs whose memory-innermost reading dim m (stride of one
+//     element, either sign) is not the last one (F-order, transposed, permuted), where
+//     nonzero_tiles' warps would touch a sector per lane. A tile is K = 2^tr_kshift indices
+//     along m (K * sizeof(T) = 32..128 bytes) times all tr_inner = I elements of the dims after
+//     m: a contiguous range of the row-major order, so the look-back and the writes are
+//     nonzero_tiles'. It is read in memory order (consecutive lanes along m), the nonzeros
+//     marked in a shared bit mask at their tile-local row-major index, then compacted and
+//     written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K >= 32 bytes
+//     and K * I <= NZ_T_BITS (cupyops/_plan_nonzero.py, transposed_tiles).
 //   count_nonzero_axes<T, Wide>(x, params, out)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
@@ -396,6 +406,216 @@ nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* sta
               nz_i64* count_out, nz_u64* stats)
 {
     nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats);
+}
+
+// ------------------------------------------------------------------ nonzero_tiles_t
+// Inputs whose memory-innermost reading dim m (|stride| = one element) is not the last one
+// (F-order, transposed, permuted): reading them in logical order would give each lane of a warp
+// its own sector. A tile is instead K = 2^tr_kshift consecutive indices along m times every
+// index of the dims after m (tr_inner = I of them): one contiguous range [base, base + kt * I)
+// of the logical row-major order, so the look-back and the writes are those of nonzero_tiles.
+// It is read in memory order (slot e: j = e % K along m over consecutive lanes, q = e / K over
+// the inner dims), each nonzero setting bit j * I + q (its tile-local row-major index) of a
+// shared mask; then the mask is compacted and written in row-major order, NZ_BLOCK * ITEMS
+// bits a round. The count pass only counts (ballots).
+// Mask bits compacted per thread and round: at most 8 (ITEMS values held across a barrier; 16
+// would need more than the 64 registers of 50% occupancy).
+template <typename T> struct nz_t_items {
+    static constexpr int value = nz_items<T>::value > 8 ? 8 : nz_items<T>::value;
+};
+
+// (Its shared arrays are declared by the kernel and passed in: simt charges the __shared__
+// variables of device functions to every kernel of the module.)
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_params& p,
+                                           nz_u64* counter, nz_u64* status, void* out,
+                                           nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
+                                           nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    constexpr int ITEMS = nz_t_items<T>::value;
+    constexpr int WARP_ITEMS = 32 * ITEMS;
+    constexpr int SUB = NZ_BLOCK * ITEMS;
+
+    const char* x = reinterpret_cast<const char*>(x_);
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+
+    nz_u64 tile;
+    if (p.mode == NZ_MODE_PLACE) {
+        tile = blockIdx.x;
+    } else {
+        if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
+        __syncthreads();
+        tile = s_bcast[0];
+        __syncthreads();
+    }
+    if (tile >= (nz_u64)p.num_tiles) {
+        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        return;
+    }
+
+    const int m = p.tr_dim;
+    const int ks = p.tr_kshift;
+    const nz_u32 K = 1u << ks;
+    const nz_u32 I = (nz_u32)p.tr_inner;
+    const idx_t nm = (idx_t)p.in_div[m].d;
+    const idx_t pre = nz_div((idx_t)tile, p.tr_chunks);
+    const idx_t a = ((idx_t)tile - pre * (idx_t)p.tr_chunks.d) << ks;
+    const nz_u32 kt = nm - a < (idx_t)K ? (nz_u32)(nm - a) : K;
+    const idx_t tile_base = (pre * nm + a) * (idx_t)I;
+    const char* xt = x + (m > 0 ? nz_offset<Wide>(pre, p.in_div, p.in_stride, m) : (off_t)0)
+                     + (off_t)a * (off_t)p.in_stride[m];
+    const off_t sm = (off_t)p.in_stride[m];
+    const nz_u32 n = kt * I;                     // elements of this tile (<= NZ_T_BITS)
+    const nz_u32 words = (n + 31u) >> 5;
+    const bool stage = p.mode != NZ_MODE_SCAN;
+    if (stage) {
+        for (nz_u32 i = threadIdx.x; i < words; i += NZ_BLOCK) s_bits[i] = 0u;
+        __syncthreads();
+    }
+
+    // 1. read in memory order; count, mark the nonzeros in the shared mask
+    const nz_u32 slots = K * I;
+    nz_u32 cnt = 0;
+    bool packed = false;
+    if constexpr (nz_wordtest<T>::ok) {
+        if (p.tr_vec) {   // 16-byte words of VEC elements along m, tested 4, 2 or 1 at a time
+            packed = true;
+            constexpr int S = (int)sizeof(T);
+            constexpr nz_u32 VEC = 16 / S;
+            for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
+                const nz_u32 e = e0 + threadIdx.x * VEC;
+                const nz_u32 q = e >> ks;
+                const nz_u32 j = e & (K - 1u);
+                if (q < I && j < kt) {
+                    const char* a = xt + (off_t)(j * S)
+                                    + nz_offset<Wide>((idx_t)q, p.in_div + m + 1,
+                                                      p.in_stride + m + 1, p.in_ndim - m - 1);
+                    nz_u32 w[4];
+                    if (j + VEC <= kt) nz_load16(w, a);
+                    else nz_load16_part<T>(w, a, a, a + (kt - j) * S);   // the last chunk's end
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        w[k] = nz_wordtest<T>::bits(w[k]);
+                        cnt += __popc(w[k]);
+                    }
+                    if (stage) {
+#pragma unroll
+                        for (int v = 0; v < (int)VEC; ++v) {
+                            if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
+                                const nz_u32 L = (j + (nz_u32)v) * I + q;
+                                atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
+                            }
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+        }
+    }
+    for (nz_u32 e0 = 0; !packed && e0 < slots; e0 += NZ_BLOCK) {   // block-uniform trip count
+        const nz_u32 e = e0 + threadIdx.x;
+        const nz_u32 q = e >> ks;
+        const nz_u32 j = e & (K - 1u);
+        bool pred = false;
+        if (q < I && j < kt)
+            pred = nz_is_nonzero<T>(reinterpret_cast<const T*>(
+                       xt + (off_t)j * sm + nz_offset<Wide>((idx_t)q, p.in_div + m + 1,
+                                                            p.in_stride + m + 1, p.in_ndim - m - 1)),
+                       p.narrow_loads != 0);
+        cnt += __popc(__ballot_sync(NZ_FULL_MASK, pred));
+        if (stage && pred) {
+            const nz_u32 L = j * I + q;
+            atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
+        }
+    }
+    if (lane == 0) s_warp[warp] = cnt;
+    __syncthreads();
+    nz_u32 total = 0;
+#pragma unroll
+    for (int w = 0; w < NZ_WARPS; ++w) total += s_warp[w];
+
+    // 2. the tile's offset
+    nz_u64 excl;
+    if (p.mode == NZ_MODE_PLACE) {
+        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
+    } else {
+        if (warp == 0) {
+            const nz_u64 e = nz_lookback(status, tile, total, p.stats_on ? stats : nullptr, lane);
+            if (lane == 0) {
+                s_bcast[1] = e;
+                if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + total);
+            }
+        }
+        if (!stage) return;
+        __syncthreads();
+        excl = s_bcast[1];
+    }
+    if (!stage) return;
+    __syncthreads();   // every warp has read s_warp (rewritten below)
+
+    // 3. compact the mask SUB bits a round (warp w: words w * ITEMS ..) and write the rows
+    const nz_u32 below = (1u << lane) - 1u;
+    nz_u16* stage_w = s_stage + warp * WARP_ITEMS;
+    nz_u64 row = excl;
+    for (nz_u32 s0 = 0; s0 < n; s0 += SUB) {               // block-uniform
+        nz_u32 run = 0;
+#pragma unroll
+        for (int jj = 0; jj < ITEMS; ++jj) {
+            const nz_u32 wi = (s0 >> 5) + (nz_u32)(warp * ITEMS + jj);
+            const nz_u32 b = wi < words ? s_bits[wi] : 0u;
+            if ((b >> lane) & 1u)
+                stage_w[run + __popc(b & below)] = (nz_u16)((warp * ITEMS + jj) * 32 + lane);
+            run += __popc(b);
+        }
+        if (lane == 0) s_warp[warp] = run;
+        __syncthreads();
+        nz_u32 wexcl = 0, cnt_sub = 0;
+#pragma unroll
+        for (int w = 0; w < NZ_WARPS; ++w) {
+            const nz_u32 c = s_warp[w];
+            wexcl += w < warp ? c : 0u;
+            cnt_sub += c;
+        }
+        nz_u32 vals[ITEMS];
+#pragma unroll
+        for (int jj = 0; jj < ITEMS; ++jj) {
+            const nz_u32 i = (nz_u32)(jj * 32 + lane);
+            vals[jj] = i < run ? stage_w[i] : 0u;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int jj = 0; jj < ITEMS; ++jj) {
+            const nz_u32 i = (nz_u32)(jj * 32 + lane);
+            if (i < run) s_stage[wexcl + i] = (nz_u16)vals[jj];
+        }
+        __syncthreads();
+        nz_u32 nrows = cnt_sub;
+        if (p.mode == NZ_MODE_FIXED) {
+            const nz_u64 k = (nz_u64)p.k;
+            nrows = row >= k ? 0u : (k - row < (nz_u64)cnt_sub ? (nz_u32)(k - row) : cnt_sub);
+        }
+        nz_write_rows<Wide>(p, out, tile_base + (idx_t)s0, s_stage, row, nrows);
+        row += cnt_sub;
+        __syncthreads();   // s_stage and s_warp are reused by the next round
+    }
+}
+
+// (4 blocks of 256 per SM: at most 64 registers, 50% occupancy on sm_80 and sm_90)
+template <typename T, bool Wide>
+__global__ void __launch_bounds__(NZ_BLOCK, 4)
+nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
+                nz_i64* count_out, nz_u64* stats)
+{
+    __shared__ nz_u16 s_stage[NZ_BLOCK * nz_t_items<T>::value];
+    __shared__ nz_u32 s_bits[NZ_T_BITS / 32];
+    __shared__ nz_u32 s_warp[NZ_WARPS];
+    __shared__ nz_u64 s_bcast[2];
+    nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, s_stage, s_bits, s_warp,
+                        s_bcast);
 }
 
 // ------------------------------------------------------------------ count_nonzero

@@ -19,6 +19,7 @@ typedef cuo::i64 nz_i64;
 #define NZ_BLOCK 256           // threads per block of every kernel of the family
 #define NZ_WARPS (NZ_BLOCK / 32)
 #define NZ_FULL_MASK 0xffffffffu
+#define NZ_T_BITS 65536        // nonzero_tiles_t: elements (bits of the shared mask) per tile, at most
 
 // ------------------------------------------------------------------ compile-time helpers
 template <bool C, typename A, typename B> struct nz_select { typedef A type; };
@@ -123,6 +124,22 @@ template <> struct nz_packed<cupyops_half> {
     }
 };
 template <> struct nz_packed<cupyops_bfloat16> : nz_packed<cupyops_half> {};
+
+// nonzero_tiles_t's word test: nz_packed for 1- and 2-byte types, and for 4-byte types bit 31
+// set iff the element (the whole word) is nonzero; the same layout (the top bit of each
+// element's lane), so one 16-byte word of 16, 8 or 4 elements is handled by one code path.
+template <typename T> struct nz_wordtest : nz_packed<T> {};
+template <> struct nz_wordtest<nz_u32> {
+    static constexpr bool ok = true;
+    __device__ __forceinline__ static nz_u32 bits(nz_u32 w) { return w != 0u ? 0x80000000u : 0u; }
+};
+template <> struct nz_wordtest<float> {
+    static constexpr bool ok = true;
+    __device__ __forceinline__ static nz_u32 bits(nz_u32 w)
+    {
+        return (w & 0x7fffffffu) != 0u ? 0x80000000u : 0u;
+    }
+};
 
 // One aligned 16-byte word of the input as four 32-bit words (whole-vector alignment checked on
 // simt; one LDG.128 through the kernel's const __restrict__ pointer on a GPU). Under simt the
@@ -229,8 +246,16 @@ struct nz_params {
     nz_i32 vec;                             // 1: packed path (one contiguous run of a 1-/2-byte type)
     nz_i32 head;                            // packed: elements between the 16-byte boundary below x and x
     nz_i32 pad0;
+    // nonzero_tiles_t (memory-innermost reading dim tr_dim is not the last one): a tile is
+    // 2^tr_kshift indices along tr_dim x all tr_inner indices of the dims after it
+    nz_fastdiv tr_chunks;                   // tiles per index of the dims before tr_dim
+    nz_i64 tr_inner;                        // elements of the dims after tr_dim
+    nz_i32 tr_dim;
+    nz_i32 tr_kshift;
+    nz_i32 tr_vec;                          // 1: 16-byte words along tr_dim (1-/2-/4-byte type, aligned)
+    nz_i32 pad1;
 };
-static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10,
+static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10 + 24 + 8 + 4 * 4,
               "nz_params layout is mirrored in _plan_nonzero.py");
 
 struct nz_count_params {

@@ -106,10 +106,10 @@ def test_every_dtype(be, dtype):
 
 
 def test_registered_expressions():
-    """Bool and integers share an unsigned instantiation per size: 9 value types x 2 kernels x
-    {32, 64}-bit = 36 distinct instantiations behind the 14 dtype modules."""
+    """Bool and integers share an unsigned instantiation per size: 9 value types x 3 kernels x
+    {32, 64}-bit = 54 distinct instantiations behind the 14 dtype modules."""
     exprs = {e for dt in DTYPES for e in G.FAMILY.expressions_for(dt)}
-    assert len(exprs) == 36 and all(len(G.FAMILY.expressions_for(dt)) == 4 for dt in DTYPES)
+    assert len(exprs) == 54 and all(len(G.FAMILY.expressions_for(dt)) == 6 for dt in DTYPES)
     assert G.expressions(np.int32) == G.expressions(np.uint32)
     assert G.expressions(np.bool_) == G.expressions(np.int8)
     assert "nonzero_tiles<float, true>" in G.expressions(np.float32)
