@@ -247,6 +247,11 @@ class Backend:
         # one constructor call: a third of the time of slicing, viewing and reshaping
         return np.ndarray(shape, dt, raw, -numpy_data_ptr(raw) % _ALIGN)
 
+    def empty_scalar(self, dtype):
+        """A 0-d array (a count the kernels write). NumPy's own allocation is 16-byte aligned,
+        so one value of at most 16 bytes never straddles a 32-byte sector: no alignment work."""
+        return np.empty((), dtype)
+
     def zeros(self, shape, dtype):
         out = self.empty(shape, dtype)
         out[...] = 0
@@ -402,6 +407,9 @@ class CupyBackend(Backend):
     def empty(self, shape, dtype):
         with self._device():
             return self._cupy.empty(shape, dtype=dtype)
+
+    def empty_scalar(self, dtype):
+        return self.empty((), dtype)
 
     def zeros(self, shape, dtype):
         with self._device():

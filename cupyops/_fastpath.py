@@ -160,9 +160,17 @@ def kernel_entry(backend, placement, x, kx, run, *, reshape=None):
     return entry
 
 
+_dry_run = _trace._dry
+
+
 def _read_only_view(x):
+    """SIMT then reports any kernel write to the input. In a dry run no kernel runs: the input
+    itself (the cached call then costs what it does on a GPU, where CuPy input is passed as
+    it is)."""
+    if _dry_run.get() is not None:
+        return x
     v = x.view()
-    v.flags.writeable = False     # SIMT then reports any kernel write to the input
+    v.flags.writeable = False
     return v
 
 

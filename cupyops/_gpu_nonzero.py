@@ -204,7 +204,7 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
         with ws._lock:
             counter, status, count_dev = _scratch(backend, ws, cp)
             if keep_count:
-                count_dev = empty((), _I64)
+                count_dev = backend.empty_scalar(_I64)
             if stats is None:
                 st, params = counter, scan_params
             else:
@@ -239,7 +239,7 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
         if out is not None:
             coords, count_dev = out
         else:
-            coords, count_dev = empty(shape, index_dtype), empty((), _I64)
+            coords, count_dev = empty(shape, index_dtype), backend.empty_scalar(_I64)
         ws = _workspace.holder_for(backend, workspace)
         with ws._lock:
             counter, status, _ = _scratch(backend, ws, cp)
