@@ -12,6 +12,10 @@ on the CPU); the kernels are in ``kernels/nonzero.cu``, planned by
 * Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch after zeroing the tile
   counter and status words; ``count`` stays a 0-d device array, no host read.
 * ``count_nonzero``: one launch (plus zeroing the output when chunks add atomically).
+
+Inputs whose memory-innermost dim is not the last logical one (F-order, transposed, permuted)
+run ``nonzero_tiles_t`` instead of ``nonzero_tiles`` in every mode (``plan.tr``, see
+:func:`_config`): the same arguments, tiles read in memory order.
 """
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ are read as aligned 16-byte words and tested 4 or 2 elements per instruction
 params.vec). On simt, against NumPy and the brute-force reference (tests/ref_nonzero.py):
 every position of a nonzero inside a word, the float zero rules inside a word, misaligned heads
 and tails, all-zero and all-nonzero words, warp and tile boundaries, schedules, 64-bit indexing,
-and that the packed path is the one that ran."""
+and that the packed path is the one that ran. Then nonzero_tiles_t (F-order, transposed,
+permuted and reversed inputs read in memory order through a shared bit mask), its 16-byte word
+reads, and the traffic goals of issue 15 (sectors / minimum, cupyops/bench/traffic.py)."""
 import numpy as np
 import pytest
 
