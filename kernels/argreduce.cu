@@ -68,6 +68,13 @@
 // (its largest lane key, at the lowest or highest such lane as the tie rule and the sign of the
 // index stride pick: ar_pack_max, ar_pack_locate), the column each lane. The one comparison
 // rule stays ar_better.
+//
+// One reduced dimension (p.nd == 1, the common case): the scans advance by constant steps, with
+// no odometer digits live, and the logical index moves one way along a thread's walk. So after
+// its first position has met the cleared best through ar_better, every later element lies
+// beyond the best's index in that direction, and ar_better reduces to comparing keys (an equal
+// key wins when the walk runs towards the tie side): ar_scan_v, ar_scan_cols, and the packed
+// column scan's tie state.
 #include "common.cuh"
 
 #define AR_MAX_DIMS 8
@@ -283,6 +290,62 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     const U w0 = (U)p.d_w[0];
     const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
     U pos = start;
+    if (p.nd == 1 && pos < hi) {
+        // One reduced dimension (the common case): constant steps and no odometer digits, whose
+        // registers let 4-byte values with 64-bit indices keep twice the vectors in flight.
+        // Element j of position q has logical index lbase + (q + j) w0, and the walk visits
+        // q + j in increasing order (step >= V): once the first vector is taken (ar_better
+        // against the cleared best), every later element lies beyond best.i in the direction of
+        // w0, and ar_better reduces to k > best.k, or k == best.k when that direction is towards
+        // the tie side (`tie_wins`). `best` must come in cleared (ar_row clears it).
+        constexpr int UF = (S == 4 && sizeof(I) == 8) ? 2 * UN : UN;
+        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+        const U dlid = (U)p.d_step[0] * w0;
+        U off = od.off, lid = od.lid;
+        {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+                best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank),
+                          (I)(lbase + lid + (U)j * w0), last);
+            off += doff;
+            lid += dlid;
+            pos += step;
+        }
+        const bool tie_wins = last != ((I)w0 < 0);
+        auto take = [&](K k, U l) {
+            if (k > best.k || (tie_wins && k == best.k)) {
+                best.k = k;
+                best.i = (I)(lbase + l);
+            }
+        };
+        for (; pos + (U)(UF - 1) * step < hi; pos += (U)UF * step) {
+            Vec v[UF];
+#pragma unroll
+            for (int u = 0; u < UF; ++u)
+                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, narrow);
+#pragma unroll
+            for (int u = 0; u < UF; ++u) {
+#pragma unroll
+                for (int j = 0; j < V; ++j)
+                    take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank),
+                         lid + (U)u * dlid + (U)j * w0);
+            }
+            off += (U)UF * doff;
+            lid += (U)UF * dlid;
+        }
+        for (; pos < hi; pos += step) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+                take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), lid + (U)j * w0);
+            off += doff;
+            lid += dlid;
+        }
+        return;
+    }
     if constexpr (UN > 1) {
         for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
             Vec v[UN];
@@ -438,18 +501,21 @@ template <int S, int W>
 __device__ __forceinline__ int ar_pack_locate(const cuo::u32 (&kw)[W], cuo::u32 m, bool low)
 {
     constexpr int L = 4 / S;
-    int jl = 0, jh = 0;
+    int j = 0;
+    if (low) {
 #pragma unroll
-    for (int i = W - 1; i >= 0; --i) {          // the lowest word with a hit wins: last written
-        const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
-        if (hit) jl = i * L + (__ffs((int)hit) - 1) / (8 * S);
-    }
+        for (int i = W - 1; i >= 0; --i) {      // the lowest word with a hit wins: last written
+            const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
+            if (hit) j = i * L + (__ffs((int)hit) - 1) / (8 * S);
+        }
+    } else {
 #pragma unroll
-    for (int i = 0; i < W; ++i) {               // the highest word with a hit wins
-        const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
-        if (hit) jh = i * L + (31 - __clz((int)hit)) / (8 * S);
+        for (int i = 0; i < W; ++i) {           // the highest word with a hit wins
+            const cuo::u32 hit = ar_pack_lanes_ge<S>(kw[i], m);
+            if (hit) j = i * L + (31 - __clz((int)hit)) / (8 * S);
+        }
     }
-    return low ? jl : jh;
+    return j;
 }
 
 // Word i of a raw vector of 4 or 16 bytes.
@@ -490,17 +556,16 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
     const bool wneg = (I)w0 < 0;
     const U tie_base = lbase + ((last != wneg) ? span : (U)0);
     const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
-    // thresholds: t_tie when some index of the vector could win a tie (lane >= best), t_gt
-    // when none can (lane > best); recomputed after every exact step
+    // threshold when some index of the vector could win a tie (lane >= best); one ar_pack_step
+    // further when none can (lane > best); recomputed after every ar_better step
     cuo::u32 t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
-    cuo::u32 t_gt = ar_pack_thr<S>(ar_lane_key<T>(best.k) + 1u);
     // the element a vector offers (among its largest keys, the one the tie rule prefers) is at
     // its lowest lane for tie "first" with w0 > 0 or tie "last" with w0 < 0, else its highest
     const bool low = last == wneg;
     auto visit = [&](const Vec& v, U l) {
         const I itie = (I)(tie_base + l);
         const bool no_tie = last ? itie <= best.i : itie >= best.i;
-        const cuo::u32 t = no_tie ? t_gt : t_tie;
+        const cuo::u32 t = t_tie + (no_tie ? ar_pack_step<S>() : 0u);
         cuo::u32 kw[W];
         cuo::u32 reach = 0;
 #pragma unroll
@@ -512,12 +577,38 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
             // one ar_better step with the vector's best element
             const cuo::u32 m = ar_pack_max<S, W>(kw);
             const int j = ar_pack_locate<S, W>(kw, m, low);
-            best.take(ar_lane_to_key<T>(m), (I)(lbase + l + (U)j * w0), last);
+            // (lbase, w0 reread from the parameters: registers are short with 64-bit indices)
+            best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]), last);
             t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
-            t_gt = ar_pack_thr<S>(ar_lane_key<T>(best.k) + 1u);
         }
     };
     U pos = start;
+    if (p.nd == 1) {
+        // one reduced dimension (the common case): constant steps, no odometer digits live
+        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+        const U dlid = (U)p.d_step[0] * w0;
+        U off = od.off, lid = od.lid;
+        if constexpr (UN > 1) {
+            for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
+                Vec v[UN];
+#pragma unroll
+                for (int u = 0; u < UN; ++u)
+                    ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, false);
+#pragma unroll
+                for (int u = 0; u < UN; ++u) visit(v[u], lid + (U)u * dlid);
+                off += (U)UN * doff;
+                lid += (U)UN * dlid;
+            }
+        }
+        for (; pos < hi; pos += step) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, false);
+            visit(v, lid);
+            off += doff;
+            lid += dlid;
+        }
+        return;
+    }
     if constexpr (UN > 1) {
         for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
             Vec v[UN];
@@ -901,6 +992,62 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
     const U lbase = (U)p.index_base;
     const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
     U pos = start;
+    if (p.nd == 1) {
+        // one reduced dimension (the common case): constant steps and no odometer digits, whose
+        // registers let 4-byte values keep twice the positions in flight (narrower values come
+        // here only when their rows are misaligned: the packed scan is their main path)
+        constexpr int UF = S == 4 ? 2 * UN : UN;
+        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+        const U dlid = (U)p.d_step[0] * (U)p.d_w[0];
+        U off = od.off, lid = od.lid;
+        if (pos >= hi) return;
+        // The walk's logical index moves one way (by dlid): once the first position is taken
+        // (ar_better against the cleared bests), every later one lies beyond all the bests in
+        // that direction, and ar_better(k, i, best.k, best.i) is k > best.k, or k == best.k when
+        // the walk runs towards the tie side (`tie_wins`). `best` must come in cleared
+        // (ar_col_impl clears it).
+        {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+#pragma unroll
+            for (int j = 0; j < VC; ++j)
+                best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + lid), last);
+            off += doff;
+            lid += dlid;
+            pos += step;
+        }
+        const bool tie_wins = last != ((I)dlid < 0);
+        auto take = [&](ArBest<K, I>& b, K k, U l) {
+            if (k > b.k || (tie_wins && k == b.k)) {
+                b.k = k;
+                b.i = (I)(lbase + l);
+            }
+        };
+        for (; pos + (U)(UF - 1) * step < hi; pos += (U)UF * step) {
+            Vec v[UF];
+#pragma unroll
+            for (int u = 0; u < UF; ++u)
+                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, narrow);
+#pragma unroll
+            for (int u = 0; u < UF; ++u) {
+#pragma unroll
+                for (int j = 0; j < VC; ++j)
+                    take(best[j], ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank), lid + (U)u * dlid);
+            }
+            off += (U)UF * doff;
+            lid += (U)UF * dlid;
+        }
+        for (; pos < hi; pos += step) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+#pragma unroll
+            for (int j = 0; j < VC; ++j)
+                take(best[j], ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), lid);
+            off += doff;
+            lid += dlid;
+        }
+        return;
+    }
     if constexpr (UN > 1) {
         for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
             Vec v[UN];

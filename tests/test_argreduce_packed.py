@@ -538,3 +538,54 @@ def test_interleaved_vectors(dtype):
         y = y[::-1] if x.strides[0] < 0 else y
         y = y[:, ::-1] if x.strides[1] < 0 else y
         check(y, (0, 1), kinds=("max",))
+
+
+# ---------------------------------------------------------------------------- the walk's direction
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "float32", "int64", "float64", "complex64",
+                                   "int8", "float16"])
+def test_column_walk_direction(dtype):
+    """ar_scan_cols (one group per thread: values of 4 bytes or more, and narrow values whose
+    rows are not 4-byte aligned) compares keys alone after its first position, letting equal
+    keys win when the walk runs towards the tie side: reversed reduced axes run it backwards."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(10)
+    v = rng.integers(-2, 3, (70, 9))
+    x = aligned(v.astype(dtype) if dtype.kind != "c" else (v + 1j * (v % 2)).astype(dtype))
+    if dtype.kind == "f":
+        x[5, 1] = np.nan
+    views = [x[:, 1:] if dtype.itemsize < 4 else x, x[::-1, 1:] if dtype.itemsize < 4 else x[::-1]]
+    for y in views:
+        for f64 in (False, True):
+            for kind in KINDS:
+                for tie in TIES:
+                    r, plan = run(y, (0,), kind, tie, force_64bit=f64)
+                    assert plan.kernel == "col" and plan.vec == 1 and len(plan.red) == 1
+                    np.testing.assert_array_equal(r, _ref_any(y, (0,), kind, tie))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "int64", "float64", "complex64"])
+def test_row_walk_direction(dtype):
+    """ar_scan_v (values of 4 bytes or more) likewise compares keys alone after its first
+    vector: reversed rows walk towards lower logical indices, also inside each vector."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(11)
+    v = rng.integers(-2, 3, (6, 1000))      # several vectors per thread of a 32-lane team
+    x = aligned(v.astype(dtype) if dtype.kind != "c" else (v + 1j * (v % 2)).astype(dtype))
+    if dtype.kind == "f":
+        x[2, [7, 50]] = np.nan
+    for y in (x, x[:, ::-1], x[:, 1:]):
+        for f64 in (False, True):
+            for kind in KINDS:
+                for tie in TIES:
+                    r, plan = run(y, (1,), kind, tie, force_64bit=f64)
+                    assert plan.kernel == "row" and len(plan.red) == 1
+                    np.testing.assert_array_equal(r, _ref_any(y, (1,), kind, tie))
+
+
+def _ref_any(x, axes, kind, tie):
+    if x.dtype.kind == "c":     # lexicographic (real, imag), NaN in either part the extreme
+        re, im = _comparable(x.real), _comparable(x.imag)
+        key = np.where(np.isnan(re) | np.isnan(im), np.nan, re * 8 + im)   # parts are small ints
+        return ref(key, axes, kind, tie)
+    return ref(x, axes, kind, tie)
