@@ -49,7 +49,9 @@
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
 //     per (output, chunk), lanes on consecutive outputs (kept axis innermost in memory). With
-//     several chunks the partial counts are atomically added into a zeroed output. Mode 0 over
+//     several chunks the partial counts are atomically added into a zeroed output. With one
+//     reduced dim both modes step a pointer (no division per position; mode 0 then counts per
+//     lane and sums the warp once). Mode 0 over
 //     one contiguous reduced run of a 1- or 2-byte type (params.vec) reads aligned 16-byte words
 //     and counts 4 or 2 elements per instruction (nz_count_run_vec); params.align is x's
 //     address mod 16, given by the host so that no pointer is cast to an integer.
@@ -715,11 +717,23 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
                 return;
             }
         }
+        if (p.red_ndim == 1) {
+            // one reduced dim: each lane steps a pointer and counts; one warp sum at the end
+            typedef typename nz_index<Wide>::off off_t;
+            const off_t st = (off_t)p.red_stride[0];
+            const char* q = u.xo + (off_t)(u.lo + (idx_t)lane) * st;
+            idx_t cnt = 0;
 #pragma unroll 4
-        for (idx_t j0 = u.lo; j0 < u.hi; j0 += 32) {
-            const idx_t j = j0 + (idx_t)lane;
-            const bool pred = j < u.hi && u.template nonzero_at<T>(p, j);
-            acc += (nz_u64)__popc(__ballot_sync(NZ_FULL_MASK, pred));
+            for (idx_t j = u.lo + (idx_t)lane; j < u.hi; j += 32, q += 32 * st)
+                cnt += nz_is_nonzero<T>(reinterpret_cast<const T*>(q), p.narrow_loads != 0) ? 1u : 0u;
+            acc = nz_warp_sum_u64((nz_u64)cnt);
+        } else {
+#pragma unroll 4
+            for (idx_t j0 = u.lo; j0 < u.hi; j0 += 32) {
+                const idx_t j = j0 + (idx_t)lane;
+                const bool pred = j < u.hi && u.template nonzero_at<T>(p, j);
+                acc += (nz_u64)__popc(__ballot_sync(NZ_FULL_MASK, pred));
+            }
         }
         if (lane == 0) u.store(p, out, acc);
     } else {
@@ -728,9 +742,21 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
         if (g >= (idx_t)p.units) return;
         const nz_count_unit<Wide> u(x, p, g);
         nz_u64 acc = 0;
+        if (p.red_ndim == 1) {
+            // one reduced dim: step a pointer instead of dividing out each position
+            typedef typename nz_index<Wide>::off off_t;
+            const off_t st = (off_t)p.red_stride[0];
+            const char* q = u.xo + (off_t)u.lo * st;
+            idx_t cnt = 0;
 #pragma unroll 4
-        for (idx_t j = u.lo; j < u.hi; ++j)
-            acc += u.template nonzero_at<T>(p, j) ? 1u : 0u;
+            for (idx_t j = u.lo; j < u.hi; ++j, q += st)
+                cnt += nz_is_nonzero<T>(reinterpret_cast<const T*>(q), p.narrow_loads != 0) ? 1u : 0u;
+            acc = (nz_u64)cnt;
+        } else {
+#pragma unroll 4
+            for (idx_t j = u.lo; j < u.hi; ++j)
+                acc += u.template nonzero_at<T>(p, j) ? 1u : 0u;
+        }
         u.store(p, out, acc);
     }
 }

@@ -423,3 +423,21 @@ def test_memory_order_words(be, dtype):
     odd = f[:, 1:][1:]                                # data 1 element past the alignment
     _check_t(be, odd, sizes=(5,))
     assert not check.trace.plans[0].tr[4]
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.float16, np.float32, np.complex64],
+                         ids=str)
+def test_count_one_reduced_dim(be, dtype):
+    """count_nonzero over one strided reduced dim steps a pointer: a warp per output (strided
+    1-D views, chunked) and a thread per output (the kept axis innermost, chunked)."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(11)
+    big = (rng.random(90_001) < 0.3).astype(dtype)
+    for x, axes, mode in ((big[::3], (0,), 0), (big[::-7], (0,), 0), (big[5::2], (0,), 0),
+                          (big[:60_000].reshape(2000, 30), (0,), 1),
+                          (big[:60_000].reshape(20, 3000)[:, ::-1], (0,), 1)):
+        with _trace.recording() as t:
+            got = G.count_nonzero(be, x, axes)
+        np.testing.assert_array_equal(got, np.count_nonzero(x, axis=axes))
+        (p,) = t.plans
+        assert p.mode == mode and len(p.red_dims) == 1 and not p.vec, p
