@@ -268,7 +268,14 @@ def _kernel_out(out, placement):
     device. Anything else is filled afterwards by one copy."""
     if out is None or (placement.kind == "cuda" and not placement.cupy_input):
         return None
-    return out if out.flags.c_contiguous else None
+    return out if out.flags.c_contiguous and _element_aligned(out) else None
+
+
+def _element_aligned(out) -> bool:
+    """A NumPy out need not be element-aligned (np.ndarray(buffer, offset=4)), and a kernel's
+    store there would fault on a GPU (and is reported by simt): such outs take the copy path.
+    CuPy outs were checked by _check_out (CuPy's flags have no ``aligned``)."""
+    return not isinstance(out, np.ndarray) or out.flags.aligned
 
 
 def _xp(placement):
@@ -701,7 +708,8 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
         backend = _kernel_backend(placement)
         kernel_out = None
         if out is not None and not (placement.kind == "cuda" and not placement.cupy_input) \
-                and out[0].flags.c_contiguous:
+                and out[0].flags.c_contiguous and _element_aligned(out[0]) \
+                and _element_aligned(out[1]):
             kernel_out = out
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()

@@ -346,3 +346,37 @@ def test_simt_arena_is_kept_on_its_backend():
     be = _backend.get_backend("simt")
     a = _workspace.holder_for(be)
     assert a is _workspace.holder_for(be) is _workspace._arenas[(be.name, be.device_id, 0)]
+
+
+@pytest.mark.parametrize("call", ["argmax", "hardmax", "coordinates"])
+def test_numpy_out_not_element_aligned_takes_the_copy_path(call):
+    """A C-contiguous NumPy out at a 4-byte offset (legal in NumPy) is not handed to the
+    kernels, whose 8-byte stores would fault on a GPU (simt reports them): the result is
+    computed into a fresh array and copied."""
+    rng = np.random.default_rng(3)
+
+    def unaligned(shape, dtype):
+        dt = np.dtype(dtype)
+        raw = np.zeros(int(np.prod(shape)) * dt.itemsize + 16, np.uint8)
+        base = -raw.ctypes.data % 16 + 4
+        a = np.ndarray(shape, dt, raw, base)
+        assert not a.flags.aligned and a.flags.c_contiguous
+        return a
+
+    x = rng.integers(0, 3, (6, 40)).astype(np.float64)
+    if call == "argmax":
+        out = unaligned((6,), np.int64)
+        got = cupyops.argmax(x, axis=1, out=out, device="simt")
+        assert got is out and np.array_equal(out, np.argmax(x, axis=1))
+    elif call == "hardmax":
+        xc = (x + 1j * x[::-1]).astype(np.complex128)
+        out = unaligned(xc.shape, np.complex128)
+        got = cupyops.hardmax(xc, axis=1, out=out, device="simt")
+        assert got is out and np.array_equal(out, cupyops.hardmax(xc, axis=1, device="cpu"))
+    else:
+        m = x > 1
+        coords, count = unaligned((100, 2), np.int64), unaligned((), np.int64)
+        c, n = cupyops.nonzero_coordinates(m, size=100, out=(coords, count), device="simt")
+        want = np.argwhere(m)
+        assert c is coords and int(count) == len(want)
+        assert np.array_equal(coords[:len(want)], want) and (coords[len(want):] == 0).all()
