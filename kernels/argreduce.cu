@@ -66,8 +66,9 @@
 // when none of its logical indices could win a tie — is skipped: the skip test only has to be
 // conservative. Anything else is an ar_better step: the row offers the vector's best element
 // (its largest lane key, at the lowest or highest such lane as the tie rule and the sign of the
-// index stride pick: ar_pack_max, ar_pack_locate), the column each lane. The one comparison
-// rule stays ar_better.
+// index stride pick: ar_pack_max, ar_pack_locate), the column each lane (or, walking one
+// reduced dimension, the lanes that reach their thresholds, which are exactly those that win).
+// The one comparison rule stays ar_better.
 //
 // One reduced dimension (p.nd == 1, the common case): the scans advance by constant steps, with
 // no odometer digits live, and the logical index moves one way along a thread's walk. So after
@@ -1081,7 +1082,9 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
 // the word is group j): same walk, loads and result as ar_scan_cols. A position is skipped when
 // its packed keys show that no lane beats its group's best: every lane key below its best's, or
 // (when the position's logical index cannot win a tie against any of the bests) not above it.
-// Any other position offers each lane to ar_better.
+// Any other position offers each lane to ar_better; in a walk over one reduced dimension the
+// lanes that reach their thresholds are exactly those that beat their bests, and take their
+// place directly.
 // `best` must hold the cleared state or positions of this walk (ar_col_impl clears it).
 template <class T, class I, int VC, int UN>
 __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
@@ -1151,10 +1154,44 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
         }
         if (reach) {
             constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
+            if constexpr (decltype(flat_walk)::value) {
+                // In a flat walk a lane reaches its threshold exactly when it beats its best
+                // under ar_better: at the first position every lane reaches (thresholds 0) and
+                // the cleared bests lose to anything; afterwards every best is a position
+                // behind, the thresholds are one step up where ties cannot win (tflat), and
+                // lane keys compare as keys. So the lanes that reach take their place, and only
+                // their thresholds change (tflat is final once every lane holds a position).
+                const cuo::u32 tf = settles ? tstep : 0u;
+                cuo::u32 hit;                        // bit 8 S j: lane j wins
+                if constexpr (S == 1) {
+                    const cuo::u32 e = kw & 0x00ff00ffu, o = (kw >> 8) & 0x00ff00ffu;
+                    const cuo::u32 he = ((e + ta) & 0x01000100u) >> 8;    // lanes 0, 2
+                    const cuo::u32 ho = ((o + tb) & 0x01000100u) >> 8;    // lanes 1, 3
+                    const cuo::u32 me = he * 0xffffu, mo = ho * 0xffffu;
+                    ta = (ta & ~me) | ((ar_pack_thr<1>(0u) - e + tf) & me);
+                    tb = (tb & ~mo) | ((ar_pack_thr<1>(0u) - o + tf) & mo);
+                    hit = he | (ho << 8);
+                } else {
+                    const cuo::u32 lo = kw & 0xffffu, hi16 = kw >> 16;
+                    const bool h0 = lo >= ta, h1 = hi16 >= tb;
+                    ta = h0 ? lo + tf : ta;
+                    tb = h1 ? hi16 + tf : tb;
+                    hit = (h0 ? 1u : 0u) | (h1 ? 0x10000u : 0u);
+                }
+                tflat = tf;
 #pragma unroll
-            for (int j = 0; j < VC; ++j)
-                best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
-            thresholds((I)(lu + dlid));
+                for (int j = 0; j < VC; ++j) {
+                    if ((hit >> (8 * S * j)) & 1u) {
+                        best[j].k = ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax);
+                        best[j].i = li;
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < VC; ++j)
+                    best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
+                thresholds((I)(lu + dlid));
+            }
         }
     };
     U pos = start;
