@@ -264,8 +264,7 @@ __device__ __forceinline__ void ar_load(Vec& v, const unsigned char* a, bool nar
             return;
         }
     }
-    cuo::vec_align_check<Vec>(a);
-    v = *reinterpret_cast<const Vec*>(a);
+    v = cuo::vec_load<Vec>(a);
 }
 
 // UN positions per iteration: their loads are all issued before the first comparison, so a

@@ -12,6 +12,7 @@
 //   cuo::unsigned_of<I>::type                     int -> unsigned int, long long -> unsigned long long
 //   cuo::index_max<I>()                           largest value of a signed index type
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
+//   cuo::vec_load<V>(p)                           one whole-vector load (checked; one access in simt)
 //   cuo::vec_align_check<V>(p)                    before a whole-vector load: alignment checked on simt
 //   cuo::bool_tag<B>                              a compile-time bool as a tag argument
 //   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
@@ -108,6 +109,27 @@ __device__ __forceinline__ void vec_align_check(const void* p)
 #else
     (void)p;
 #endif
+}
+
+// A whole raw vector V loaded from p (alignment checked as above). A GPU issues one load of
+// sizeof(V) bytes. Under cupyops.simt a 16-byte vector goes through a GCC vector type, which
+// g++ always reads with one 16-byte access: a struct copy may be split into two 8-byte loads,
+// which the traffic model would count as two warp accesses to the same sectors.
+template <class V>
+__device__ __forceinline__ V vec_load(const void* p)
+{
+    vec_align_check<V>(p);
+#ifdef CUPYOPS_SIMT
+    if constexpr (sizeof(V) == 16) {
+        typedef u64 v2 __attribute__((vector_size(16)));
+        const v2 w = *reinterpret_cast<const v2*>(p);
+        V v;
+        v.w[0] = w[0];
+        v.w[1] = w[1];
+        return v;
+    }
+#endif
+    return *reinterpret_cast<const V*>(p);
 }
 
 // Element j (of size S bytes) of a raw vector, as an unsigned integer of S bytes.
