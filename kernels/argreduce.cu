@@ -52,8 +52,8 @@
 //   pidx: the winner's logical index minus the logical index of the chunk's first position
 //         (ar_chunk_lid), two's complement at p.pidx_width bytes (1, 2, 4 or 8), chosen by the
 //         planner to hold any such difference within a chunk.
-// The column kernel stores a block's partials from shared memory, one per thread in group order,
-// so a warp's stores are contiguous.
+// The column kernel with several groups a thread stores a block's partials (and indices) from
+// shared memory, one group a thread in group order, so a warp's stores are contiguous.
 //
 // Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
 // cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
@@ -1138,37 +1138,36 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
     }
 }
 
-// The column kernel's partials of chunk blockIdx.y, coalesced: after ar_column_combine, row 0
-// of its shared arrays holds the block's blockDim.x * VC bests in group order, so thread t (linear
-// in the block) stores group t's (VC groups per thread would otherwise make a warp's stores
-// stride VC slots). Without a y dimension (no shared arrays) each thread stores its own.
+// The column kernel's results (index, or partial of chunk blockIdx.y) when a thread holds VC > 1
+// groups: after ar_column_combine, row 0 of its shared arrays holds the block's blockDim.x * VC
+// bests in group order, so thread t (linear in the block) stores group t's and a warp's stores
+// are contiguous (from registers, each store would stride VC groups).
 template <class T, class I, int VC>
-__device__ __forceinline__ void ar_col_store_partials(void* __restrict__ pkey,
-                                                      void* __restrict__ pidx,
-                                                      const ArBest<typename ArType<T>::key, I> (&best)[VC],
-                                                      const ArParams& p)
+__device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* __restrict__ pkey,
+                                                  void* __restrict__ pidx,
+                                                  unsigned int* __restrict__ allnan,
+                                                  const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
-    const U c = (U)blockIdx.y;
-    const U row = c * (U)p.n_out;
-    const U g0 = (U)blockIdx.x * (U)blockDim.x * (U)VC;    // the block's first group
-    const U base = ar_chunk_lid<U>(c, p);
-    if (blockDim.y > 1) {
-        K* sk;
-        I* si;
-        cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), blockDim.x * blockDim.y * VC,
-                        sk, si);
-        const U t = (U)threadIdx.y * (U)blockDim.x + (U)threadIdx.x;
-        if (t < (U)blockDim.x * (U)VC && g0 + t < (U)p.n_out)
-            ar_store_partial<T, I>(pkey, pidx, row + g0 + t, sk[t], si[t], base, p.pidx_width);
-    } else {
-        const U o = g0 + (U)threadIdx.x * (U)VC;
-        if (o < (U)p.n_out) {
-#pragma unroll
-            for (int j = 0; j < VC; ++j)
-                ar_store_partial<T, I>(pkey, pidx, row + o + (U)j, best[j].k, best[j].i, base,
-                                       p.pidx_width);
+    K* sk;
+    I* si;
+    cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), blockDim.x * blockDim.y * VC, sk,
+                    si);
+    const U n = (U)blockDim.x * (U)VC;                  // more than the block's threads when
+    const U g0 = (U)blockIdx.x * n;                      // blockDim.y < VC (groups of 2)
+    for (U t = (U)threadIdx.y * (U)blockDim.x + (U)threadIdx.x; t < n && g0 + t < (U)p.n_out;
+         t += (U)blockDim.x * (U)blockDim.y) {
+        const U g = g0 + t;
+        if (p.mode == AR_MODE_INDEX) {
+            U in_off, out_off;
+            ar_kept_offsets<U>(g, p, in_off, out_off);
+            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)si[t], p.out_width);
+            ar_flag_all_nan(allnan, sk[t], p);
+        } else {
+            const U c = (U)blockIdx.y;
+            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + g, sk[t], si[t],
+                                   ar_chunk_lid<U>(c, p), p.pidx_width);
         }
     }
 }
@@ -1208,8 +1207,8 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
                                         (U)blockDim.y, p, flip, best);
     }
     ar_column_combine(best, last);
-    if (p.mode == AR_MODE_PARTIAL) {
-        ar_col_store_partials<T, I, VC>(pkey, pidx, best, p);
+    if (VC > 1 && p.mode != AR_MODE_HARDMAX && blockDim.y > 1) {
+        ar_col_store_smem<T, I, VC>(out, pkey, pidx, allnan, p);
         return;
     }
     if (!valid) return;
@@ -1221,8 +1220,14 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
         if (p.mode == AR_MODE_HARDMAX) {
             ar_write_onehot<T, I>(out, oj, ty, (U)p.wgroup, (U)blockDim.y, best[j].i, p);
         } else if (ty == 0) {
-            ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
-            ar_flag_all_nan(allnan, best[j].k, p);
+            if (p.mode == AR_MODE_INDEX) {
+                ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
+                ar_flag_all_nan(allnan, best[j].k, p);
+            } else {
+                const U c = (U)blockIdx.y;
+                ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o + (U)j, best[j].k,
+                                       best[j].i, ar_chunk_lid<U>(c, p), p.pidx_width);
+            }
         }
     }
 }

@@ -992,3 +992,37 @@ def test_compact_partials_stored_coalesced(monkeypatch):
     assert first.sectors_store == plan.nchunks * 256 * 2 // 32
     assert finish.requested_bytes_load == plan.nchunks * 256 * 2
     assert finish.sectors_load == plan.nchunks * 256 * 2 // 32
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_column_indices_stored_coalesced(dtype, index_dtype):
+    """The column kernel with several groups a thread (4-byte loads of 1- and 2-byte values)
+    stores its indices one group a lane: every output byte once, in the fewest sectors."""
+    rng = np.random.default_rng(45)
+    x = aligned(tiny_values(rng, (64, 512), dtype))
+    out = aligned(np.zeros((512,), index_dtype))
+    with simt.record_traffic() as rec:
+        r, t = run(x, (0,), "min", "last", index_dtype, out=out)
+    assert r is out
+    np.testing.assert_array_equal(out.astype(np.int64), fast_ref(x, (0,), "min", "last"))
+    plan = t.plans[0]
+    assert plan.case == "column" and plan.vec == 4 // x.dtype.itemsize
+    (launch,) = rec.launches
+    assert launch.requested_bytes_store == out.nbytes
+    assert launch.sectors_store == out.nbytes // 32
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", ["int8", "bool", "uint16", "float16"])
+def test_column_short_groups_store_every_index(n, dtype):
+    """Groups of 2 give a column block fewer y threads (2) than groups a thread (4 for 1-byte
+    values): the block's indices are still all stored from shared memory."""
+    rng = np.random.default_rng(46)
+    x = aligned(tiny_values(rng, (n, 256), dtype))
+    r, t = run(x, (0,))
+    assert t.plans[0].case == "column" and t.plans[0].vec == 4 // x.dtype.itemsize
+    assert check_all(x, (0,)) == {"column"}
+    if x.dtype.kind == "f":
+        check_nan(aligned(nan_values(rng, (n, 256), dtype, frac=0.2)) if n > 3 else
+                  aligned(np.where(np.isnan(x), 0, x).astype(dtype)), (0,))

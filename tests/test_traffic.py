@@ -347,7 +347,10 @@ GOAL_LAYOUTS = [("argmax", "first", (1024, 1024), 0), ("argmax", "last", (1024, 
                 ("argmax", "middle", (16, 64, 64, 16), (1, 2)),
                 ("argmax", "all", (1024, 1024), None), ("argmin", "first", (1024, 1024), 0),
                 ("hardmax", "first", (1024, 1024), 0), ("hardmax", "last", (1024, 1024), 1),
-                ("hardmax", "middle", (64, 256, 64), 1)]
+                ("hardmax", "middle", (64, 256, 64), 1),
+                # the benchmark's small and tiny sizes: one column launch, whose indices are
+                # stored one group a lane (4 groups a thread for 1-byte values)
+                ("argmax", "first-small", (256, 1024), 0), ("argmax", "first-tiny", (32, 128), 0)]
 GOAL_DTYPES = ["int8", "bool", "uint8", "int16", "uint16", "float16", "float32", "float64"]
 
 
