@@ -776,6 +776,26 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
             return;
         }
     }
+    if constexpr (sizeof(B) == 16) {
+        // complex128, 16-byte aligned here: one 16-byte store a value, a copy of one of two
+        // aligned vectors (the 8-byte aligned u128 would be two 8-byte stores, each touching the
+        // sectors of the whole warp's range; so would a vector assembled from two words under
+        // the host compiler of cupyops.simt)
+        typedef cuo::vec_bytes<16> V;
+        V* ov = reinterpret_cast<V*>(o);
+        V onev, zerov;
+        onev.w[0] = one.lo;
+        onev.w[1] = one.hi;
+        zerov.w[0] = 0;
+        zerov.w[1] = 0;
+        for (U q = q0; q < q1; q += qstep) {
+            V* a = ov + (I)(group_out + od.off);
+            cuo::vec_align_check<V>(a);
+            *a = (od.lid == (U)win) ? onev : zerov;
+            od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+        }
+        return;
+    }
     for (U q = q0; q < q1; q += qstep) {
         o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : B();
         od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);

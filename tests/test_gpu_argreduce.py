@@ -415,7 +415,7 @@ def test_hardmax_fused_is_one_launch_and_writes_out():
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
-@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "complex128"])
 def test_hardmax_writes_each_output_once_in_whole_sectors(dtype, split, monkeypatch):
     if split:
         monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))

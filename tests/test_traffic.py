@@ -351,7 +351,8 @@ GOAL_LAYOUTS = [("argmax", "first", (1024, 1024), 0), ("argmax", "last", (1024, 
                 # the benchmark's small and tiny sizes: one column launch, whose indices are
                 # stored one group a lane (4 groups a thread for 1-byte values)
                 ("argmax", "first-small", (256, 1024), 0), ("argmax", "first-tiny", (32, 128), 0)]
-GOAL_DTYPES = ["int8", "bool", "uint8", "int16", "uint16", "float16", "float32", "float64"]
+GOAL_DTYPES = ["int8", "bool", "uint8", "int16", "uint16", "float16", "float32", "float64",
+               "complex64", "complex128"]
 
 
 @pytest.mark.parametrize("dtype", GOAL_DTYPES)
