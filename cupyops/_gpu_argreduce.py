@@ -61,6 +61,7 @@ PARAMS_DTYPE = np.dtype([
     ("nk", np.int32), ("nd", np.int32), ("nw", np.int32), ("mode", np.int32),
     ("last", np.int32), ("is_min", np.int32), ("out_width", np.int32), ("team", np.int32),
     ("vec", np.int32), ("nan_skip", np.int32), ("narrow_in", np.int32), ("narrow_out", np.int32),
+    ("pidx_width", np.int32),
     ("k_size", np.int64, (_D,)), ("k_in", np.int64, (_D,)), ("k_out", np.int64, (_D,)),
     ("d_size", np.int64, (_D,)), ("d_in", np.int64, (_D,)), ("d_w", np.int64, (_D,)),
     ("d_step", np.int64, (_D,)),
@@ -120,6 +121,7 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
         "last": int(last), "is_min": int(kind == "min"), "out_width": out_width,
         "team": plan.team, "vec": plan.vec, "nan_skip": int(bool(nan_skip)),
         "narrow_in": int(plan.narrow_loads), "narrow_out": int(bool(narrow_out)),
+        "pidx_width": plan.pidx_itemsize,
     }
     arrays = {
         "k_size": [d[0] for d in plan.kept], "k_in": [d[1] for d in plan.kept],
@@ -182,8 +184,13 @@ def _dense_copy(x):
     return cupy.ascontiguousarray(parts).view(x.dtype).reshape(x.shape)
 
 
+_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+         8: np.dtype(np.uint64)}
+
+
 def _key_dtype(plan):
-    return np.dtype(np.uint64 if plan.key_itemsize >= 8 else np.uint32)
+    """Partial keys at the value's own width (complex128: two uint64 words)."""
+    return _UINT[min(plan.key_itemsize, 8)]
 
 
 def _key_shape(plan, slots):
@@ -191,7 +198,8 @@ def _key_shape(plan, slots):
 
 
 def _index_dtype(plan):
-    return np.dtype(np.int64 if plan.use_64bit else np.int32)
+    """Partial indices: relative to their chunk, at the plan's compact width."""
+    return _UINT[plan.pidx_itemsize]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -242,7 +250,8 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
     kw = dict(kind=kind, tie=tie, out_width=0 if hardmax else out_dtype.itemsize,
               nan_skip=nan_skip, narrow_out=narrow_out)
-    # the partials (one (key, index) slot per group and chunk; a dummy slot for one pass) are
+    # the partials (one (key, index) slot per group and chunk, in two arrays of the plan's
+    # compact widths, each carved at 256 bytes; a dummy slot for one pass) are
     # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
     # graph's replays find them where the capture left them. Every slot is written by the
     # first launch before the finish reads it: no zeroing (the all-NaN flag is zeroed).

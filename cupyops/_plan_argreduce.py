@@ -40,7 +40,10 @@ Cases (``plan.case``) and kernels (``plan.kernel``):
 * ``"split"``   — either kernel with the group cut into ``nchunks`` chunks along grid.y (few
   outputs, big groups): pass 1 writes per-chunk (key, index) partials, pass 2 (kernel
   ``finish``) reduces them in a fixed order and writes the index — or, for hardmax, the one-hot
-  output. Two launches.
+  output. Two launches. The partials are compact (kernels/argreduce.cu): the key at the value's
+  own width (``key_itemsize``), the index relative to the logical index of its chunk's first
+  position at ``pidx_itemsize`` bytes, the fewest that hold any such difference in a chunk
+  (:func:`partial_index_width`). Chunks of a contiguous reduction start on 32-byte sectors.
 * ``"decode"``  — kernel ``row`` with a whole block per group, the group cut into ``nchunks``
   chunks along grid.y, and **one launch** (``last_block``): each block stores its partial and
   draws an atomic ticket of its group; the last block to finish combines the group's partials
@@ -119,8 +122,8 @@ class ArgreducePlan:
     finish_grid: tuple = (1, 1, 1)
     finish_shared_mem: int = 0
     write_chunk: int = 0         # hardmax split: positions q per finish block
-    key_itemsize: int = 4        # bytes of an ordering key (4; 8 for 8-byte values; 16 for
-                                 # complex128)
+    key_itemsize: int = 4        # bytes of a partial's ordering key: the value's itemsize
+    pidx_itemsize: int = 4       # bytes of a partial's relative index (1, 2, 4 or 8)
     narrow_loads: bool = False   # complex elements only element-aligned (complex64 at 4 bytes,
                                  # complex128 at 8): the kernels read each as two half-width
                                  # words, as a wider load at a smaller alignment faults on a GPU
@@ -159,6 +162,40 @@ def _pow2ceil(n: int) -> int:
 def _smem(entries: int, key_size: int, idx_size: int) -> int:
     keys = (entries * key_size + 7) // 8 * 8
     return keys + entries * idx_size
+
+
+def partial_index_bound(red, chunk: int) -> int:
+    """An upper bound of |logical index - logical index of the chunk's first position| over every
+    chunk of ``chunk`` consecutive positions (chunk c starts at position c * chunk), for the
+    reduced list ``red`` ((size, in_stride, weight), innermost first; weights may be negative).
+
+    Digit d of a position (P: the product of the inner sizes) moves from the chunk's first
+    position by at most floor or ceil((chunk - 1) / P), capped at size - 1, when it cannot wrap:
+    it is the outermost digit, or every chunk starts where digits 0..d are 0 (chunk a multiple
+    of P * size). Otherwise a wrap may move it by up to size - 1 either way."""
+    bound = 0
+    inner = 1
+    for d, (size, _, weight) in enumerate(red):
+        if chunk <= 1 or size <= 1:
+            moves = 0
+        elif d == len(red) - 1 or chunk % (inner * size) == 0:
+            q, r = divmod(chunk - 1, inner)
+            moves = min(size - 1, q + (1 if (r and chunk % inner) else 0))
+        else:
+            moves = size - 1
+        bound += moves * abs(weight)
+        inner *= size
+    return bound
+
+
+def partial_index_width(red, chunk: int, index_bytes: int) -> int:
+    """Bytes of a partial's relative index (two's complement): the fewest of 1, 2, 4, 8 (at
+    most ``index_bytes``, the kernel's index width) holding :func:`partial_index_bound`."""
+    bound = partial_index_bound(red, chunk)
+    for w in (1, 2, 4):
+        if w < index_bytes and bound < 1 << (8 * w - 1):
+            return w
+    return index_bytes
 
 
 def _digits(value: int, sizes) -> tuple:
@@ -264,7 +301,10 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
     group = math.prod(d.size for d in red)
     group_full = math.prod(red_shape)
     in_base = in_base_k + in_base_r
-    key_size = 16 if itemsize == 16 else (8 if itemsize == 8 else 4)
+    key_size = itemsize            # partial keys at the value's own width
+    smem_key = 16 if itemsize == 16 else (8 if itemsize == 8 else 4)   # keys in registers
+    idx_bytes = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4   # (a first guess)
+    red_t = tuple((d.size, d.strides[0], d.strides[1]) for d in red)
     align = itemsize if element_align is None else int(element_align)
     narrow = align < itemsize and (int(base_address) + in_base * itemsize) % itemsize != 0
 
@@ -306,10 +346,12 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
             want = -(-target_threads // threads)
             most = group_vecs // (block_threads * min_work_per_thread)
             nchunks = max(1, min(want, most, MAX_GRID_Y))
-        unit = vec
+        # chunks of a contiguous reduction start on a 32-byte sector, as the group does: a
+        # warp's vector load straddling one more sector would cost 1/16 more traffic
+        unit = math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec
         kernel = "row"
         if team == block_threads:
-            shared = _smem(block_threads // 32 + 1, key_size, 8)
+            shared = _smem(block_threads // 32 + 1, smem_key, 8)
         else:
             shared = 0
         write_step = team
@@ -338,16 +380,22 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         unit = 1
         kernel = "col"
         team = 1
-        shared = _smem(bx * by * vec, key_size, 8) if by > 1 else 0
+        shared = _smem(bx * by * vec, smem_key, 8) if by > 1 else 0
         write_step = by
 
     if nchunks > 1 and min_scratch_ratio > 0:
         # scratch bytes per group: nchunks partials stored, then loaded by each finish block of
-        # the group (hardmax: every write block of grid.y re-reduces them)
-        idx_guess = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4
+        # the group (hardmax: every write block of grid.y re-reduces them); the index width
+        # grows with the chunk, so settle the two together
         reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads)[3]
-        per_chunk = (key_size + idx_guess) * (1 + reads) * min_scratch_ratio
-        most_chunks = (group * itemsize) // per_chunk
+        most_chunks = nchunks
+        for _ in range(4):
+            width = partial_index_width(red_t, -(-group // max(1, most_chunks)), idx_bytes)
+            per_chunk = (key_size + width) * (1 + reads) * min_scratch_ratio
+            fewer = min(most_chunks, (group * itemsize) // per_chunk)
+            if fewer == most_chunks:
+                break
+            most_chunks = max(1, fewer)
         # ...but argmin/argmax never go below two blocks per SM: a grid that leaves SMs idle
         # loses more bandwidth to memory latency than the partials cost in traffic. (hardmax
         # keeps the limit: its finish pass rereads the partials, and a group that fits a block
@@ -398,7 +446,7 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         if not hardmax:
             fby = max(1, min(fby, _pow2ceil(nchunks)))
         finish_block = (fbx, fby, 1)
-        finish_shared = _smem(fbx * fby, key_size, 8) if fby > 1 else 0
+        finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
         finish_grid = (fgx, wsplit, 1)
 
     # ---- 32 or 64-bit internal indexing -----------------------------------------------------
@@ -425,7 +473,9 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         block=tuple(block), grid=(grid_x, nchunks, 1), shared_mem=shared,
         chunk=chunk, nchunks=nchunks, passes=passes,
         finish_block=finish_block, finish_grid=finish_grid, finish_shared_mem=finish_shared,
-        write_chunk=write_chunk, key_itemsize=key_size, narrow_loads=bool(narrow),
+        write_chunk=write_chunk, key_itemsize=key_size,
+        pidx_itemsize=partial_index_width(red_t, chunk, 8 if use_64bit else 4),
+        narrow_loads=bool(narrow),
         last_block=last_block,
     )
 

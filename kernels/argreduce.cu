@@ -40,6 +40,21 @@
 // are zeroed by the host in stream order before every launch (cupyops._gpu_argreduce), so a
 // CUDA-graph replay starts clean; the kernel never resets them.
 //
+// Partials (modes 1 and 3) are compact, two arrays (structure of arrays), slot c * n_out + group
+// for chunk c (grid.y), so neighbouring groups' partials are neighbours:
+//   pkey: the ordering key at the value's own width (ArType<T>::bits: 1 byte for bool and 8-bit
+//         integers, 2 for 16-bit types; wider values' keys have that width already). A key of a
+//         <= 2-byte value fits those bits: the value keys are a bijection on them, and the NaN
+//         keys (all ones, or 0 for nanarg*) truncate to all ones and 0, which no
+//         float16/bfloat16 number's key reaches (float16 keys of numbers lie in
+//         [0x03ff, 0xfc00], bfloat16's in [0x007f, 0xff80]), so the order of the truncated keys
+//         is the order of the keys.
+//   pidx: the winner's logical index minus the logical index of the chunk's first position
+//         (ar_chunk_lid), two's complement at p.pidx_width bytes (1, 2, 4 or 8), chosen by the
+//         planner to hold any such difference within a chunk.
+// The column kernel with several groups a thread stores a block's partials (and indices) from
+// shared memory, one group a thread in group order, so a warp's stores are contiguous.
+//
 // Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
 // cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
 //
@@ -109,6 +124,7 @@ struct ArParams {
     int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)
     int narrow_in, narrow_out;  // complex read / one-hot written as two half-width words: the
                                 // data is only element-aligned (cupyops._plan_argreduce)
+    int pidx_width;             // bytes of a partial's relative index (1, 2, 4 or 8)
     long long k_size[AR_MAX_DIMS], k_in[AR_MAX_DIMS], k_out[AR_MAX_DIMS];
     long long d_size[AR_MAX_DIMS], d_in[AR_MAX_DIMS], d_w[AR_MAX_DIMS], d_step[AR_MAX_DIMS];
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
@@ -851,6 +867,26 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
             return;
         }
     }
+    if constexpr (sizeof(B) == 16) {
+        // complex128, 16-byte aligned here: one 16-byte store a value, a copy of one of two
+        // aligned vectors (the 8-byte aligned u128 would be two 8-byte stores, each touching the
+        // sectors of the whole warp's range; so would a vector assembled from two words under
+        // the host compiler of cupyops.simt)
+        typedef cuo::vec_bytes<16> V;
+        V* ov = reinterpret_cast<V*>(o);
+        V onev, zerov;
+        onev.w[0] = one.lo;
+        onev.w[1] = one.hi;
+        zerov.w[0] = 0;
+        zerov.w[1] = 0;
+        for (U q = q0; q < q1; q += qstep) {
+            V* a = ov + (I)(group_out + od.off);
+            cuo::vec_align_check<V>(a);
+            *a = (od.lid == (U)win) ? onev : zerov;
+            od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+        }
+        return;
+    }
     for (U q = q0; q < q1; q += qstep) {
         o[(I)(group_out + od.off)] = (od.lid == (U)win) ? one : B();
         od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
@@ -873,14 +909,77 @@ __device__ __forceinline__ K ar_load_volatile(const K* a)
     }
 }
 
+// The logical index of chunk c's first position (the reference of the partials' indices).
+template <class U>
+__device__ __forceinline__ U ar_chunk_lid(U c, const ArParams& p)
+{
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(c * (U)p.chunk, p.nd, p.d_size, p.d_in, p.d_w);
+    return (U)p.index_base + od.lid;
+}
+
+// Store one compact partial (see the top comment): the key at the value's width, the index
+// relative to `base` (ar_chunk_lid of the slot's chunk) at p.pidx_width bytes.
+template <class T, class I>
+__device__ __forceinline__ void ar_store_partial(void* pkey, void* pidx,
+                                                 typename cuo::unsigned_of<I>::type slot,
+                                                 const typename ArType<T>::key& k, I i,
+                                                 typename cuo::unsigned_of<I>::type base,
+                                                 int width)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    reinterpret_cast<B*>(pkey)[slot] = (B)k;
+    const U r = (U)i - base;
+    if (width == 1)
+        reinterpret_cast<cuo::u8*>(pidx)[slot] = (cuo::u8)r;
+    else if (width == 2)
+        reinterpret_cast<cuo::u16*>(pidx)[slot] = (cuo::u16)r;
+    else if (width == 4)
+        reinterpret_cast<cuo::u32*>(pidx)[slot] = (cuo::u32)r;
+    else
+        reinterpret_cast<cuo::u64*>(pidx)[slot] = (cuo::u64)r;
+}
+
+template <class W, bool VOL>
+__device__ __forceinline__ W ar_load_word(const void* a, long long slot)
+{
+    if constexpr (VOL) return ar_load_volatile(reinterpret_cast<const W*>(a) + slot);
+    else return reinterpret_cast<const W*>(a)[slot];
+}
+
+// Load one compact partial: (key, logical index). VOL: volatile loads (decode's last block
+// reads partials other blocks wrote).
+template <class T, class I, bool VOL>
+__device__ __forceinline__ void ar_load_partial(const void* pkey, const void* pidx,
+                                                typename cuo::unsigned_of<I>::type slot,
+                                                typename cuo::unsigned_of<I>::type base,
+                                                int width, typename ArType<T>::key& k, I& i)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    const long long s = (long long)slot;
+    k = (K)ar_load_word<B, VOL>(pkey, s);
+    U r;                                             // sign-extended to U
+    if (width == 1)
+        r = (U)(I)(signed char)ar_load_word<cuo::u8, VOL>(pidx, s);
+    else if (width == 2)
+        r = (U)(I)(short)ar_load_word<cuo::u16, VOL>(pidx, s);
+    else if (width == 4)
+        r = (U)(I)(int)ar_load_word<cuo::u32, VOL>(pidx, s);
+    else
+        r = (U)ar_load_word<cuo::u64, VOL>(pidx, s);
+    i = (I)(base + r);
+}
+
 // Decode mode (a whole block per group, grid.y chunks): store this block's partial of group o,
 // draw the group's ticket; the last block to finish combines the group's nchunks partials (the
 // same ar_better order, so the answer does not depend on which block is last) and stores the
 // index. Every thread of the block calls it (`best` is the block's best in every thread).
 template <class T, class I>
-__device__ __forceinline__ void ar_last_block(void* __restrict__ out,
-                                              typename ArType<T>::key* __restrict__ pkey,
-                                              I* __restrict__ pidx,
+__device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __restrict__ pkey,
+                                              void* __restrict__ pidx,
                                               unsigned int* __restrict__ allnan,
                                               const ArParams& p,
                                               typename cuo::unsigned_of<I>::type o,
@@ -892,8 +991,8 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out,
     const bool last = p.last != 0;
     if (threadIdx.x == 0) {
         const U slot = (U)blockIdx.y * (U)p.n_out + o;
-        pkey[slot] = best.k;
-        pidx[slot] = best.i;
+        ar_store_partial<T, I>(pkey, pidx, slot, best.k, best.i, ar_chunk_lid<U>((U)blockIdx.y, p),
+                               p.pidx_width);
         __threadfence();                             // release: the partial before the ticket
         const unsigned int ticket = atomicAdd(allnan + 1 + o, 1u);
         const unsigned int is_last = ticket == (unsigned int)(p.nchunks - 1) ? 1u : 0u;
@@ -904,8 +1003,11 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out,
     if (!ar_is_last) return;
     best.clear(last);
     for (U c = (U)threadIdx.x; c < (U)p.nchunks; c += (U)blockDim.x) {
-        const U s = c * (U)p.n_out + o;
-        best.take(ar_load_volatile(pkey + s), ar_load_volatile(pidx + s), last);
+        typename ArType<T>::key k;
+        I i;
+        ar_load_partial<T, I, true>(pkey, pidx, c * (U)p.n_out + o, ar_chunk_lid<U>(c, p),
+                                    p.pidx_width, k, i);
+        best.take(k, i, last);
     }
     ar_block_combine(best, last);
     if (threadIdx.x == 0) {
@@ -920,9 +1022,8 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out,
 
 template <class T, class I>
 __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict__ out,
-                                       typename ArType<T>::key* __restrict__ pkey,
-                                       I* __restrict__ pidx, unsigned int* __restrict__ allnan,
-                                       const ArParams& p)
+                                       void* __restrict__ pkey, void* __restrict__ pidx,
+                                       unsigned int* __restrict__ allnan, const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
@@ -962,9 +1063,9 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
             ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
             ar_flag_all_nan(allnan, best.k, p);
         } else {
-            const U slot = (U)blockIdx.y * (U)p.n_out + o;
-            pkey[slot] = best.k;
-            pidx[slot] = best.i;
+            const U c = (U)blockIdx.y;
+            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o, best.k, best.i,
+                                   ar_chunk_lid<U>(c, p), p.pidx_width);
         }
     }
 }
@@ -1240,12 +1341,45 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
     }
 }
 
+// The column kernel's results (index, or partial of chunk blockIdx.y) when a thread holds VC > 1
+// groups: after ar_column_combine, row 0 of its shared arrays holds the block's blockDim.x * VC
+// bests in group order, so thread t (linear in the block) stores group t's and a warp's stores
+// are contiguous (from registers, each store would stride VC groups).
+template <class T, class I, int VC>
+__device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* __restrict__ pkey,
+                                                  void* __restrict__ pidx,
+                                                  unsigned int* __restrict__ allnan,
+                                                  const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::key K;
+    K* sk;
+    I* si;
+    cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), blockDim.x * blockDim.y * VC, sk,
+                    si);
+    const U n = (U)blockDim.x * (U)VC;                  // more than the block's threads when
+    const U g0 = (U)blockIdx.x * n;                      // blockDim.y < VC (groups of 2)
+    for (U t = (U)threadIdx.y * (U)blockDim.x + (U)threadIdx.x; t < n && g0 + t < (U)p.n_out;
+         t += (U)blockDim.x * (U)blockDim.y) {
+        const U g = g0 + t;
+        if (p.mode == AR_MODE_INDEX) {
+            U in_off, out_off;
+            ar_kept_offsets<U>(g, p, in_off, out_off);
+            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)si[t], p.out_width);
+            ar_flag_all_nan(allnan, sk[t], p);
+        } else {
+            const U c = (U)blockIdx.y;
+            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + g, sk[t], si[t],
+                                   ar_chunk_lid<U>(c, p), p.pidx_width);
+        }
+    }
+}
+
 // Column kernel body: thread (x, y) of block (bx, by) owns the VC groups starting at output
 // (bx * blockDim.x + x) * VC and the positions y, y + blockDim.y, ... of chunk by.
 template <class T, class I, int VC>
 __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __restrict__ out,
-                                            typename ArType<T>::key* __restrict__ pkey,
-                                            I* __restrict__ pidx,
+                                            void* __restrict__ pkey, void* __restrict__ pidx,
                                             unsigned int* __restrict__ allnan, const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
@@ -1276,6 +1410,10 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
                                         (U)blockDim.y, p, flip, best);
     }
     ar_column_combine(best, last);
+    if (VC > 1 && p.mode != AR_MODE_HARDMAX && blockDim.y > 1) {
+        ar_col_store_smem<T, I, VC>(out, pkey, pidx, allnan, p);
+        return;
+    }
     if (!valid) return;
 
     const U ostep = (U)p.k_out[0];   // the VC groups are neighbours along kept dimension 0
@@ -1289,9 +1427,9 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
                 ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
                 ar_flag_all_nan(allnan, best[j].k, p);
             } else {
-                const U slot = (U)blockIdx.y * (U)p.n_out + o + (U)j;
-                pkey[slot] = best[j].k;
-                pidx[slot] = best[j].i;
+                const U c = (U)blockIdx.y;
+                ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o + (U)j, best[j].k,
+                                       best[j].i, ar_chunk_lid<U>(c, p), p.pidx_width);
             }
         }
     }
@@ -1299,9 +1437,8 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
 
 template <class T, class I>
 __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict__ out,
-                                       typename ArType<T>::key* __restrict__ pkey,
-                                       I* __restrict__ pidx, unsigned int* __restrict__ allnan,
-                                       const ArParams& p)
+                                       void* __restrict__ pkey, void* __restrict__ pidx,
+                                       unsigned int* __restrict__ allnan, const ArParams& p)
 {
     // values narrower than 4 bytes: 4-byte loads covering 4 / sizeof(T) neighbouring groups
     constexpr int S = (int)sizeof(T);
@@ -1318,9 +1455,8 @@ __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict
 // and, for the column layouts, coalesced one-hot writes), y over the chunks' partials and then
 // over the group's positions; grid.y splits the one-hot write of big groups.
 template <class T, class I>
-__device__ __forceinline__ void ar_finish(void* __restrict__ out,
-                                          const typename ArType<T>::key* __restrict__ pkey,
-                                          const I* __restrict__ pidx,
+__device__ __forceinline__ void ar_finish(void* __restrict__ out, const void* __restrict__ pkey,
+                                          const void* __restrict__ pidx,
                                           unsigned int* __restrict__ allnan, const ArParams& p)
 {
     typedef typename cuo::unsigned_of<I>::type U;
@@ -1333,8 +1469,11 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out,
     best[0].clear(last);
     if (valid) {
         for (U c = ty; c < (U)p.nchunks; c += (U)blockDim.y) {
-            const U slot = c * (U)p.n_out + o;
-            best[0].take(pkey[slot], pidx[slot], last);
+            K k;
+            I i;
+            ar_load_partial<T, I, false>(pkey, pidx, c * (U)p.n_out + o, ar_chunk_lid<U>(c, p),
+                                         p.pidx_width, k, i);
+            best[0].take(k, i, last);
         }
     }
     ar_column_combine(best, last);
@@ -1358,26 +1497,24 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out,
 
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
-argreduce_row(const T* __restrict__ x, void* __restrict__ out,
-              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx,
-              unsigned int* __restrict__ allnan, ArParams p)
+argreduce_row(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
+              void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
     ar_row<T, I>(x, out, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
-argreduce_col(const T* __restrict__ x, void* __restrict__ out,
-              typename ArType<T>::key* __restrict__ pkey, I* __restrict__ pidx,
-              unsigned int* __restrict__ allnan, ArParams p)
+argreduce_col(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
+              void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
     ar_col<T, I>(x, out, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
 __global__ void __launch_bounds__(256, 4)
-argreduce_finish(void* __restrict__ out, const typename ArType<T>::key* __restrict__ pkey,
-                 const I* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
+argreduce_finish(void* __restrict__ out, const void* __restrict__ pkey,
+                 const void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
     ar_finish<T, I>(out, pkey, pidx, allnan, p);
 }

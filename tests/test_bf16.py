@@ -73,6 +73,24 @@ def test_kernels_every_case(monkeypatch):
     assert check_kernels(np.ascontiguousarray(a.T), (0,)) == {"split"}
 
 
+def test_compact_partials(monkeypatch):
+    """Split plans keep bf16 partial keys in 2 bytes (NaN's all-ones key truncates above every
+    number's) and relative indices in 1 or 2: NaN, infinities and ties across chunks."""
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(2)
+    widths = set()
+    for x, axes in ((tiny_bf16(rng, (1025, 8), nan=0.001), (0,)),
+                    (tiny_bf16(rng, (3, 1025), nan=0.0), (1,)),
+                    (tiny_bf16(rng, (1025, 8))[::-1], (0,))):
+        with _trace.recording() as t:
+            G.argreduce(BE, x, axes, kind="max", tie="first", index_dtype=np.dtype(np.int64))
+        plan = t.plans[0]
+        assert plan.case == "split" and plan.key_itemsize == 2, plan
+        widths.add(plan.pidx_itemsize)
+        assert check_kernels(x, axes) == {"split"}
+    assert widths >= {1, 2}
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
 def test_kernels_schedules(schedule, monkeypatch):
     x = tiny_bf16(np.random.default_rng(6), (4, 1500))

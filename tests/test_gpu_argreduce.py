@@ -415,7 +415,7 @@ def test_hardmax_fused_is_one_launch_and_writes_out():
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
-@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "complex128"])
 def test_hardmax_writes_each_output_once_in_whole_sectors(dtype, split, monkeypatch):
     if split:
         monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
@@ -855,3 +855,174 @@ def test_decode_64bit_indexing():
             y = nan_values(rng, shape, np.float64)
             r, t = decode_run(y, "min", "last", nan=True, force_64bit=True)
             np.testing.assert_array_equal(r, ref_argreduce(y, (1,), "min", "last", nan=True))
+
+
+# ---------------------------------------------------------------------------- compact partials
+# Split plans store per-chunk partials as the key at the value's own width and the index
+# relative to the chunk's first position at 1, 2, 4 or 8 bytes (kernels/argreduce.cu).
+
+COMPACT_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "float16", "float32"]
+
+
+def split_run(x, axes, kind="max", tie="first", **kw):
+    """argmin/argmax that must take the split path; returns (result, plan)."""
+    r, t = run(x, axes, kind, tie, **kw)
+    plan = t.plans[0]
+    assert plan.case == "split" and plan.passes == 2 and len(t.launches) == 2, plan
+    assert t.launches[1][0].startswith("argreduce_finish<")
+    assert plan.key_itemsize == x.dtype.itemsize
+    return r, plan
+
+
+def _compact_layouts(rng, dtype):
+    """(array, axes) whose split plans cover: the column kernel with several groups a thread,
+    one group a thread, the row kernel (block teams), a flipped axis (negative relative
+    indices), and two reduced dimensions with permuted weights (digits that wrap)."""
+    a = aligned(tiny_values(rng, (1025, 8), dtype))
+    b = aligned(tiny_values(rng, (3, 1025), dtype))
+    c = aligned(tiny_values(rng, (40, 33, 3), dtype))
+    return ((a, (0,)), (a[:, :3], (0,)), (a[::-1], (0,)), (b, (1,)), (b[:, ::-1], (1,)),
+            (c.transpose(1, 0, 2), (0, 1)), (np.asfortranarray(b), (0, 1)))
+
+
+@pytest.mark.parametrize("dtype", COMPACT_DTYPES)
+def test_compact_partials_every_narrow_dtype(dtype, monkeypatch):
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(40)
+    widths = set()
+    for x, axes in _compact_layouts(rng, dtype):
+        _, plan = split_run(x, axes)
+        widths.add(plan.pidx_itemsize)
+        assert check_all(x, axes) == {"split"}
+    assert widths >= {1, 2}, widths         # 1- and 2-byte relative indices both ran
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
+def test_compact_partials_under_schedules(schedule, monkeypatch):
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(41)
+    with simt.schedule(schedule):
+        for dtype in ("int8", "float16", "uint16"):
+            for x, axes in _compact_layouts(rng, dtype)[:4]:
+                split_run(x, axes)
+                assert check_all(x, axes) == {"split"}
+
+
+@pytest.mark.parametrize("n", [31, 32, 33, 1023, 1025])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "float16"])
+def test_compact_partials_chunk_boundaries(n, dtype, monkeypatch):
+    """Group sizes around warp and block multiples with small chunks (every split the planner
+    can make with one position per thread): the winner and its ties on either side of a chunk
+    boundary."""
+    opts = dict(SPLIT_SMALL)
+    monkeypatch.setattr(G, "PLAN_OPTIONS", opts)
+    rng = np.random.default_rng(n)
+    x = aligned(tiny_values(rng, (n, 128), dtype))    # 8 threads along y: chunks of n / 8
+    _, plan = split_run(x, (0,))
+    assert plan.nchunks > 1 and plan.chunk < n
+    for c in range(1, plan.nchunks):          # ties straddling every chunk boundary
+        lo = c * plan.chunk
+        x[lo - 1:lo + 1, 1] = x[:, 1].max()
+        x[lo - 1:lo + 1, 2] = x[:, 2].min()
+    assert check_all(x, (0,)) == {"split"}
+    y = aligned(tiny_values(rng, (4, n), dtype))
+    r, t = run(y, (1,))
+    if t.plans[0].case == "split":
+        assert check_all(y, (1,)) == {"split"}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_compact_partials_nanarg_all_nan_chunks(dtype, monkeypatch):
+    """nanargmin/nanargmax: chunks of only NaN (key 0 at the value's width) lose to any number
+    of another chunk; a group of only NaN still raises."""
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(42)
+    x = aligned(nan_values(rng, (1025, 4), dtype, frac=0.2))
+    x[:, 0] = np.nan
+    x[1000, 0] = -np.inf                       # the only number: in the last chunk
+    x[:, 1] = np.nan
+    x[[2, 5], 1] = 0.0                         # numbers in the first chunk only
+    x[:, 2] = np.nan
+    x[[300, 900], 2] = np.inf
+    _, plan = split_run(x, (0,))
+    assert plan.nchunks >= 3
+    assert check_nan(x, (0,)) == {"split"}
+    r, _ = run_nan(x, (0,), "max", "first")
+    assert list(r[:3]) == [1000, 2, 300]
+    x[:, 3] = np.nan
+    for kind in KINDS:
+        with pytest.raises(ValueError, match="All-NaN slice encountered"):
+            run_nan(x, (0,), kind, "last")
+
+
+def test_compact_partials_64bit_indexing(monkeypatch):
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(43)
+    widths = set()
+    for dtype in ("int8", "float16", "float64"):
+        for x, axes in _compact_layouts(rng, dtype):
+            _, plan = split_run(x, axes, force_64bit=True)
+            assert plan.use_64bit
+            widths.add(plan.pidx_itemsize)
+            for kind in KINDS:
+                for tie in TIES:
+                    r, t = run(x, axes, kind, tie, force_64bit=True)
+                    assert "long long" in t.launches[0][0]
+                    np.testing.assert_array_equal(r, fast_ref(x, axes, kind, tie))
+            h, _ = run_hm(x, axes, "last", force_64bit=True)
+            np.testing.assert_array_equal(h, fast_hardmax(x, axes, "last"))
+    assert widths >= {1, 2}, widths
+
+
+def test_compact_partials_stored_coalesced(monkeypatch):
+    """The column kernel's partials (4 groups a thread for int8) are stored from shared memory
+    one group a lane: each warp's store covers the fewest sectors, and the finish reads them
+    the same way."""
+    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    rng = np.random.default_rng(44)
+    x = aligned(tiny_values(rng, (1025, 256), np.int8))
+    with simt.record_traffic() as rec, _trace.recording() as t:
+        r = G.argreduce(BE, x, (0,), kind="max", tie="first", index_dtype=np.dtype(np.int64))
+    np.testing.assert_array_equal(r, fast_ref(x, (0,), "max", "first"))
+    plan = t.plans[0]
+    assert plan.case == "split" and plan.vec == 4 and plan.pidx_itemsize == 1
+    first, finish = rec.launches
+    # the partials: nchunks rows of 256 one-byte keys and 256 one-byte indices
+    assert first.requested_bytes_store == plan.nchunks * 256 * 2
+    assert first.sectors_store == plan.nchunks * 256 * 2 // 32
+    assert finish.requested_bytes_load == plan.nchunks * 256 * 2
+    assert finish.sectors_load == plan.nchunks * 256 * 2 // 32
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_column_indices_stored_coalesced(dtype, index_dtype):
+    """The column kernel with several groups a thread (4-byte loads of 1- and 2-byte values)
+    stores its indices one group a lane: every output byte once, in the fewest sectors."""
+    rng = np.random.default_rng(45)
+    x = aligned(tiny_values(rng, (64, 512), dtype))
+    out = aligned(np.zeros((512,), index_dtype))
+    with simt.record_traffic() as rec:
+        r, t = run(x, (0,), "min", "last", index_dtype, out=out)
+    assert r is out
+    np.testing.assert_array_equal(out.astype(np.int64), fast_ref(x, (0,), "min", "last"))
+    plan = t.plans[0]
+    assert plan.case == "column" and plan.vec == 4 // x.dtype.itemsize
+    (launch,) = rec.launches
+    assert launch.requested_bytes_store == out.nbytes
+    assert launch.sectors_store == out.nbytes // 32
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", ["int8", "bool", "uint16", "float16"])
+def test_column_short_groups_store_every_index(n, dtype):
+    """Groups of 2 give a column block fewer y threads (2) than groups a thread (4 for 1-byte
+    values): the block's indices are still all stored from shared memory."""
+    rng = np.random.default_rng(46)
+    x = aligned(tiny_values(rng, (n, 256), dtype))
+    r, t = run(x, (0,))
+    assert t.plans[0].case == "column" and t.plans[0].vec == 4 // x.dtype.itemsize
+    assert check_all(x, (0,)) == {"column"}
+    if x.dtype.kind == "f":
+        check_nan(aligned(nan_values(rng, (n, 256), dtype, frac=0.2)) if n > 3 else
+                  aligned(np.where(np.isnan(x), 0, x).astype(dtype)), (0,))

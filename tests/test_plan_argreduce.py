@@ -11,7 +11,8 @@ import pytest
 
 from cupyops import _layout
 from cupyops._backend import H100_PROPS, DeviceProps
-from cupyops._plan_argreduce import LIMIT_32, plan_argreduce, step_digits
+from cupyops._plan_argreduce import (LIMIT_32, partial_index_bound, partial_index_width,
+                                     plan_argreduce, step_digits)
 from ref_argreduce import ref_argreduce, ref_hardmax
 
 A100 = DeviceProps(name="A100 (test)", cc=(8, 0), sm_count=108, max_threads_per_block=1024,
@@ -231,7 +232,7 @@ def test_split_keeps_scratch_small_against_the_input():
             if p.passes == 1:
                 continue
             reads = p.finish_grid[1]
-            scratch = p.n_out * p.nchunks * (p.key_itemsize + p.index_itemsize) * (1 + reads)
+            scratch = p.n_out * p.nchunks * (p.key_itemsize + p.pidx_itemsize) * (1 + reads)
             busy = 1 if hardmax else -(-2 * sm // p.grid[0])
             assert (64 * scratch <= p.n_out * p.group * itemsize
                     or p.nchunks <= busy), (shape, itemsize, hardmax, p.grid)
@@ -246,6 +247,64 @@ def test_split_keeps_scratch_small_against_the_input():
                              hardmax=True).passes == 1
     # the ratio is a knob: 0 restores the unconstrained split
     assert plan_abstract((1024, 1024), (1024, 1), 1, (0,), min_scratch_ratio=0).passes == 2
+
+
+def test_partial_index_bound_holds_for_every_chunk():
+    """A compact partial stores the winner's logical index minus that of its chunk's first
+    position: brute force over every chunk size and chunk of random reduced lists (any weights,
+    negative ones too, as flips leave them) that the bound holds, so the planned width does."""
+    rng = np.random.default_rng(3)
+    for _ in range(120):
+        nd = int(rng.integers(1, 4))
+        sizes = [int(n) for n in rng.integers(2, 7, nd)]
+        weights = [int(w) * int(rng.choice([-1, 1])) for w in rng.integers(1, 40, nd)]
+        red = tuple((n, 1, w) for n, w in zip(sizes, weights))
+        group = math.prod(sizes)
+        pos = np.arange(group)
+        lids = np.zeros(group, np.int64)
+        r = pos.copy()
+        for i, (n, w) in enumerate(zip(sizes, weights)):
+            d = r if i == nd - 1 else r % n
+            r = r // n
+            lids += d * w
+        for chunk in range(1, group + 1):
+            worst = max(int(np.abs(lids[c0:c0 + chunk] - lids[c0]).max())
+                        for c0 in range(0, group, chunk))
+            assert worst <= partial_index_bound(red, chunk), (red, chunk)
+    # one reduced dimension (the first axis of a matrix): exact
+    assert partial_index_bound(((1024, 1024, 1),), 128) == 127
+    assert partial_index_bound(((1024, 4, -1),), 128) == 127
+    assert partial_index_bound(((100, 1, 3),), 1000) == 297
+    # digits that cannot wrap (chunks aligned to the inner period) move only as far as the chunk
+    assert partial_index_bound(((8, 1, 100), (64, 8, 1)), 16) == 7 * 100 + 1
+    assert partial_index_bound(((8, 1, 100), (64, 8, 1)), 12) == 7 * 100 + 2
+
+
+def test_partial_index_width():
+    assert partial_index_width(((1024, 1024, 1),), 128, 4) == 1
+    assert partial_index_width(((1024, 1024, 1),), 129, 4) == 2
+    assert partial_index_width(((1024, 1024, -1),), 1024, 4) == 2
+    assert partial_index_width(((1 << 20, 1, 1),), 1 << 16, 4) == 4
+    assert partial_index_width(((1 << 20, 1, 1),), 1 << 16, 8) == 4
+    assert partial_index_width(((1 << 33, 1, 1),), 1 << 32, 8) == 8
+    assert partial_index_width(((1 << 20, 1, 1),), 1 << 20, 4) == 4     # never wider than I
+    # the plans: int8 and float16 1024 x 1024 over the first axis split into chunks of 128
+    # positions, whose partials take a 1-byte index and a key of the value's width
+    for itemsize in (1, 2, 4, 8, 16):
+        p = plan_abstract((1024, 1024), (1024, 1), itemsize, (0,))
+        assert p.case == "split" and p.key_itemsize == itemsize
+        assert p.pidx_itemsize == partial_index_width(p.red, p.chunk, 4)
+        if p.chunk <= 128:
+            assert p.pidx_itemsize == 1, p
+
+
+def test_contiguous_chunks_start_on_sectors():
+    # decode and split chunks of a contiguous reduction are whole 32-byte sectors
+    for itemsize in (1, 2, 4, 8, 16):
+        for shape in ((8, 131072), (1, 100003), (4, 1 << 22), (1 << 24,)):
+            p = plan_abstract(shape, [shape[-1], 1][-len(shape):], itemsize, (len(shape) - 1,))
+            if p.nchunks > 1:
+                assert (p.chunk * itemsize) % 32 == 0 and p.chunk % p.vec == 0, (shape, p)
 
 
 def test_full_reduction_of_f_order_is_split_with_weights():

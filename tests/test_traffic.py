@@ -336,3 +336,49 @@ def test_decode_shapes_modelled_time(rows):
     f = traffic.traffic_fields(list(rec.launches), [x], [r], op="argmax", case="decode")
     assert f["launches"] == 1 and f["per_launch"][0]["grid"][1] >= 2
     assert f["model_seconds"] <= 1.3 * f["model_min_seconds"], f
+
+
+# --------------------------------------------------------------------------------------------
+# the argreduce / hardmax goal: <= 1.05x the minimum in every layout (issue 15)
+# --------------------------------------------------------------------------------------------
+
+#: the benchmark's layouts at its "quick" size: (op, layout, shape, axis)
+GOAL_LAYOUTS = [("argmax", "first", (1024, 1024), 0), ("argmax", "last", (1024, 1024), 1),
+                ("argmax", "middle", (16, 64, 64, 16), (1, 2)),
+                ("argmax", "all", (1024, 1024), None), ("argmin", "first", (1024, 1024), 0),
+                ("hardmax", "first", (1024, 1024), 0), ("hardmax", "last", (1024, 1024), 1),
+                ("hardmax", "middle", (64, 256, 64), 1),
+                # the benchmark's small and tiny sizes: one column launch, whose indices are
+                # stored one group a lane (4 groups a thread for 1-byte values)
+                ("argmax", "first-small", (256, 1024), 0), ("argmax", "first-tiny", (32, 128), 0)]
+GOAL_DTYPES = ["int8", "bool", "uint8", "int16", "uint16", "float16", "float32", "float64",
+               "complex64", "complex128"]
+
+
+@pytest.mark.parametrize("dtype", GOAL_DTYPES)
+@pytest.mark.parametrize("op, layout, shape, axis", GOAL_LAYOUTS,
+                         ids=[f"{o}-{l}" for o, l, _, _ in GOAL_LAYOUTS])
+def test_argreduce_traffic_goal(op, layout, shape, axis, dtype):
+    """Sectors touched by every launch of the call (partials, tickets and flags included)
+    within 1.05x of the distinct sectors of the input and the output. First-axis argmax of a
+    matrix splits its groups: its compact partials (1-byte relative index, key at the value's
+    width) stored and loaded coalesced keep it there (16-byte partials cost 1.31x for int8)."""
+    simt = _simt()
+    import cupyops
+    from cupyops import _trace
+    from cupyops.bench import bench
+    dt = np.dtype(dtype)
+    x = aligned(shape, dt)
+    x[...] = bench._values(np.random.default_rng(15), dt, shape)
+    f = getattr(cupyops, op)
+    with bench.cupy_like_simt_allocations(), simt.record_traffic() as rec, \
+            _trace.recording() as t:
+        r = f(x, axis=axis, device="simt")
+    np.testing.assert_array_equal(r, f(x, axis=axis, device="cpu"))
+    plan = t.plans[0]
+    if op != "hardmax" and layout == "first":
+        assert plan.case == "split" and len(rec.launches) == 2
+        assert plan.key_itemsize == dt.itemsize and plan.pidx_itemsize == 1
+    fl = traffic.traffic_fields(list(rec.launches), [x], [r], op=op, case=layout)
+    assert fl["goal"] == 1.05
+    assert fl["sectors_ratio"] <= 1.05, (fl["sectors_ratio"], plan)
