@@ -222,6 +222,7 @@ class ArgreduceLaunches:
     out_dtype: np.dtype
     nan_skip: bool
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
+    out_align: int = 1         # the alignment an out= must have (the kernels' store width)
 
 
 def _scratch_views(arrays):
@@ -278,7 +279,8 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
         plan=plan, value_dtype=vdt, main=main, main_cfg=main_cfg, params=params, finish=finish,
         finish_cfg=finish_cfg, finish_params=fparams, scratch=scratch,
         out_shape=x.shape if hardmax else kept_shape, out_dtype=out_dtype,
-        nan_skip=bool(nan_skip), zero_flags=bool(nan_skip) or plan.last_block)
+        nan_skip=bool(nan_skip), zero_flags=bool(nan_skip) or plan.last_block,
+        out_align=_element_align(out_dtype) if narrow_out else out_dtype.itemsize)
     return backend.plans.put(key, launches)
 
 
@@ -298,11 +300,21 @@ def runner(backend, launches: ArgreduceLaunches):
     grid, block, smem = launches.main_cfg
     finish, fparams = launches.finish, launches.finish_params
     fgrid, fblock, fsmem = launches.finish_cfg or (None, None, None)
+    out_align = launches.out_align
     empty, launcher = backend.empty, backend.launcher
     holder_for = _workspace.holder_for
 
     def run(x, workspace=None, out=None):
-        res = empty(out_shape, out_dtype) if out is None else out
+        if out is None:
+            res = empty(out_shape, out_dtype)
+        else:
+            # the kernels store whole outputs (complex128 one-hots: 16 bytes) unless prepared
+            # for a narrow out: a GPU faults on a store below its width's alignment
+            if data_ptr(out) % out_align:
+                raise ValueError(f"out's data pointer is not a multiple of {out_align} bytes, "
+                                 "which these launches were prepared for (prepare_hardmax "
+                                 "with this out)")
+            res = out
         holder = holder_for(backend, workspace)
         with holder._lock:
             pk, pi, flags, flag = holder.carve(scratch)

@@ -425,6 +425,11 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
         chunk = group
     if nchunks <= 1:
         nchunks, chunk = 1, group
+    # every chunk holds at least one position: a partial of an empty chunk would carry
+    # ArBest's "empty" marker, whose index a compact relative partial cannot represent
+    if (nchunks - 1) * chunk >= group:                     # pragma: no cover - an invariant
+        raise RuntimeError(f"plan_argreduce: chunk {chunk} x {nchunks} leaves an empty chunk "
+                           f"of a group of {group}")
 
     passes = 2 if nchunks > 1 and not last_block else 1
     if last_block:

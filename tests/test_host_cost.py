@@ -380,3 +380,23 @@ def test_numpy_out_not_element_aligned_takes_the_copy_path(call):
         want = np.argwhere(m)
         assert c is coords and int(count) == len(want)
         assert np.array_equal(coords[:len(want)], want) and (coords[len(want):] == 0).all()
+
+
+def test_launches_prepared_for_an_aligned_out_refuse_a_narrower_one():
+    """hardmax launches prepared without out= store whole 16-byte complex128 values; run into
+    an out at 8 mod 16 they would fault on a GPU: a ValueError instead (review finding). The
+    same out given when preparing gets the narrow stores and the right answer."""
+    from cupyops import _gpu_argreduce as G
+    be = _backend.get_backend("simt")
+    rng = np.random.default_rng(4)
+    x = (rng.integers(0, 3, (4, 9)) + 1j * rng.integers(0, 3, (4, 9))).astype(np.complex128)
+    raw = np.zeros(x.nbytes + 32, np.uint8)
+    out = np.ndarray(x.shape, x.dtype, raw, -raw.ctypes.data % 16 + 8)
+    kx, launches = G.prepare_hardmax(be, x, (1,), tie="first")
+    assert launches.out_align == 16
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        G.execute(be, launches, kx, out=out)
+    kx, launches = G.prepare_hardmax(be, x, (1,), tie="first", out=out)
+    assert launches.out_align == 8
+    G.execute(be, launches, kx, out=out)
+    assert np.array_equal(out, cupyops.hardmax(x, axis=1, device="cpu"))
