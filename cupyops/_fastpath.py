@@ -24,7 +24,7 @@ from . import _dispatch, _trace
 from ._backend import numpy_data_ptr as _data_ptr
 from ._cache import LRU
 
-__all__ = ["key", "get", "lookup", "remember", "clear", "CPU_SMALL"]
+__all__ = ["key", "lookup", "remember", "clear", "CPU_SMALL"]
 
 _ndarray = np.ndarray
 
@@ -55,12 +55,6 @@ _get, _move_to_end = _entries._d.get, _entries._d.move_to_end
 from . import _gpu_argreduce as _G  # noqa: E402
 
 
-class _PlanOptionsSet:
-    def __bool__(self):
-        return bool(_G.PLAN_OPTIONS)
-
-
-_plan_options = _PlanOptionsSet()
 _tuple = tuple
 
 
@@ -96,13 +90,6 @@ def key(x, device, workspace, out, *args):
         k = (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
              x.data.ptr % 16, x.data.device_id, _force_64bit.get())
     return k
-
-
-def get(k):
-    try:
-        return _entries.get(k)
-    except TypeError:          # an unhashable argument: the slow path says what is wrong
-        return None
 
 
 def lookup(x, device, workspace, out, *args):
@@ -143,7 +130,7 @@ def kernel_entry(backend, placement, x, kx, run, *, reshape=None):
     Only CuPy input and NumPy input on simt (a read-only view of it, as the slow path reads)."""
     if placement.kind == "cuda" and not placement.cupy_input:
         return None          # host-to-device and back: the slow path
-    if _plan_options:
+    if _G.PLAN_OPTIONS:
         return None
     if placement.cupy_input:
         if kx is not x:
