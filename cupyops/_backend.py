@@ -133,6 +133,9 @@ class Backend:
         #: the device's properties are part of every key; never memory (see _cache)
         self.plans = LRU(1024)
         self._dry_by_key: dict = {}
+        #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
+        #: layouts mostly repeat a configuration seen before
+        self._launches_checked: dict = {}
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -179,7 +182,17 @@ class Backend:
     def check_launch(self, expr, grid, block, shared_mem) -> tuple:
         """``(grid, block, shared_mem)`` normalised (tuples, int), or ``ValueError`` when this
         device cannot launch it."""
-        return self._check_launch(expr, grid, block, shared_mem)
+        key = (expr, grid, block, shared_mem)
+        try:
+            hit = self._launches_checked.get(key)
+        except TypeError:              # a list: checked (and converted) every time
+            return self._check_launch(expr, grid, block, shared_mem)
+        if hit is None:
+            hit = self._check_launch(expr, grid, block, shared_mem)
+            if len(self._launches_checked) >= 4096:
+                self._launches_checked.clear()
+            self._launches_checked[key] = hit
+        return hit
 
     def _check_launch(self, expr, grid, block, shared_mem) -> tuple:
         grid = _dims(grid, "grid")

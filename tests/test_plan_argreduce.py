@@ -420,3 +420,49 @@ def test_finish_pass_layout():
     assert p.case == "split" and p.kernel == "col" and p.finish_block == (32, 8, 1)
     p = plan_abstract((1 << 16, 4096), (4096, 1), 4, (0,))
     assert p.finish_block[0] == 32 and p.finish_block[1] <= 8 and p.finish_grid == (128, 1, 1)
+
+
+# ---------------------------------------------------------------------------- contiguous case
+
+def _contiguous_layouts():
+    """C-contiguous shapes of 1 to 4 dimensions (sizes 1, 3, 32, 1025 and a few large ones for
+    splits and decode plans) with every run of neighbouring axes."""
+    sizes = (1, 3, 32, 1025)
+    shapes = [(n,) for n in sizes] + [(a, b) for a in sizes for b in sizes]
+    shapes += [(a, b, c) for a in (1, 3, 32) for b in (1, 3, 1025) for c in (1, 32)]
+    shapes += [(2, 3, 1, 5), (3, 1, 33, 2), (1, 131072), (8, 131072), (131072, 8),
+               (3, 70000, 5), (2, 3, 40000, 2), (1 << 20, 3), (5, 1 << 21)]
+    for shape in shapes:
+        nd = len(shape)
+        for a0 in range(nd):
+            for a1 in range(a0 + 1, nd + 1):
+                yield shape, tuple(range(a0, a1))
+
+
+def test_contiguous_planner_gives_the_general_plan():
+    """plan_argreduce_contiguous (the first-call planner of C-contiguous inputs) against the
+    general sort-and-merge planner: the same plan, field by field, for every run of axes, value
+    size, hardmax, 64-bit switch, base alignment, device and test option."""
+    from cupyops._plan_argreduce import plan_argreduce_contiguous
+    import dataclasses
+    option_sets = [{}, dict(min_split_elements=0, min_work_per_thread=1),
+                   dict(min_split_elements=0, min_block_team_vecs=1, min_decode_block_vecs=1),
+                   dict(min_scratch_ratio=0, min_split_elements=0, min_decode_block_vecs=0)]
+    n = 0
+    for shape, axes in _contiguous_layouts():
+        for itemsize in (1, 2, 4, 8, 16):
+            strides = [itemsize * math.prod(shape[i + 1:]) for i in range(len(shape))]
+            for hardmax in (False, True):
+                for k, (f64, base, align, props) in enumerate((
+                        (False, 0, None, H100_PROPS), (True, 8, None, A100),
+                        (False, 4 % itemsize, itemsize // 2 or 1, H100_PROPS))):
+                    options = option_sets[(n + k) % len(option_sets)]
+                    kw = dict(force_64bit=f64, hardmax=hardmax, base_address=base,
+                              element_align=align, **options)
+                    want = plan_argreduce(shape, strides, itemsize, axes, props, **kw)
+                    got = plan_argreduce_contiguous(shape, itemsize, axes, props, **kw)
+                    assert dataclasses.asdict(got) == dataclasses.asdict(want), (
+                        shape, axes, itemsize, kw)
+                    assert got == want
+                    n += 1
+    assert n > 3000
