@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _bf16, _dispatch
 from . import _fastpath as _fast
+from . import _firstcall as _first
 
 HARDMAX_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -289,6 +290,11 @@ def _xp(placement):
 def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan=False,
                fast_key=None):
     opname = ("nanarg" if skip_nan else "arg") + kind
+    first = _first.lookup(fast_key, x)
+    if first is not None:     # a new layout of a layout class seen before
+        res = first(x, workspace, fast_key)
+        if res is not None:
+            return res
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, ARGREDUCE_DTYPES, opname, datetime=True)
     axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
@@ -348,11 +354,13 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
             run = _gpu_argreduce.runner(backend, launches)
             res = _gpu_argreduce.execute_into(run, cx, _kernel_out(out_kept, placement),
                                               workspace)
-            if cx is kin and not datetime:
-                _fast.remember(fast_key, _fast.kernel_entry(
-                    backend, placement, x, kin,
-                    _fast.recording_plan(run, launches.plan),
-                    reshape=result_shape if keepdims else None))
+            cached, prep = _fast.kernel_prep(placement, x, kin)
+            if cached and cx is kin and not datetime:
+                _fast.remember(fast_key, _gpu_argreduce.runner(
+                    backend, launches, entry=(prep, result_shape if keepdims else None)))
+                _first.remember(fast_key, x, _first.argreduce_class(
+                    backend, placement, axes, hardmax=False, kind=kind, tie=tie,
+                    index_dtype=index_dtype, skip_nan=skip_nan, keepdims=keepdims))
             res = _from_kernel_result(res, placement)
         if out is not None:
             _deliver(res, out_kept)
@@ -422,6 +430,11 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
 
 def _hardmax(x, axis, tie, out, device, workspace, fast_key):
     opname = "hardmax"
+    first = _first.lookup(fast_key, x)
+    if first is not None:     # a new layout of a layout class seen before
+        res = first(x, workspace, fast_key)
+        if res is not None:
+            return res
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, HARDMAX_DTYPES, opname)
     axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
@@ -452,10 +465,12 @@ def _hardmax(x, axis, tie, out, device, workspace, fast_key):
                 backend, kx, axes, tie=tie, force_64bit=_dispatch.force_64bit.get(), out=kout)
             run = _gpu_argreduce.runner(backend, launches)
             res = _gpu_argreduce.execute_into(run, cx, kout, workspace)
-            if cx is kx:
-                _fast.remember(fast_key, _fast.kernel_entry(
-                    backend, placement, x, kx,
-                    _fast.recording_plan(run, launches.plan)))
+            cached, prep = _fast.kernel_prep(placement, x, kx)
+            if cached and cx is kx:
+                _fast.remember(fast_key, _gpu_argreduce.runner(backend, launches,
+                                                               entry=(prep, None)))
+                _first.remember(fast_key, x, _first.argreduce_class(
+                    backend, placement, axes, hardmax=True, tie=tie))
             res = _from_kernel_result(res, placement)
             if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
                 res = res.astype(x.dtype)
@@ -510,6 +525,9 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
 
 def _count_nonzero(x, axis, keepdims, device, fast_key):
     opname = "count_nonzero"
+    res = _first.serve(fast_key, x, None)    # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
@@ -537,12 +555,13 @@ def _count_nonzero(x, axis, keepdims, device, fast_key):
             res = full
         else:
             res = _count_nonzero_distinct(x, axes, placement, opname, fast_key if x is x0 else None,
-                                          result_shape)
+                                          result_shape, keepdims)
     res = xp.asarray(res)
     return res.reshape(result_shape)
 
 
-def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_shape=None):
+def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_shape=None,
+                            keepdims=False):
     """count_nonzero over ``axes`` (non-empty) of a non-empty x on its placement."""
     if placement.kind == "cpu":
         from . import _cpu_nonzero
@@ -555,8 +574,11 @@ def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_sh
     run = _gpu_nonzero.count_runner(backend, kin, axes, force_64bit=force)
     res = run(kin)
     if fast_key is not None:
-        _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin,
-                                                    lambda kx, ws: run(kx), reshape=result_shape))
+        entry = _fast.kernel_entry(backend, placement, x, kin, lambda kx, ws: run(kx),
+                                   reshape=result_shape)
+        _fast.remember(fast_key, entry)
+        if entry is not None:
+            _first.remember(fast_key, x, _first.count_class(backend, placement, axes, keepdims))
     return _from_kernel_result(res, placement)
 
 
@@ -570,6 +592,9 @@ def argwhere(x, /, *, dtype=None, device=None):
 
 def _argwhere(x, dtype, device, fast_key):
     opname = "argwhere"
+    res = _first.serve(fast_key, x, None)    # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
@@ -596,8 +621,11 @@ def _argwhere(x, dtype, device, fast_key):
                                         force, keep_count=False)
         res = run(kin)[0]
         if fast_key is not None:
-            _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin,
-                                                        lambda kx, ws: run(kx)[0]))
+            entry = _fast.kernel_entry(backend, placement, x, kin, lambda kx, ws: run(kx)[0])
+            _fast.remember(fast_key, entry)
+            if entry is not None:
+                _first.remember(fast_key, x, _first.coordinates_class(
+                    backend, placement, index_dtype, layout=_gpu_nonzero.LAYOUT_ROWS))
         return _from_kernel_result(res, placement)
 
 
@@ -611,6 +639,9 @@ def nonzero(x, /, *, device=None):
 
 def _nonzero(x, device, fast_key):
     opname = "nonzero"
+    res = _first.serve(fast_key, x, None)    # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
@@ -638,8 +669,12 @@ def _nonzero(x, device, fast_key):
                                         force, keep_count=False)
         res = _gpu_nonzero.rows_of(run(kin)[0])
         if fast_key is not None:
-            _fast.remember(fast_key, _fast.kernel_entry(
-                backend, placement, x, kin, lambda kx, ws: _gpu_nonzero.rows_of(run(kx)[0])))
+            entry = _fast.kernel_entry(backend, placement, x, kin,
+                                       lambda kx, ws: _gpu_nonzero.rows_of(run(kx)[0]))
+            _fast.remember(fast_key, entry)
+            if entry is not None:
+                _first.remember(fast_key, x, _first.coordinates_class(
+                    backend, placement, index_dtype, layout=_gpu_nonzero.LAYOUT_COLS))
         return _from_kernel_result(tuple(res), placement)
 
 
@@ -662,6 +697,9 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
 
 def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fast_key):
     opname = "nonzero_coordinates"
+    res = _first.serve(fast_key, x, workspace)   # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     x0 = x
     _check_value_dtype(x, NONZERO_DTYPES, opname, datetime=True)
@@ -723,7 +761,12 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
             coords, count = run(kin, workspace, kernel_out)
             entry = run
         if fast_key is not None:
-            _fast.remember(fast_key, _fast.kernel_entry(backend, placement, x, kin, entry))
+            stored = _fast.kernel_entry(backend, placement, x, kin, entry)
+            _fast.remember(fast_key, stored)
+            if stored is not None:
+                _first.remember(fast_key, x, _first.coordinates_class(
+                    backend, placement, index_dtype, size=size, fill_value=fill_value,
+                    exact_count=size is None))
         return _deliver_all(_from_kernel_result((coords, count), placement), out)
 
 

@@ -3,10 +3,11 @@
 A public function first builds a key (:func:`key`) of everything its argument rules and its
 choice of path depend on: the input's type, shape, strides and dtype (and, for the kernel paths,
 its data pointer's alignment and device), every argument as given, ``device`` and
-``CUPYOPS_DEVICE``, and the ``force_64bit`` switch. On a hit the stored entry runs the call
-directly. The slow path stores an entry (:func:`remember`) only once it has accepted the very
-same arguments and chosen the path, so a bad input, which differs from every accepted one in
-some part of its key, always takes the slow path and fails there with its usual message.
+``CUPYOPS_DEVICE`` (and ``CUPYOPS_SIMT_CXX`` for the kernels on NumPy input), and the
+``force_64bit`` switch. On a hit the stored entry runs the call directly. The slow path stores
+an entry (:func:`remember`) only once it has accepted the very same arguments and chosen the
+path, so a bad input, which differs from every accepted one in some part of its key, always
+takes the slow path and fails there with its usual message.
 
 Entries hold what is derived from the layout (the kernels' prepared launches, or a NumPy
 composition for small inputs on the CPU path), never memory: scratch comes from the caller's
@@ -24,23 +25,27 @@ from . import _dispatch, _trace
 from ._backend import numpy_data_ptr as _data_ptr
 from ._cache import LRU
 
-__all__ = ["key", "lookup", "remember", "clear", "CPU_SMALL"]
+__all__ = ["key", "layout_class", "lookup", "remember", "clear", "kernel_prep", "kernel_entry",
+           "CPU_SMALL"]
 
 _ndarray = np.ndarray
 
 
-def _env_reader():
-    """``CUPYOPS_DEVICE`` as stored (bytes on POSIX), read straight from os.environ's mapping:
-    os.environ.get encodes the key on every call (half a microsecond of a cached call)."""
+def _env_reader(name):
+    """Environment variable ``name`` as stored (bytes on POSIX), read straight from os.environ's
+    mapping: os.environ.get encodes the key on every call (half a microsecond of a cached call)."""
     try:
-        data, key = os.environ._data, os.environ.encodekey("CUPYOPS_DEVICE")
+        data, key = os.environ._data, os.environ.encodekey(name)
         data.get(key)
     except (AttributeError, TypeError):  # pragma: no cover - another platform's os.environ
-        return lambda: os.environ.get("CUPYOPS_DEVICE")
+        return lambda: os.environ.get(name)
     return lambda: data.get(key)
 
 
-_env_device = _env_reader()
+_env_device = _env_reader("CUPYOPS_DEVICE")
+# the SIMT layer's compiler: a kernel-path call on NumPy input checks on the slow path that it
+# works (cupyops._devices.require), so a key made under one compiler is no key under another
+_env_simt_cxx = _env_reader("CUPYOPS_SIMT_CXX")
 _force_64bit = _dispatch.force_64bit
 
 #: the CPU path's NumPy compositions serve inputs of at most this many elements (larger ones
@@ -81,8 +86,8 @@ def key(x, device, workspace, out, *args):
                 return None
             k = (args, kinds, x.shape, x.strides, x.dtype, dev)
         else:
-            k = (args, kinds, x.shape, x.strides, x.dtype, dev, type(workspace),
-                 _data_ptr(x) % 16, _force_64bit.get())
+            k = (args, kinds, x.shape, x.strides, x.dtype, dev + (_env_simt_cxx(),),
+                 type(workspace), _data_ptr(x) % 16, _force_64bit.get())
     else:
         cupy = sys.modules.get("cupy")
         if cupy is None or t is not cupy.ndarray:
@@ -90,6 +95,19 @@ def key(x, device, workspace, out, *args):
         k = (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
              x.data.ptr % 16, x.data.device_id, _force_64bit.get())
     return k
+
+
+def layout_class(k):
+    """The key ``k`` of a kernel-path call without its shape and strides, with the number of
+    dimensions instead (cupyops._firstcall): ``(args, kinds, [type,] shape, strides, ...)``
+    as :func:`key` builds it, NumPy input (9 items) or CuPy input (11); None for the CPU path
+    (6 items)."""
+    n = len(k)
+    if n == 9:
+        return (k[0], k[1], len(k[2])) + k[4:]
+    if n == 11:
+        return (k[0], k[1], k[2], len(k[3])) + k[5:]
+    return None
 
 
 def lookup(x, device, workspace, out, *args):
@@ -119,27 +137,38 @@ def remember(k, entry) -> None:
 
 
 def clear() -> None:
+    """Forget every entry, and every layout class of cupyops._firstcall."""
     _entries.clear()
+    from . import _firstcall
+    _firstcall.clear()
 
 
 # --------------------------------------------------------------------------- kernel paths
 
-def kernel_entry(backend, placement, x, kx, run, *, reshape=None):
-    """An entry for the kernel path, or None. ``run(kx, workspace)`` does the launches on the
-    array the kernels read; ``kx`` is what the slow path passed them, ``x`` the caller's array.
-    Only CuPy input and NumPy input on simt (a read-only view of it, as the slow path reads)."""
+def kernel_prep(placement, x, kx):
+    """``(True, prep)`` where a kernel-path call on ``x`` can be served by an entry:
+    ``prep(x)`` gives the array the kernels read (None: x itself, as for CuPy input;
+    :func:`_read_only_view` for NumPy input on simt). ``kx`` is what the slow path passed the
+    kernels. ``(False, None)`` for NumPy input on "cuda" (host-to-device and back), tests'
+    plan options, and inputs the slow path copied (byte order, alignment)."""
     if placement.kind == "cuda" and not placement.cupy_input:
-        return None          # host-to-device and back: the slow path
+        return False, None
     if _G.PLAN_OPTIONS:
-        return None
+        return False, None
     if placement.cupy_input:
-        if kx is not x:
-            return None
-        prep = None
-    else:
-        if not (kx.base is x or kx.base is x.base) or kx.dtype != x.dtype:
-            return None      # the slow path copied (byte order, alignment): keep doing that
-        prep = _read_only_view
+        return kx is x, None
+    if not (kx.base is x or kx.base is x.base) or kx.dtype != x.dtype:
+        return False, None
+    return True, _read_only_view
+
+
+def kernel_entry(backend, placement, x, kx, run, *, reshape=None):
+    """An entry for the kernel path, or None (see :func:`kernel_prep`). ``run(kx, workspace)``
+    does the launches on the array the kernels read; ``kx`` is what the slow path passed them,
+    ``x`` the caller's array."""
+    ok, prep = kernel_prep(placement, x, kx)
+    if not ok:
+        return None
 
     def entry(x, workspace):
         res = run(x if prep is None else prep(x), workspace)
@@ -159,17 +188,6 @@ def _read_only_view(x):
     v = x.view()
     v.flags.writeable = False
     return v
-
-
-def recording_plan(run, plan):
-    """``run(kx, workspace)`` that records ``plan`` first, as the slow path does (tests and
-    the benchmark read the plans of cached calls too)."""
-    record = _trace.record_plan
-
-    def run_recorded(kx, workspace):
-        record(plan)
-        return run(kx, workspace)
-    return run_recorded
 
 
 # --------------------------------------------------------------------------- CPU path

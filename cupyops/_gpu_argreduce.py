@@ -28,9 +28,10 @@ import dataclasses
 import numpy as np
 
 from . import _modules, _trace, _workspace
-from ._pack import Packer
+from ._pack import Packer, frozen_maker
 from ._backend import data_ptr
-from ._plan_argreduce import MAX_DIMS, ArgreducePlan, plan_argreduce, step_digits
+from ._plan_argreduce import (MAX_DIMS, ArgreducePlan, plan_argreduce,
+                              plan_argreduce_contiguous, step_digits)
 
 __all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressions",
            "build_params"]
@@ -71,7 +72,15 @@ PARAMS_DTYPE = np.dtype([
 
 
 def _expr(kernel: str, dtype, use_64bit: bool) -> str:
-    return _modules.name_expression(kernel, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+    key = (kernel, dtype, use_64bit)
+    expr = _EXPRS.get(key)
+    if expr is None:
+        expr = _EXPRS[key] = _modules.name_expression(kernel, np.dtype(dtype),
+                                                      INDEX_CTYPES[bool(use_64bit)])
+    return expr
+
+
+_EXPRS: dict = {}     # (kernel, dtype, 64-bit) -> name expression: a few dozen in all
 
 
 def expressions(dtype) -> tuple:
@@ -107,42 +116,50 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
                  finish: bool = False, nan_skip: bool = False,
                  narrow_out: bool = False) -> np.void:
     """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``, packed
-    in one call (cupyops._pack): every field by name, in PARAMS_DTYPE's order."""
+    in one call (cupyops._pack), its fields in PARAMS_DTYPE's order (checked at import)."""
     last = tie == "last"
-    sizes = [d[0] for d in plan.red]
-    wsizes = [d[0] for d in plan.write]
+    kept, red, write = plan.kept, plan.red, plan.write
+    k_size, k_in, k_out = zip(*kept) if kept else _NONE3
+    d_size, d_in, d_w = zip(*red) if red else _NONE3
+    w_size, w_out, w_w = zip(*write) if write else _NONE3
     wstep = plan.finish_block[1] if finish else plan.write_step
-    scalars = {
-        "n_out": plan.n_out, "group": plan.group, "chunk": plan.chunk,
-        "nchunks": plan.nchunks, "in_base": plan.in_base, "out_base": plan.out_base,
-        "index_base": plan.index_base + (plan.zero_last_offset if last else 0),
-        "wgroup": plan.group_full, "wchunk": plan.write_chunk,
-        "nk": len(plan.kept), "nd": len(plan.red), "nw": len(plan.write), "mode": mode,
-        "last": int(last), "is_min": int(kind == "min"), "out_width": out_width,
-        "team": plan.team, "vec": plan.vec, "nan_skip": int(bool(nan_skip)),
-        "narrow_in": int(plan.narrow_loads), "narrow_out": int(bool(narrow_out)),
-        "pidx_width": plan.pidx_itemsize,
-    }
-    arrays = {
-        "k_size": [d[0] for d in plan.kept], "k_in": [d[1] for d in plan.kept],
-        "k_out": [d[2] for d in plan.kept],
-        "d_size": sizes, "d_in": [d[1] for d in plan.red], "d_w": [d[2] for d in plan.red],
-        "d_step": step_digits(plan.step, sizes),
-        "w_size": wsizes, "w_out": [d[1] for d in plan.write], "w_w": [d[2] for d in plan.write],
-        "w_step": step_digits(wstep, wsizes),
-    }
-    return _PACKER.pack([scalars[n] for n in _SCALAR_FIELDS], [arrays[n] for n in _ARRAY_FIELDS])
+    scalars = (
+        plan.n_out, plan.group, plan.chunk, plan.nchunks, plan.in_base, plan.out_base,
+        plan.index_base + (plan.zero_last_offset if last else 0),
+        plan.group_full, plan.write_chunk,
+        len(kept), len(red), len(write), mode,
+        int(last), int(kind == "min"), out_width, plan.team, plan.vec, int(bool(nan_skip)),
+        int(plan.narrow_loads), int(bool(narrow_out)), plan.pidx_itemsize)
+    return _PACKER.pack(scalars, (
+        k_size, k_in, k_out, d_size, d_in, d_w, step_digits(plan.step, d_size),
+        w_size, w_out, w_w, step_digits(wstep, w_size)))
 
 
+_NONE3 = ((), (), ())
 _SCALAR_FIELDS = tuple(n for n in PARAMS_DTYPE.names if not PARAMS_DTYPE.fields[n][0].shape)
 _ARRAY_FIELDS = tuple(n for n in PARAMS_DTYPE.names if PARAMS_DTYPE.fields[n][0].shape)
+# build_params lists the values in this order
+assert _SCALAR_FIELDS == (
+    "n_out", "group", "chunk", "nchunks", "in_base", "out_base", "index_base", "wgroup",
+    "wchunk", "nk", "nd", "nw", "mode", "last", "is_min", "out_width", "team", "vec",
+    "nan_skip", "narrow_in", "narrow_out", "pidx_width"), _SCALAR_FIELDS
+assert _ARRAY_FIELDS == ("k_size", "k_in", "k_out", "d_size", "d_in", "d_w", "d_step",
+                         "w_size", "w_out", "w_w", "w_step"), _ARRAY_FIELDS
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
-    ptr = data_ptr(x)
-    plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
-                          force_64bit=force_64bit, hardmax=hardmax, base_address=ptr % 4096,
-                          element_align=_element_align(x.dtype), **PLAN_OPTIONS)
+    """The plan of ``x`` (non-empty) over ``axes`` (sorted): a C-contiguous array reduced over
+    neighbouring axes, the common case, skips the general normalisation."""
+    base = data_ptr(x) % 4096
+    if axes[-1] - axes[0] + 1 == len(axes) and x.flags.c_contiguous:
+        plan = plan_argreduce_contiguous(
+            x.shape, x.dtype.itemsize, axes, backend.props, force_64bit=force_64bit,
+            hardmax=hardmax, base_address=base, element_align=_element_align(x.dtype),
+            **PLAN_OPTIONS)
+    else:
+        plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
+                              force_64bit=force_64bit, hardmax=hardmax, base_address=base,
+                              element_align=_element_align(x.dtype), **PLAN_OPTIONS)
     _trace.record_plan(plan)
     return plan
 
@@ -184,6 +201,7 @@ def _dense_copy(x):
     return cupy.ascontiguousarray(parts).view(x.dtype).reshape(x.shape)
 
 
+_UINT32 = np.dtype(np.uint32)
 _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
          8: np.dtype(np.uint64)}
 
@@ -224,6 +242,8 @@ class ArgreduceLaunches:
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
 
+    _make = classmethod(frozen_maker)
+
 
 def _scratch_views(arrays):
     """(partial keys, partial indices, flag buffer as the kernels get it, the all-NaN flag)."""
@@ -240,17 +260,26 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
     vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
     key = ("argreduce", x.shape, x.strides, x.dtype, data_ptr(x) % 16, axes, hardmax, kind, tie,
            out_dtype, bool(force_64bit), bool(nan_skip), bool(narrow_out), vdt,
-           tuple(sorted(PLAN_OPTIONS.items())))
+           tuple(sorted(PLAN_OPTIONS.items())) if PLAN_OPTIONS else ())
     hit = backend.plans.get(key)
     if hit is not None:
         _trace.record_plan(hit.plan)
         return hit
     plan = _plan(backend, x, axes, hardmax, force_64bit)
+    return backend.plans.put(key, launches_of(
+        backend, plan, vdt, x.shape, axes, hardmax=hardmax, kind=kind, tie=tie,
+        out_dtype=out_dtype, nan_skip=nan_skip, narrow_out=narrow_out))
+
+
+def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, tie: str,
+                out_dtype, nan_skip=False, narrow_out=False) -> "ArgreduceLaunches":
+    """The launches of ``plan`` (of an input of ``shape`` and value dtype ``vdt`` over
+    ``axes``): kernels, checked configurations, packed parameters, scratch. Not cached (see
+    :func:`prepare`)."""
     main = (FAMILY, vdt, _expr("argreduce_row" if plan.kernel == "row" else "argreduce_col",
                                vdt, plan.use_64bit))
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
-    kw = dict(kind=kind, tie=tie, out_width=0 if hardmax else out_dtype.itemsize,
-              nan_skip=nan_skip, narrow_out=narrow_out)
+    out_width = 0 if hardmax else out_dtype.itemsize
     # the partials (one (key, index) slot per group and chunk, in two arrays of the plan's
     # compact widths, each carved at 256 bytes; a dummy slot for one pass) are
     # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
@@ -260,28 +289,31 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
     slots = plan.n_out * plan.nchunks if (plan.passes > 1 or plan.last_block) else 1
     nflags = 1 + (plan.n_out if plan.last_block else 0)
     scratch = (((_key_shape(plan, slots), _key_dtype(plan)), ((slots,), _index_dtype(plan)),
-                ((nflags,), np.dtype(np.uint32))), _scratch_views)
+                ((nflags,), _UINT32)), _scratch_views)
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
+    finish = fparams = finish_cfg = None
     if plan.last_block:
-        finish = fparams = finish_cfg = None
-        params = build_params(plan, mode=MODE_DECODE, **kw)
+        params = build_params(plan, kind=kind, tie=tie, mode=MODE_DECODE, out_width=out_width,
+                              nan_skip=nan_skip, narrow_out=narrow_out)
     elif plan.passes == 1:
-        finish = fparams = finish_cfg = None
-        params = build_params(plan, mode=final_mode, **kw)
+        params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
+                              nan_skip=nan_skip, narrow_out=narrow_out)
     else:
-        params = build_params(plan, mode=MODE_PARTIAL, **kw)
+        params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width,
+                              nan_skip=nan_skip, narrow_out=narrow_out)
         finish = (FAMILY, vdt, _expr("argreduce_finish", vdt, plan.use_64bit))
-        fparams = build_params(plan, mode=final_mode, finish=True, **kw)
+        fparams = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
+                               finish=True, nan_skip=nan_skip, narrow_out=narrow_out)
         finish_cfg = backend.check_launch(finish[2], plan.finish_grid, plan.finish_block,
                                           plan.finish_shared_mem)
-    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    launches = ArgreduceLaunches(
-        plan=plan, value_dtype=vdt, main=main, main_cfg=main_cfg, params=params, finish=finish,
-        finish_cfg=finish_cfg, finish_params=fparams, scratch=scratch,
-        out_shape=x.shape if hardmax else kept_shape, out_dtype=out_dtype,
-        nan_skip=bool(nan_skip), zero_flags=bool(nan_skip) or plan.last_block,
-        out_align=_element_align(out_dtype) if narrow_out else out_dtype.itemsize)
-    return backend.plans.put(key, launches)
+    if hardmax:
+        out_shape = tuple(shape)
+    else:
+        out_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
+    return ArgreduceLaunches._make(
+        plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
+        out_dtype, bool(nan_skip), bool(nan_skip) or plan.last_block,
+        _element_align(out_dtype) if narrow_out else out_dtype.itemsize)
 
 
 def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
@@ -291,9 +323,16 @@ def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
     return runner(backend, launches)(x, workspace, out)
 
 
-def runner(backend, launches: ArgreduceLaunches):
+def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
-    ``launches`` bound once (the per-call fast path of cupyops._fastpath)."""
+    ``launches`` bound once. ``entry=(prep, reshape)`` makes it a fast-path entry
+    (cupyops._fastpath.kernel_prep) in the same closure: it records the plan as the slow path
+    does, reads ``prep(x)`` (prep None: x) and returns the result reshaped to ``reshape``
+    (None: as it is)."""
+    plan = launches.plan
+    prep, reshape = entry if entry is not None else (None, None)
+    record = entry is not None
+    record_plan = _trace.record_plan
     out_shape, out_dtype, scratch = launches.out_shape, launches.out_dtype, launches.scratch
     nan_skip, main, params = launches.nan_skip, launches.main, launches.params
     zero_flags = launches.zero_flags
@@ -305,6 +344,10 @@ def runner(backend, launches: ArgreduceLaunches):
     holder_for = _workspace.holder_for
 
     def run(x, workspace=None, out=None):
+        if record:
+            record_plan(plan)
+            if prep is not None:
+                x = prep(x)
         if out is None:
             res = empty(out_shape, out_dtype)
         else:
@@ -326,7 +369,7 @@ def runner(backend, launches: ArgreduceLaunches):
             # read before another call on this stream re-zeroes the flag
             if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
                 raise ValueError("All-NaN slice encountered")
-        return res
+        return res if reshape is None else res.reshape(reshape)
     return run
 
 

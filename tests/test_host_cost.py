@@ -153,6 +153,22 @@ def test_environment_device_is_part_of_the_key(monkeypatch):
     assert not t.launches
 
 
+@pytest.mark.parametrize("op", ["argmax", "hardmax", "argwhere", "count_nonzero"])
+def test_a_cached_simt_call_fails_once_the_compiler_is_gone(op, tmp_path, monkeypatch):
+    """The slow path checks that the SIMT compiler works; a call cached under one compiler
+    (its exact layout, or its layout class: cupyops._firstcall) is no answer under another."""
+    fn = getattr(cupyops, op)
+    for shape in ((5,), (7,)):        # (7,): a new layout of a class the first call cached
+        x = np.ones(shape, np.float64)
+        fn(x, device="simt")
+        monkeypatch.setenv("CUPYOPS_SIMT_CXX", str(tmp_path / "absent-cxx"))
+        with pytest.raises(RuntimeError, match="device='simt' asks for the CPU emulation"):
+            fn(x, device="simt")
+        with pytest.raises(RuntimeError, match="device='simt' asks for the CPU emulation"):
+            fn(np.ones((9,), np.float64), device="simt")
+        monkeypatch.delenv("CUPYOPS_SIMT_CXX")
+
+
 def test_results_are_fresh_arrays_every_call():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     for device in DEVICES:

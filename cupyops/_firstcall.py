@@ -1,0 +1,156 @@
+"""First call of a new layout in a layout class seen before.
+
+:mod:`cupyops._fastpath` serves a call that repeats a layout. A call with a *new* layout may
+still repeat a *layout class*: a C-contiguous input with every other part of the fast-path key
+seen before (operator, arguments as given, input type, dtype, number of dimensions, device,
+data pointer mod 16, workspace type, ``force_64bit``). The slow path accepted those very
+arguments for that dtype and rank, so only the rules that read the shape are left: an empty
+reduced axis or output, a group too long for the index dtype. A class entry checks those and
+hands any doubt back to the slow path (which fails with its usual message or takes its
+trivial branch), plans the new shape with the contiguous planner, runs it, and stores the
+layout's own fast-path entry.
+
+Class entries hold the validated arguments and the backend: no plan, no memory. Only kernel
+paths (simt; CuPy input), and only where the slow path stored a fast-path entry too. Every
+public op: argmin/argmax/nanarg*/hardmax plan with the contiguous planner
+(cupyops._plan_argreduce.plan_argreduce_contiguous); the nonzero family's runners plan
+through their own (cached) planners.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _fastpath as _fast
+from . import _gpu_argreduce as _G
+from . import _gpu_nonzero as _N
+from . import _plan_argreduce as _P
+from ._backend import data_ptr as _data_ptr
+from ._cache import LRU
+
+__all__ = ["lookup", "serve", "remember", "argreduce_class", "count_class", "coordinates_class",
+           "clear"]
+
+_classes = LRU(1024)
+
+
+def lookup(k, x):
+    """The class entry ``first(x, workspace, k)`` for a call whose fast-path key ``k`` missed,
+    or None. ``first`` returns None where the slow path must decide."""
+    if k is None or not x.flags.c_contiguous:
+        return None
+    ck = _fast.layout_class(k)
+    return None if ck is None else _classes.get(ck)
+
+
+def remember(k, x, entry) -> None:
+    """Store ``entry`` for the class of ``k`` (the key of a C-contiguous ``x`` that the slow
+    path just served and stored)."""
+    if k is None or entry is None or not x.flags.c_contiguous:
+        return
+    ck = _fast.layout_class(k)
+    if ck is not None:
+        _classes.put(ck, entry)
+
+
+def clear() -> None:
+    _classes.clear()
+
+
+def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first",
+                    index_dtype=None, skip_nan=False, keepdims=False):
+    """The class entry of argmin/argmax/nanarg* (``hardmax=False``) or hardmax over ``axes``
+    (sorted, non-empty), or None where the axes are not neighbours (the general planner)."""
+    a0, a1 = axes[0], axes[-1] + 1
+    if a1 - a0 != len(axes):
+        return None
+    top = int(np.iinfo(index_dtype).max) if not hardmax else None
+    out_dtype = None if hardmax else np.dtype(index_dtype)
+    force_64bit = _fast._force_64bit
+    prep = None if placement.cupy_input else _fast._read_only_view
+    props = backend.props
+    plan_contiguous, launches_of, runner = _P.plan_argreduce_contiguous, _G.launches_of, _G.runner
+    align_of = {}
+
+    def first(x, workspace, k):
+        shape = x.shape
+        n_out = group = 1
+        for i, n in enumerate(shape):
+            if a0 <= i < a1:
+                group *= n
+            else:
+                n_out *= n
+        # the rules that read the shape: anything else is the slow path's to say
+        if group == 0 or n_out == 0 or (top is not None and group - 1 > top):
+            return None
+        vdt = x.dtype
+        align = align_of.get(vdt)
+        if align is None:
+            align = align_of[vdt] = _G._element_align(vdt)
+        plan = plan_contiguous(shape, vdt.itemsize, axes, props, force_64bit=force_64bit.get(),
+                               hardmax=hardmax, base_address=_data_ptr(x) % 4096,
+                               element_align=align)
+        launches = launches_of(
+            backend, plan, vdt, shape, axes, hardmax=hardmax, kind=kind, tie=tie,
+            out_dtype=vdt if hardmax else out_dtype,
+            nan_skip=bool(skip_nan) and vdt.kind in "fcV")
+        reshape = tuple(1 if a0 <= i < a1 else n for i, n in enumerate(shape)) \
+            if keepdims else None
+        run = runner(backend, launches, entry=(prep, reshape))
+        res = run(x, workspace)       # records the plan; raises for an all-NaN group
+        _fast.remember(k, run)
+        return res
+    return first
+
+
+def serve(k, x, workspace):
+    """The result of a new layout of a seen class, or None (the slow path decides)."""
+    first = lookup(k, x)
+    return None if first is None else first(x, workspace, k)
+
+
+def nonzero_family_class(backend, placement, build, *, index_dtype=None):
+    """The class entry of count_nonzero / argwhere / nonzero / nonzero_coordinates:
+    ``build(kx, force_64bit) -> run(kx, workspace)``, the runner the slow path builds for the
+    array the kernels read. Shape rules: a non-empty input whose longest dimension's last
+    index fits ``index_dtype`` (None: no such rule)."""
+    top = None if index_dtype is None else int(np.iinfo(index_dtype).max)
+    force_64bit = _fast._force_64bit
+    prep = None if placement.cupy_input else _fast._read_only_view
+
+    def first(x, workspace, k):
+        shape = x.shape
+        if 0 in shape or (top is not None and max(shape) - 1 > top):
+            return None
+        kx = x if prep is None else prep(x)
+        run = build(kx, force_64bit.get())
+        res = run(kx, workspace)
+        _fast.remember(k, _fast.kernel_entry(backend, placement, x, kx, run))
+        return res
+    return first
+
+
+def count_class(backend, placement, axes, keepdims):
+    """count_nonzero over ``axes`` (non-empty)."""
+    def build(kx, force_64bit):
+        run = _N.count_runner(backend, kx, axes, force_64bit=force_64bit)
+        shape = tuple(1 if i in axes else n for i, n in enumerate(kx.shape)) if keepdims \
+            else tuple(n for i, n in enumerate(kx.shape) if i not in axes)
+        return lambda kx, ws: run(kx).reshape(shape)
+    return nonzero_family_class(backend, placement, build)
+
+
+def coordinates_class(backend, placement, index_dtype, *, layout=None, size=None,
+                      fill_value=0, exact_count=False):
+    """argwhere (``layout`` rows), nonzero (``layout`` columns: a tuple of rows),
+    nonzero_coordinates (``size=None``: ``exact_count``; else ``size=k``)."""
+    def build(kx, force_64bit):
+        if size is not None:
+            return _N.fixed_runner(backend, kx, size, fill_value, index_dtype, force_64bit)
+        if exact_count:
+            run = _N.exact_runner(backend, kx, index_dtype, _N.LAYOUT_ROWS, force_64bit)
+            return lambda kx, ws: run(kx, ws)[::2]           # (coords, count_dev)
+        run = _N.exact_runner(backend, kx, index_dtype, layout, force_64bit, keep_count=False)
+        if layout == _N.LAYOUT_COLS:
+            return lambda kx, ws: _N.rows_of(run(kx)[0])
+        return lambda kx, ws: run(kx)[0]
+    return nonzero_family_class(backend, placement, build, index_dtype=index_dtype)
