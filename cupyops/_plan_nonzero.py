@@ -330,7 +330,8 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     tile = NZ_BLOCK * items
     vec = packed_run(read, itemsize)
     # the packed path cuts tiles at 16-byte boundaries: the first tile starts `head` elements
-    # before x (the kernel derives the same head from its pointer)
+    # before x. The kernel reads it from params.head (computed here, not from its pointer: see
+    # nz_count_run_vec on casts); plan caches and fast-path keys include the pointer mod 16.
     head = (int(base_address) % 16) // int(itemsize) if vec else 0
     num_tiles = -(-(size + head) // tile)
     tr = () if vec else transposed_tiles(read, itemsize, base_address)
@@ -417,6 +418,38 @@ class CountPlan:
         return p[()]
 
 
+def _spanb(dims) -> int:
+    """The largest |byte offset| of an element over dims ``((size, byte stride), ...)``."""
+    return sum((n - 1) * abs(s) for n, s in dims)
+
+
+def count_offset_bound(mode, kept_dims, red_dims, itemsize) -> int:
+    """An upper bound of the |byte offsets| that ``count_nonzero_axes`` forms in its offset
+    type (``off_t``: int32 unless the plan is wide), every intermediate included:
+
+    * a kept offset (``u.off``, added to x + base as a pointer) and a reduced one of an
+      element in range (added to ``u.xo``): the spans of the two sides;
+    * mode 0 over one reduced dim of stride ``st``: lane l of a warp starts at
+      ``(lo + l) * st`` whether or not ``lo + l`` is in range (``lo + l`` up to
+      ``red_size - 1 + 31``: a chunk shorter than a warp), and steps its pointer by
+      ``32 * st``, once more after its last element; both are below
+      ``(red_size - 1 + 32) * st``;
+    * the packed path (mode 0, one contiguous reduced run; ``nz_count_run_vec``) adds the
+      kept offset and the reduced one (``u.off + u.hi * sizeof(T)``: the end of the last
+      chunk, one element past the last) and its ragged-end lanes form ``lo + lane * S``
+      (up to 31 elements past the end; never dereferenced there).
+
+    Mode 0 with one reduced dim therefore gets a margin of 32 strides (32 elements for the
+    packed path); the other paths form the offsets of in-range elements only."""
+    kept, red = _spanb(kept_dims), _spanb(red_dims)
+    if mode != 0 or len(red_dims) != 1:
+        return max(kept, red)
+    margin = 32 * max(abs(int(red_dims[0][1])), int(itemsize))
+    if packed_run(red_dims, itemsize):
+        return kept + red + margin
+    return max(kept, red + margin)
+
+
 def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_sm=2048,
                force_64bit=False, base_address=0) -> CountPlan:
     """Plan ``count_nonzero_axes`` over ``axes`` (sorted, distinct, non-empty) of a non-empty input."""
@@ -455,12 +488,9 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         chunk_len = -(-red_size // n_chunks)
     n_chunks = -(-red_size // chunk_len)
 
-    def spanb(dims):
-        return sum((n - 1) * abs(s) for n, s in dims)
-
     units = n_out * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
-            or spanb(kept_dims) > _I32_MAX or spanb(red_dims) > _I32_MAX
+            or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
     return CountPlan(shape=shape, strides=strides, axes=axes, itemsize=int(itemsize), wide=wide,
                      forced_64bit=bool(force_64bit), kept_dims=kept_dims, red_dims=red_dims,

@@ -95,7 +95,7 @@ def test_each_position_in_a_word(be, dtype):
     n = 3 * vec
     lows = [1, 1 << (8 * s - 1)] if dtype.kind != "f" and dtype.name != "bfloat16" else [1, 0x7c00 if dtype == np.float16 else 0x7f80]
     if dtype == np.bool_:
-        lows = [1]
+        lows = [1, 2, 0x80, 0xff]        # bool bytes other than 1 are True too (as in NumPy)
     for v in lows:
         for pos in range(vec, 2 * vec):             # the middle word: aligned, whole
             bits = np.zeros(n, BITS[s])
@@ -142,11 +142,12 @@ def test_float_zero_rules_inside_a_word(be, dtype):
 def test_all_zero_and_all_nonzero_words(be, dtype):
     s = dtype.itemsize
     for n in (16, 4096 // s, 3 * 4096 + 16 // s):
-        for fill in (0, 1, 0xff, 0xffff):
-            if fill >> (8 * s) or (dtype == np.bool_ and fill > 1):
+        for fill in (0, 1, 2, 0x80, 0xff, 0x8000, 0xffff):   # bool: any nonzero byte is True
+            if fill >> (8 * s):
                 continue
+            zero = fill == 0 or (fill == 0x8000 and s == 2 and dtype.kind not in "iu")  # -0.0
             x = from_bits(np.full(n, fill, BITS[s]), dtype)
-            assert check(be, x, sizes=(0, n // 3, n + 1)) == (n if fill else 0)
+            assert check(be, x, sizes=(0, n // 3, n + 1)) == (0 if zero else n)
         # alternating whole words of zeros and of nonzeros
         bits = np.zeros(n, BITS[s])
         w = 16 // s
@@ -165,7 +166,8 @@ def test_misaligned_head_and_tail(be, dtype):
     rng = np.random.default_rng(1)
     for off in range(0, 16, s):
         for n in (1, 3, 15 // s + 2, 17, 45, 4096 // s - 1, 4096 // s + 5, 2 * 4096 // s + 13):
-            bits = (rng.random(n) < 0.5) * rng.integers(1, 2 if dtype == np.bool_ else
+            # (bool: bytes 1..255, all True)
+            bits = (rng.random(n) < 0.5) * rng.integers(1, 256 if dtype == np.bool_ else
                                                         1 << (8 * s - 1), n)
             bits[:2] = 1                               # nonzeros in the head word
             bits[-2:] = 1                              # and in the tail word
@@ -441,3 +443,145 @@ def test_count_one_reduced_dim(be, dtype):
         np.testing.assert_array_equal(got, np.count_nonzero(x, axis=axes))
         (p,) = t.plans
         assert p.mode == mode and len(p.red_dims) == 1 and not p.vec, p
+
+
+# ------------------------------------------------------------------------------ zero-test values
+
+def _zero_test_patterns(dtype):
+    """``(zero patterns, nonzero patterns)``: unsigned bit patterns of `dtype`'s size that the
+    zero tests (nz_is_nonzero, nz_packed, nz_wordtest) could get wrong. Floats: -0.0 is zero;
+    NaN (both signs, quiet and signalling), +-inf and subnormals are nonzero. Integers: the
+    top bit alone (0x80, 0x8000, ...) and each byte alone are nonzero. bool: any nonzero byte
+    is True (NumPy's reading, e.g. np.array([0, 2, 0x80, 0xff], np.uint8).view(np.bool_))."""
+    dtype = np.dtype(dtype)
+    s = dtype.itemsize
+    if dtype == np.bool_:
+        return [0], [1, 2, 0x40, 0x7f, 0x80, 0xff]
+    if dtype.kind in "iu":
+        return [0], sorted({1, (1 << 8 * s) - 1, 1 << (8 * s - 1), (1 << (8 * s - 1)) - 1}
+                           | {1 << 8 * b for b in range(s)} | {0x80 << 8 * b for b in range(s)})
+    if dtype == np.float16:
+        return [0, 0x8000], [0x7e00, 0xfe00, 0x7c01, 0xfc01, 0x7c00, 0xfc00, 0x0001, 0x8001,
+                             0x3c00, 0xbc00]
+    if dtype.name == "bfloat16":
+        return [0, 0x8000], [0x7fc0, 0xffc0, 0x7f81, 0xff81, 0x7f80, 0xff80, 0x0001, 0x8001,
+                             0x3f80, 0xbf80]
+    if dtype == np.float32:
+        return [0, 1 << 31], [0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7f800000,
+                              0xff800000, 1, 0x80000001, 0x3f800000, 0xbf800000]
+    if dtype == np.float64:
+        return [0, 1 << 63], [0x7ff8 << 48, 0xfff8 << 48, (0x7ff0 << 48) | 1, 0x7ff0 << 48,
+                              0xfff0 << 48, 1, (1 << 63) | 1, 0x3ff0 << 48, 0xbff0 << 48]
+    if dtype == np.complex64:   # (real, imag) pairs of float32 patterns
+        z, nz = _zero_test_patterns(np.float32)
+        zeros = [a | b << 32 for a in z for b in z]
+        return zeros, [a | b << 32 for a in z + nz for b in nz] + [a | b << 32 for a in nz
+                                                                     for b in z]
+    raise AssertionError(dtype)
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _fill_patterns(x, rng):
+    """Fill `x` (any layout) with the zero-test patterns of its dtype, half of the elements
+    zeros (each zero pattern alike), at random positions; returns the expected nonzero mask,
+    checked against NumPy's own reading of the values."""
+    zeros, nonzeros = _zero_test_patterns(x.dtype)
+    pats = np.array(zeros + nonzeros, np.uint64)
+    weights = np.r_[np.full(len(zeros), 0.5 / len(zeros)),
+                    np.full(len(nonzeros), 0.5 / len(nonzeros))]
+    pick = rng.choice(len(pats), size=x.shape, p=weights)
+    x.view(_UINT[x.itemsize])[...] = pats[pick].astype(_UINT[x.itemsize])
+    want = pick >= len(zeros)
+    np.testing.assert_array_equal(np.argwhere(x), np.argwhere(want))   # NumPy agrees
+    return want
+
+
+ZT_DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.float16,
+                                   np.int32, np.float32, np.float64, np.complex64)]
+if _modules.CTYPES.get(_modules._bf16.dtype()):
+    ZT_DTYPES.insert(5, _modules._bf16.dtype())
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")
+@pytest.mark.parametrize("dtype", ZT_DTYPES, ids=str)
+def test_memory_order_zero_test_values(be, dtype):
+    """nonzero_tiles_t over -0.0, NaN, +-inf, subnormals, top-bit-only integers and bool bytes
+    other than 0/1, at every position of the 16-byte words it reads (1-, 2- and 4-byte types:
+    nz_wordtest, whole and partial words) and one element a lane (8-byte types, and an
+    unaligned view: nz_is_nonzero); all forms and count_nonzero over each axis against NumPy
+    (the counts along the memory-innermost axis take the packed count path for 1- and 2-byte
+    types)."""
+    from cupyops.bench.bench import _aligned_empty
+    rng = np.random.default_rng(12)
+    f = _aligned_empty((40, 208), dtype).T             # F order (208, 40)
+    _fill_patterns(f, rng)
+    p3 = _aligned_empty((24, 3, 160), dtype)            # permuted: memory-innermost dim 160
+    _fill_patterns(p3, rng)
+    words = dtype.itemsize in (1, 2, 4)
+    views = {"F": (f, words), "F_tail": (f[:203, 1:], words),
+             "permuted": (p3.transpose(1, 2, 0), words), "odd": (f[:, 1:][1:], False)}
+    for name, (x, word_path) in views.items():
+        n = int(np.count_nonzero(x))
+        _check_t(be, x, sizes=(n // 2, n + 3))
+        assert bool(check.trace.plans[0].tr[4]) == word_path, name
+        for ax in range(x.ndim):
+            with _trace.recording() as t:
+                got = G.count_nonzero(be, x, (ax,))
+            np.testing.assert_array_equal(got, np.count_nonzero(x, axis=ax), err_msg=name)
+            if name == "F" and ax == 0 and dtype.itemsize <= 2:
+                assert t.plans[0].vec, name                # the packed count path ran
+    with simt.schedule(5):
+        _check_t(be, f, sizes=(9,), force_64bit=True)
+
+
+# ------------------------------------------------------------------------------ 32-bit indexing
+
+def test_count_plan_32bit_margin():
+    """count_nonzero_axes forms byte offsets in int32 unless the plan is wide. Mode 0 over one
+    reduced dim of stride st reaches (lo + lane) * st for lanes past the end and steps 32 * st
+    past the last element: the plan keeps 32-bit indexing only while (red_size - 1 + 32) * st
+    fits. The packed path adds the kept offset to a chunk's end (and 32 elements of ragged-end
+    lanes). The other paths form the offsets of in-range elements only (no margin)."""
+    from cupyops import _plan_nonzero as P
+    I32 = 2**31 - 1
+
+    def plan(shape, strides, itemsize, axes):
+        return P.plan_count(shape, strides, itemsize, axes)
+
+    # one strided reduced dim, a warp per output: every element fits in all of these
+    st = 4096
+    edge = 2**31 // st - 31                         # (edge - 1 + 32) * st == 2**31
+    for n, wide in ((edge, True), (edge + 20, True), (edge - 1, False), (edge - 1000, False)):
+        assert (n - 1) * st <= I32
+        p = plan((n,), (st,), 4, (0,))
+        assert p.mode == 0 and p.red_dims == ((n, st),) and not p.vec
+        assert p.wide == wide, (n, wide)
+    # fewer elements than a warp: lane 31 would form 31 * st (and the step 32 * st) past 2**31
+    p = plan((16,), (2**27,), 1, (0,))              # 15 * 2**27 < 2**31 <= 31 * 2**27
+    assert p.mode == 0 and p.wide
+    assert not plan((16,), (2**25,), 1, (0,)).wide  # 47 * 2**25 < 2**31
+    # ... while a thread per output (mode 1) only forms in-range offsets: no margin
+    st = I32 // 15
+    p = plan((16, 64), (st, 1), 1, (0,))
+    assert p.mode == 1 and p.red_dims == ((16, st),) and not p.wide
+    assert plan((17, 64), (st, 1), 1, (0,)).wide    # the last element itself is past 2**31
+    # nor does nonzero_tiles (offsets of elements inside the input only)
+    assert not P.plan_coordinates((16,), (st,), 1, np.int64).wide
+    # the packed path: contiguous runs, the end of the last chunk and 31 lanes past it
+    for dtype, n in ((np.uint8, 2**31 - 32), (np.float16, 2**30 - 32)):
+        s = np.dtype(dtype).itemsize
+        assert (n - 1 + 32) * s <= I32 < (n + 32) * s
+        p = plan((n,), (s,), s, (0,))
+        assert p.vec and not p.wide
+        assert plan((n + 1,), (s,), s, (0,)).wide
+    p = plan((2**30,), (2,), 2, (0,))               # float16: the end 2**30 * 2 wrapped
+    assert p.vec and p.wide
+    # ... where the kept offset and the reduced one add up (spans that fit one by one)
+    p = plan((2, 2**30), (3 * 2**29, 1), 1, (1,))
+    assert p.mode == 0 and p.vec and p.wide
+    assert not plan((2, 2**29), (2**30, 1), 1, (1,)).wide
+    # the element path adds them as pointers: only each side must fit
+    p = plan((2, 2**28), (3 * 2**29, 4), 4, (1,))
+    assert p.mode == 0 and not p.vec and not p.wide
