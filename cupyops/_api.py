@@ -574,8 +574,7 @@ def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_sh
     run = _gpu_nonzero.count_runner(backend, kin, axes, force_64bit=force)
     res = run(kin)
     if fast_key is not None:
-        entry = _fast.kernel_entry(backend, placement, x, kin, lambda kx, ws: run(kx),
-                                   reshape=result_shape)
+        entry = _fast.kernel_entry(backend, placement, x, kin, run, reshape=result_shape)
         _fast.remember(fast_key, entry)
         if entry is not None:
             _first.remember(fast_key, x, _first.count_class(backend, placement, axes, keepdims))
@@ -618,10 +617,11 @@ def _argwhere(x, dtype, device, fast_key):
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
         run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_ROWS,
-                                        force, keep_count=False)
-        res = run(kin)[0]
+                                        force, keep_count=False,
+                                        result=_gpu_nonzero.RESULT_COORDS)
+        res = run(kin)
         if fast_key is not None:
-            entry = _fast.kernel_entry(backend, placement, x, kin, lambda kx, ws: run(kx)[0])
+            entry = _fast.kernel_entry(backend, placement, x, kin, run)
             _fast.remember(fast_key, entry)
             if entry is not None:
                 _first.remember(fast_key, x, _first.coordinates_class(
@@ -666,11 +666,11 @@ def _nonzero(x, device, fast_key):
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
         run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_COLS,
-                                        force, keep_count=False)
-        res = _gpu_nonzero.rows_of(run(kin)[0])
+                                        force, keep_count=False,
+                                        result=_gpu_nonzero.RESULT_ROWS)
+        res = run(kin)
         if fast_key is not None:
-            entry = _fast.kernel_entry(backend, placement, x, kin,
-                                       lambda kx, ws: _gpu_nonzero.rows_of(run(kx)[0]))
+            entry = _fast.kernel_entry(backend, placement, x, kin, run)
             _fast.remember(fast_key, entry)
             if entry is not None:
                 _first.remember(fast_key, x, _first.coordinates_class(
@@ -753,15 +753,13 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
         force = _dispatch.force_64bit.get()
         if size is None:
             run = _gpu_nonzero.exact_runner(backend, kin, index_dtype, _gpu_nonzero.LAYOUT_ROWS,
-                                            force)
-            coords, _, count = run(kin, workspace)
-            entry = lambda kx, ws: run(kx, ws)[::2]  # noqa: E731  (coords, count_dev)
+                                            force, result=_gpu_nonzero.RESULT_COORDS_COUNT)
+            coords, count = run(kin, workspace)
         else:
             run = _gpu_nonzero.fixed_runner(backend, kin, size, fill_value, index_dtype, force)
             coords, count = run(kin, workspace, kernel_out)
-            entry = run
         if fast_key is not None:
-            stored = _fast.kernel_entry(backend, placement, x, kin, entry)
+            stored = _fast.kernel_entry(backend, placement, x, kin, run)
             _fast.remember(fast_key, stored)
             if stored is not None:
                 _first.remember(fast_key, x, _first.coordinates_class(

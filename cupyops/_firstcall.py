@@ -110,9 +110,10 @@ def serve(k, x, workspace):
 
 def nonzero_family_class(backend, placement, build, *, index_dtype=None):
     """The class entry of count_nonzero / argwhere / nonzero / nonzero_coordinates:
-    ``build(kx, force_64bit) -> run(kx, workspace)``, the runner the slow path builds for the
-    array the kernels read. Shape rules: a non-empty input whose longest dimension's last
-    index fits ``index_dtype`` (None: no such rule)."""
+    ``build(kx, force_64bit) -> (run, reshape)``: the runner the slow path builds for the array
+    the kernels read (``run(kx, workspace)``) and the shape its result takes (None: as it is).
+    Shape rules: a non-empty input whose longest dimension's last index fits ``index_dtype``
+    (None: no such rule)."""
     top = None if index_dtype is None else int(np.iinfo(index_dtype).max)
     force_64bit = _fast._force_64bit
     prep = None if placement.cupy_input else _fast._read_only_view
@@ -122,20 +123,19 @@ def nonzero_family_class(backend, placement, build, *, index_dtype=None):
         if 0 in shape or (top is not None and max(shape) - 1 > top):
             return None
         kx = x if prep is None else prep(x)
-        run = build(kx, force_64bit.get())
+        run, reshape = build(kx, force_64bit.get())
         res = run(kx, workspace)
-        _fast.remember(k, _fast.kernel_entry(backend, placement, x, kx, run))
-        return res
+        _fast.remember(k, _fast.kernel_entry(backend, placement, x, kx, run, reshape=reshape))
+        return res if reshape is None else res.reshape(reshape)
     return first
 
 
 def count_class(backend, placement, axes, keepdims):
     """count_nonzero over ``axes`` (non-empty)."""
     def build(kx, force_64bit):
-        run = _N.count_runner(backend, kx, axes, force_64bit=force_64bit)
         shape = tuple(1 if i in axes else n for i, n in enumerate(kx.shape)) if keepdims \
-            else tuple(n for i, n in enumerate(kx.shape) if i not in axes)
-        return lambda kx, ws: run(kx).reshape(shape)
+            else None
+        return _N.count_runner(backend, kx, axes, force_64bit=force_64bit), shape
     return nonzero_family_class(backend, placement, build)
 
 
@@ -145,12 +145,11 @@ def coordinates_class(backend, placement, index_dtype, *, layout=None, size=None
     nonzero_coordinates (``size=None``: ``exact_count``; else ``size=k``)."""
     def build(kx, force_64bit):
         if size is not None:
-            return _N.fixed_runner(backend, kx, size, fill_value, index_dtype, force_64bit)
+            return _N.fixed_runner(backend, kx, size, fill_value, index_dtype, force_64bit), None
         if exact_count:
-            run = _N.exact_runner(backend, kx, index_dtype, _N.LAYOUT_ROWS, force_64bit)
-            return lambda kx, ws: run(kx, ws)[::2]           # (coords, count_dev)
-        run = _N.exact_runner(backend, kx, index_dtype, layout, force_64bit, keep_count=False)
-        if layout == _N.LAYOUT_COLS:
-            return lambda kx, ws: _N.rows_of(run(kx)[0])
-        return lambda kx, ws: run(kx)[0]
+            return _N.exact_runner(backend, kx, index_dtype, _N.LAYOUT_ROWS, force_64bit,
+                                   result=_N.RESULT_COORDS_COUNT), None
+        return _N.exact_runner(backend, kx, index_dtype, layout, force_64bit, keep_count=False,
+                               result=_N.RESULT_ROWS if layout == _N.LAYOUT_COLS
+                               else _N.RESULT_COORDS), None
     return nonzero_family_class(backend, placement, build, index_dtype=index_dtype)

@@ -24,6 +24,7 @@ call, and each replay of a captured CUDA graph, starts from zero; the kernel nev
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -326,51 +327,57 @@ def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
 def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
     ``launches`` bound once. ``entry=(prep, reshape)`` makes it a fast-path entry
-    (cupyops._fastpath.kernel_prep) in the same closure: it records the plan as the slow path
+    (cupyops._fastpath.kernel_prep) in the same call: it records the plan as the slow path
     does, reads ``prep(x)`` (prep None: x) and returns the result reshaped to ``reshape``
-    (None: as it is)."""
+    (None: as it is).
+
+    One ``functools.partial`` over one tuple, not a closure: a cached entry is then a handful
+    of objects for the garbage collector to scan instead of a cell per bound name (a first
+    call of a new layout adds one entry; full collections scan every entry)."""
     plan = launches.plan
     prep, reshape = entry if entry is not None else (None, None)
-    record = entry is not None
-    record_plan = _trace.record_plan
-    out_shape, out_dtype, scratch = launches.out_shape, launches.out_dtype, launches.scratch
-    nan_skip, main, params = launches.nan_skip, launches.main, launches.params
-    zero_flags = launches.zero_flags
-    grid, block, smem = launches.main_cfg
-    finish, fparams = launches.finish, launches.finish_params
-    fgrid, fblock, fsmem = launches.finish_cfg or (None, None, None)
-    out_align = launches.out_align
-    empty, launcher = backend.empty, backend.launcher
-    holder_for = _workspace.holder_for
+    finish_cfg = launches.finish_cfg or (None, None, None)
+    return functools.partial(_run, (
+        plan if entry is not None else None, prep, reshape, launches.out_shape,
+        launches.out_dtype, launches.scratch, launches.nan_skip, launches.main, launches.params,
+        launches.zero_flags, *launches.main_cfg, launches.finish, launches.finish_params,
+        *finish_cfg, launches.out_align, backend))
 
-    def run(x, workspace=None, out=None):
-        if record:
-            record_plan(plan)
-            if prep is not None:
-                x = prep(x)
-        if out is None:
-            res = empty(out_shape, out_dtype)
-        else:
-            # the kernels store whole outputs (complex128 one-hots: 16 bytes) unless prepared
-            # for a narrow out: a GPU faults on a store below its width's alignment
-            if data_ptr(out) % out_align:
-                raise ValueError(f"out's data pointer is not a multiple of {out_align} bytes, "
-                                 "which these launches were prepared for (prepare_hardmax "
-                                 "with this out)")
-            res = out
-        holder = holder_for(backend, workspace)
-        with holder._lock:
-            pk, pi, flags, flag = holder.carve(scratch)
-            if zero_flags:
-                backend.zero_fill(flags)
-            launcher(*main)(grid, block, (x, res, pk, pi, flags, params), smem)
-            if finish is not None:
-                launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem)
-            # read before another call on this stream re-zeroes the flag
-            if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
-                raise ValueError("All-NaN slice encountered")
-        return res if reshape is None else res.reshape(reshape)
-    return run
+
+def _run(state, x, workspace=None, out=None):
+    (plan, prep, reshape, out_shape, out_dtype, scratch, nan_skip, main, params, zero_flags,
+     grid, block, smem, finish, fparams, fgrid, fblock, fsmem, out_align, backend) = state
+    if plan is not None:
+        _record_plan(plan)
+        if prep is not None:
+            x = prep(x)
+    if out is None:
+        res = backend.empty(out_shape, out_dtype)
+    else:
+        # the kernels store whole outputs (complex128 one-hots: 16 bytes) unless prepared
+        # for a narrow out: a GPU faults on a store below its width's alignment
+        if data_ptr(out) % out_align:
+            raise ValueError(f"out's data pointer is not a multiple of {out_align} bytes, "
+                             "which these launches were prepared for (prepare_hardmax "
+                             "with this out)")
+        res = out
+    holder = _holder_for(backend, workspace)
+    with holder._lock:
+        pk, pi, flags, flag = holder.carve(scratch)
+        if zero_flags:
+            backend.zero_fill(flags)
+        launcher = backend.launcher
+        launcher(*main)(grid, block, (x, res, pk, pi, flags, params), smem)
+        if finish is not None:
+            launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem)
+        # read before another call on this stream re-zeroes the flag
+        if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
+            raise ValueError("All-NaN slice encountered")
+    return res if reshape is None else res.reshape(reshape)
+
+
+_record_plan = _trace.record_plan
+_holder_for = _workspace.holder_for
 
 
 def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,

@@ -19,6 +19,8 @@ run ``nonzero_tiles_t`` instead of ``nonzero_tiles`` in every mode (``plan.tr``,
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _modules, _trace, _workspace
@@ -38,6 +40,7 @@ TILES = "nonzero_tiles"
 TILES_T = "nonzero_tiles_t"   # the same, for inputs read in memory order (plan.tr)
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
 COUNT = "count_nonzero_axes"
+_record_plan = _trace.record_plan
 
 
 def kernel_value_dtype(dtype) -> np.dtype:
@@ -68,6 +71,7 @@ FAMILY = _modules.register_family(_modules.KernelFamily(
     dynamic_shared=0,
     min_occupancy=0.5,
 ))
+_NAME = FAMILY.name
 
 
 def _native(x):
@@ -97,8 +101,10 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
 
 
 def count_runner(backend, x, axes, *, force_64bit=False):
-    """``run(x)`` for arrays laid out like ``x``: the plan (cached per backend), its launch and
-    parameters bound once."""
+    """``run(x, workspace=None)`` for arrays laid out like ``x``: the plan (cached per
+    backend), its launch and parameters bound once. (A partial over one tuple, as every
+    runner here: a cached entry is a few objects for the garbage collector, not a cell per
+    bound name.)"""
     dtype = _native(x)
     key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
            bool(force_64bit))
@@ -110,18 +116,18 @@ def count_runner(backend, x, axes, *, force_64bit=False):
             base_address=data_ptr(x)))
     kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
-    params, atomic = p.params(), p.atomic
-    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
-    name = FAMILY.name
+    return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
+                                          smem, p.params(), backend))
 
-    def run(x):
-        record(p)
-        out = empty(kept_shape, _I64)
-        if atomic:                              # chunks add into it: zeroed in-stream
-            backend.zero_fill(out)
-        launcher(name, dtype, expr)(grid, block, (x, params, out), smem)
-        return out
-    return run
+
+def _count_run(state, x, workspace=None):
+    p, kept_shape, atomic, dtype, expr, grid, block, smem, params, backend = state
+    _record_plan(p)
+    out = backend.empty(kept_shape, _I64)
+    if atomic:                              # chunks add into it: zeroed in-stream
+        backend.zero_fill(out)
+    backend.launcher(_NAME, dtype, expr)(grid, block, (x, params, out), smem)
+    return out
 
 
 # ------------------------------------------------------------------------------ coordinates
@@ -165,64 +171,80 @@ def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=N
     return exact_runner(backend, x, index_dtype, layout, force_64bit)(x, workspace, stats)
 
 
-def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_count=True):
-    """``run(x, workspace=None, stats=None) -> (out, count, count_dev)`` for arrays laid out
-    like ``x``: SCAN, one host read of the count, PLACE; everything but the count bound once.
+#: what an exact runner returns: (coords, count, count_dev); argwhere's coords; nonzero's
+#: rows; nonzero_coordinates' (coords, count_dev)
+RESULT_ALL, RESULT_COORDS, RESULT_ROWS, RESULT_COORDS_COUNT = range(4)
+
+
+def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_count=True,
+                 result=RESULT_ALL):
+    """``run(x, workspace=None, stats=None)`` for arrays laid out like ``x``: SCAN, one host
+    read of the count, PLACE; everything but the count bound once. Returns ``result``'s form.
     ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
     count in the call's scratch instead of a fresh array."""
     cp = _plan(backend, x, index_dtype, force_64bit)
     dtype = _native(x)
-    scan_expr, (sgrid, sblock, ssmem) = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
-    place_expr, (pgrid, pblock, psmem) = _config(backend, cp, dtype, TILES,
-                                                 cp.grid(plan.MODE_PLACE))
-    scan_params = cp.params(plan.MODE_SCAN, layout)
-    index_dtype = np.dtype(index_dtype)
+    scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
+    place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
     rows = layout == plan.LAYOUT_ROWS
-    ndim = cp.ndim
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
     # row_stride is the count, patched as 8 bytes into a copy of one packed template (setting
     # a field of a structured scalar costs 8 µs; the plan's memo would rebuild the struct for
     # every new count), the last few kept
-    place_rows = cp.params(plan.MODE_PLACE, layout) if rows else None
-    template = None if rows else np.asarray(cp.params(plan.MODE_PLACE, layout)).reshape(1).view(np.uint8)
-    at = plan.PARAMS_DTYPE.fields["row_stride"][1] // 8
-    recent = {}
-    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
-    name = FAMILY.name
+    place = cp.params(plan.MODE_PLACE, layout)
+    if not rows:
+        place = (np.asarray(place).reshape(1).view(np.uint8), {})
+    return functools.partial(_exact_run, (
+        cp, layout, keep_count, result, dtype, scan_expr, *scan_cfg,
+        cp.params(plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
+        cp.ndim, backend))
 
-    def place_params(count):
-        if rows:
-            return place_rows
-        p = recent.get(count)
-        if p is None:
-            b = template.copy()
-            b.view(np.int64)[at] = count
-            if len(recent) >= 8:
-                recent.clear()
-            p = recent[count] = b.view(plan.PARAMS_DTYPE)[0]
-        return p
 
-    def run(x, workspace=None, stats=None):
-        record(cp)
-        ws = _workspace.holder_for(backend, workspace)
-        with ws._lock:
-            counter, status, count_dev = _scratch(backend, ws, cp)
-            if keep_count:
-                count_dev = backend.empty_scalar(_I64)
-            if stats is None:
-                st, params = counter, scan_params
-            else:
-                st, params = stats, cp.params(plan.MODE_SCAN, layout, stats=True)
-            launcher(name, dtype, scan_expr)(sgrid, sblock, (x, params, counter, status,
-                                                             counter, count_dev, st), ssmem)
-            count = backend.read_scalar(count_dev)               # the one device-to-host read
-            out = empty((count, ndim) if rows else (ndim, count), index_dtype)
-            if count:
-                launcher(name, dtype, place_expr)(
-                    pgrid, pblock, (x, place_params(count), counter, status, out, count_dev,
-                                    counter), psmem)
-        return out, count, count_dev
-    return run
+_AT_ROW_STRIDE = plan.PARAMS_DTYPE.fields["row_stride"][1] // 8
+
+
+def _column_place_params(place, count):
+    template, recent = place
+    p = recent.get(count)
+    if p is None:
+        b = template.copy()
+        b.view(np.int64)[_AT_ROW_STRIDE] = count
+        if len(recent) >= 8:
+            recent.clear()
+        p = recent[count] = b.view(plan.PARAMS_DTYPE)[0]
+    return p
+
+
+def _exact_run(state, x, workspace=None, stats=None):
+    (cp, layout, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
+     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, backend) = state
+    _record_plan(cp)
+    rows = layout == plan.LAYOUT_ROWS
+    launcher = backend.launcher
+    ws = _workspace.holder_for(backend, workspace)
+    with ws._lock:
+        counter, status, count_dev = _scratch(backend, ws, cp)
+        if keep_count:
+            count_dev = backend.empty_scalar(_I64)
+        if stats is None:
+            st, params = counter, scan_params
+        else:
+            st, params = stats, cp.params(plan.MODE_SCAN, layout, stats=True)
+        launcher(_NAME, dtype, scan_expr)(sgrid, sblock, (x, params, counter, status,
+                                                          counter, count_dev, st), ssmem)
+        count = backend.read_scalar(count_dev)               # the one device-to-host read
+        out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
+        if count:
+            launcher(_NAME, dtype, place_expr)(
+                pgrid, pblock, (x, place if rows else _column_place_params(place, count),
+                                counter, status, out, count_dev, counter), psmem)
+    if result == RESULT_COORDS:
+        return out
+    if result == RESULT_ROWS:
+        return rows_of(out)
+    if result == RESULT_COORDS_COUNT:
+        return out, count_dev
+    return out, count, count_dev
 
 
 def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
@@ -232,30 +254,30 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     k = int(size)
     cp = _plan(backend, x, index_dtype, force_64bit)
     dtype = _native(x)
-    expr, (grid, block, smem) = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
+    expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
     params = cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
-    shape = (k, cp.ndim)
-    empty, launcher, record = backend.empty, backend.launcher, _trace.record_plan
-    name = FAMILY.name
+    return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
+                                          (k, cp.ndim), index_dtype, backend))
 
-    def run(x, workspace=None, out=None, stats=None):
-        record(cp)
-        if out is not None:
-            coords, count_dev = out
+
+def _fixed_run(state, x, workspace=None, out=None, stats=None):
+    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, backend = state
+    _record_plan(cp)
+    if out is not None:
+        coords, count_dev = out
+    else:
+        coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
+    ws = _workspace.holder_for(backend, workspace)
+    with ws._lock:
+        counter, status, _ = _scratch(backend, ws, cp)
+        if stats is None:
+            st, p = counter, params
         else:
-            coords, count_dev = empty(shape, index_dtype), backend.empty_scalar(_I64)
-        ws = _workspace.holder_for(backend, workspace)
-        with ws._lock:
-            counter, status, _ = _scratch(backend, ws, cp)
-            if stats is None:
-                st, p = counter, params
-            else:
-                st, p = stats, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k,
-                                         fill=int(fill_value), stats=True)
-            launcher(name, dtype, expr)(grid, block, (x, p, counter, status, coords, count_dev,
-                                                      st), smem)
-        return coords, count_dev
-    return run
+            st, p = stats, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill,
+                                     stats=True)
+        backend.launcher(_NAME, dtype, expr)(grid, block, (x, p, counter, status, coords,
+                                                           count_dev, st), smem)
+    return coords, count_dev
 
 
 def argwhere(backend, x, index_dtype, *, force_64bit=False):

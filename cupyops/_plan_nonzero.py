@@ -18,11 +18,14 @@ Divisions by runtime extents use Granlund-Montgomery magic numbers (:func:`fastd
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import struct
 
 import numpy as np
 
 from . import _layout
+from ._pack import frozen_maker
 
 NZ_BLOCK = 256
 NZ_WARPS = NZ_BLOCK // 32
@@ -120,12 +123,92 @@ def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
     return (t + ((n - t) >> sh1)) >> sh2
 
 
-def _set_div(arr, d, i=None):
-    """Store fastdiv(d) into field array ``arr`` (element ``i``, or the 0-d field itself)."""
-    if i is None:
-        arr[...] = fastdiv(d)
-    else:
-        arr[i] = fastdiv(d)
+
+
+_FASTDIV_STRUCT = struct.Struct("<QQIBBxx")    # FASTDIV_DTYPE: its members, 2 padding bytes
+_INT_CODES = {("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 4): "I", ("u", 8): "Q"}
+
+
+class StructPacker:
+    """A whole parameter struct (``PARAMS_DTYPE``, ``COUNT_PARAMS_DTYPE``) as joined bytes
+    instead of NumPy field stores (0.4 µs each, a hundred of them with the per-dimension
+    divisors: most of a first call's packing).
+
+    ``pack(values)``: one value per field in the dtype's order: an integer for a scalar field,
+    a divisor for an ``nz_fastdiv`` field, a sequence for an array field, padded with 0
+    (integers) or with the divisor 1 (``nz_fastdiv``). A divisor's 24 bytes are memoised;
+    each run of neighbouring scalar fields is one ``struct.pack``."""
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        # segments: (kind, first field, fields, struct, bytes of padding after, zero or
+        # divisor-1 bytes per missing array element); kind: "div", "divs", "ints", "scalars"
+        segments, pos = [], 0
+        names = self.dtype.names
+        for i, name in enumerate(names):
+            ft, off = self.dtype.fields[name][:2]
+            if off > pos:
+                segments[-1][4] += off - pos
+            base, shape = ft.subdtype if ft.subdtype else (ft, ())
+            n = shape[0] if shape else None
+            if base == FASTDIV_DTYPE:
+                segments.append(["divs" if n else "div", i, n or 1, None, 0, _fastdiv_bytes(1)])
+            elif n:
+                code = _INT_CODES[(base.kind, base.itemsize)]
+                segments.append(["ints", i, n, struct.Struct(f"<{n}{code}"), 0,
+                                 bytes(base.itemsize)])
+            else:
+                code = _INT_CODES[(base.kind, base.itemsize)]
+                if segments and segments[-1][0] == "scalars" and segments[-1][4] == 0:
+                    segments[-1][2] += 1
+                    segments[-1][3] += code
+                else:
+                    segments.append(["scalars", i, 1, code, 0, None])
+            pos = off + ft.itemsize
+        if self.dtype.itemsize > pos:
+            segments[-1][4] += self.dtype.itemsize - pos
+        for seg in segments:
+            if seg[0] == "scalars":
+                seg[3] = struct.Struct("<" + seg[3])
+        self._segments = tuple((kind, i, n, st, bytes(pad), fill)
+                               for kind, i, n, st, pad, fill in segments)
+        self._nfields = len(names)
+        assert sum(len(self._segment_bytes(seg)) for seg in self._segments) == \
+            self.dtype.itemsize, self.dtype
+
+    def _segment_bytes(self, seg):
+        kind, i, n, st, pad, fill = seg
+        return (bytes(24) if kind == "div" else fill * n if kind == "divs" else
+                bytes(st.size)) + pad
+
+    def pack(self, values) -> np.void:
+        if len(values) != self._nfields:
+            raise ValueError(f"{self._nfields} field values expected, got {len(values)}")
+        parts = []
+        div = _fastdiv_bytes
+        for kind, i, n, st, pad, fill in self._segments:
+            if kind == "scalars":
+                parts.append(st.pack(*values[i:i + n]))
+            elif kind == "div":
+                parts.append(div(values[i]))
+            else:
+                v = values[i]
+                if len(v) > n:
+                    raise ValueError(f"{len(v)} values for a field of {n}")
+                if kind == "divs":
+                    parts += map(div, v)
+                    parts.append(fill * (n - len(v)))
+                else:
+                    parts.append(st.pack(*v, *(0,) * (n - len(v))))
+            if pad:
+                parts.append(pad)
+        return np.frombuffer(b"".join(parts), self.dtype)[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _fastdiv_bytes(d) -> bytes:
+    """``nz_fastdiv`` of ``d``: its 24 bytes."""
+    return _FASTDIV_STRUCT.pack(*fastdiv(d))
 
 
 def items_per_thread(itemsize: int) -> int:
@@ -180,6 +263,9 @@ class CoordinatePlan:
     # packed parameters already built for this plan (the hot path packs each set once)
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
+    # every field's value in field order, without the generated __init__ (the planner's path)
+    _make = classmethod(frozen_maker)
+
     @property
     def size(self) -> int:
         return math.prod(self.shape)
@@ -212,43 +298,37 @@ class CoordinatePlan:
         return p
 
     def _params(self, mode, layout, *, k, fill, row_stride, stats) -> np.void:
-        p = np.zeros((), PARAMS_DTYPE)
-        for i, (n, s) in enumerate(self.read_dims):
-            _set_div(p["in_div"], i=i, d=n)
-            p["in_stride"][i] = s
-        for i in range(len(self.read_dims), MAX_DIMS):
-            _set_div(p["in_div"], i=i, d=1)
-        for i, (n, suffix) in enumerate(self.coord_dims):
-            _set_div(p["co_suffix"], i=i, d=suffix)
-            _set_div(p["co_shape"], i=i, d=n)
-        for i in range(len(self.coord_dims), MAX_DIMS):
-            _set_div(p["co_suffix"], i=i, d=1)
-            _set_div(p["co_shape"], i=i, d=1)
-        _set_div(p["ndim_div"], max(self.ndim, 1))
-        p["unit_mask"] = self.unit_mask
-        p["size"] = self.size
-        p["num_tiles"] = self.num_tiles
-        p["k"] = k
+        # the fields that follow from the plan are packed once (the template); each launch's
+        # (mode, layout, k, fill, row_stride, stats) are written into a copy
+        template = self.memo.get("template")
+        if template is None:
+            template = self.memo["template"] = self._template()
         fill = int(fill) & (2**64 - 1)                  # uint64 fill values above 2**63 too
-        p["fill"] = fill - 2**64 if fill >= 2**63 else fill
-        p["row_stride"] = row_stride
-        p["fill_rows"] = self.fill_rows()
-        p["in_ndim"] = len(self.read_dims)
-        p["out_ndim"] = self.ndim
-        p["mode"] = mode
-        p["layout"] = layout
-        p["index_bytes"] = self.index_bytes
-        p["stats_on"] = int(bool(stats))
-        p["narrow_loads"] = int(self.narrow_loads)
-        p["vec"] = int(self.vec)
-        p["head"] = self.head
+        b = bytearray(template)
+        _VARIANT_I64.pack_into(b, _AT_K, k, fill - 2**64 if fill >= 2**63 else fill, row_stride)
+        _VARIANT_I32.pack_into(b, _AT_MODE, mode, layout)
+        _VARIANT_I32_1.pack_into(b, _AT_STATS, int(bool(stats)))
+        return np.frombuffer(bytes(b), PARAMS_DTYPE)[0]
+
+    def _template(self) -> bytes:
         m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
-        _set_div(p["tr_chunks"], chunks)
-        p["tr_inner"] = inner
-        p["tr_dim"] = m
-        p["tr_kshift"] = kk.bit_length() - 1
-        p["tr_vec"] = int(vec)
-        return p[()]
+        read, coord = self.read_dims, self.coord_dims
+        return _PACK_PARAMS.pack((
+            [n for n, _ in read], [s for _, s in read],
+            [suffix for _, suffix in coord], [n for n, _ in coord], max(self.ndim, 1),
+            self.unit_mask, self.size, self.num_tiles, 0, 0, 0, self.fill_rows(),
+            len(read), self.ndim, 0, 0, self.index_bytes, 0,
+            int(self.narrow_loads), int(self.vec), self.head, 0,
+            chunks, inner, m, kk.bit_length() - 1, int(vec), 0)).tobytes()
+
+
+# where CoordinatePlan._params writes a launch's own fields: (k, fill, row_stride) and
+# (mode, layout) are neighbours, stats_on on its own
+_AT_K, _AT_MODE, _AT_STATS = (PARAMS_DTYPE.fields[n][1] for n in ("k", "mode", "stats_on"))
+assert (PARAMS_DTYPE.fields["row_stride"][1] == _AT_K + 16
+        and PARAMS_DTYPE.fields["layout"][1] == _AT_MODE + 4)
+_VARIANT_I64, _VARIANT_I32, _VARIANT_I32_1 = (struct.Struct("<qqq"), struct.Struct("<ii"),
+                                              struct.Struct("<i"))
 
 
 def packed_run(dims, itemsize) -> bool:
@@ -311,7 +391,10 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         raise ValueError("plan_coordinates needs a non-empty input of at least one dimension")
     if len(shape) > MAX_OUT_NDIM:
         raise ValueError(f"the GPU nonzero path handles at most {MAX_OUT_NDIM} dimensions")
-    read = reading_dims(shape, strides)
+    if c_contiguous(shape, strides, itemsize):     # one run, as reading_dims merges it
+        read = ((size, int(itemsize)),) if size > 1 else ((1, 0),)
+    else:
+        read = reading_dims(shape, strides)
     if len(read) > MAX_DIMS:
         raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions after "
                          f"merging; this layout has {len(read)}")
@@ -341,12 +424,10 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         num_tiles = math.prod(n for n, _ in read[:m]) * chunks
     span = sum((n - 1) * abs(s) for n, s in read)      # largest |byte offset|
     wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
-    return CoordinatePlan(shape=shape, strides=strides, itemsize=int(itemsize), wide=wide,
-                          forced_64bit=bool(force_64bit), items=items, tile=tile,
-                          num_tiles=num_tiles, read_dims=read, coord_dims=tuple(coord),
-                          unit_mask=unit_mask, index_bytes=np.dtype(index_dtype).itemsize,
-                          narrow_loads=narrow_loads(shape, strides, itemsize, base_address),
-                          vec=vec, head=head, tr=tr)
+    return CoordinatePlan._make(
+        shape, strides, int(itemsize), wide, bool(force_64bit), items, tile, num_tiles, read,
+        tuple(coord), unit_mask, np.dtype(index_dtype).itemsize,
+        narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {})
 
 
 # ---------------------------------------------------------------------------------- count_nonzero
@@ -375,6 +456,8 @@ class CountPlan:
     block: int = NZ_BLOCK
     memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
 
+    _make = classmethod(frozen_maker)
+
     @property
     def units(self) -> int:
         return self.n_out * self.n_chunks
@@ -395,27 +478,13 @@ class CountPlan:
         return p
 
     def _params(self) -> np.void:
-        p = np.zeros((), COUNT_PARAMS_DTYPE)
-        for name, dims in (("kept", self.kept_dims), ("red", self.red_dims)):
-            for i in range(MAX_DIMS):
-                n, s = dims[i] if i < len(dims) else (1, 0)
-                _set_div(p[f"{name}_div"], i=i, d=n)
-                p[f"{name}_stride"][i] = s
-        _set_div(p["split_div"], self.n_chunks if self.mode == 0 else self.n_out)
-        p["n_out"] = self.n_out
-        p["red_size"] = self.red_size
-        p["chunk_len"] = self.chunk_len
-        p["n_chunks"] = self.n_chunks
-        p["units"] = self.units
-        p["base"] = self.base
-        p["kept_ndim"] = len(self.kept_dims)
-        p["red_ndim"] = len(self.red_dims)
-        p["mode"] = self.mode
-        p["atomic"] = int(self.atomic)
-        p["narrow_loads"] = int(self.narrow_loads)
-        p["vec"] = int(self.vec)
-        p["align"] = self.align
-        return p[()]
+        kept, red = self.kept_dims, self.red_dims
+        return _PACK_COUNT_PARAMS.pack((
+            [n for n, _ in kept], [s for _, s in kept], [n for n, _ in red], [s for _, s in red],
+            self.n_chunks if self.mode == 0 else self.n_out,
+            self.n_out, self.red_size, self.chunk_len, self.n_chunks, self.units, self.base,
+            len(kept), len(red), self.mode, int(self.atomic), int(self.narrow_loads),
+            int(self.vec), self.align, 0))
 
 
 def _spanb(dims) -> int:
@@ -450,6 +519,48 @@ def count_offset_bound(mode, kept_dims, red_dims, itemsize) -> int:
     return max(kept, red + margin)
 
 
+def count_dims(shape, strides, axes, kept_axes):
+    """``(kept_dims, red_dims, base)`` of plan_count: the kept dims merged (order kept), the
+    reduced ones normalised (sorted by stride, flipped, merged; ``base``: bytes added to x)."""
+    kept = _layout.merge(_layout.drop_unit(_layout.dims_from(shape, strides, axes=kept_axes)))
+    kept_dims = tuple((d.size, d.strides[0]) for d in reversed(kept)) or ((1, 0),)
+    red, base = _layout.normalize(_layout.dims_from(shape, strides, axes=axes))
+    red_dims = tuple((d.size, d.strides[0]) for d in reversed(red)) or ((1, 0),)
+    return kept_dims, red_dims, int(base[0]) if base else 0
+
+
+def count_dims_contiguous(shape, axes, itemsize):
+    """:func:`count_dims` of a C-contiguous input reduced over a run of neighbouring axes,
+    from three products: the kept dims merge into at most two (outer, inner), the reduced
+    ones into one (tests/test_plan_nonzero.py compares the two)."""
+    outer = group = inner = 1
+    for n in shape[:axes[0]]:
+        outer *= n
+    for n in shape[axes[0]:axes[-1] + 1]:
+        group *= n
+    for n in shape[axes[-1] + 1:]:
+        inner *= n
+    if group == 1:     # the kept dims are neighbours in memory: one
+        n = outer * inner
+        return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0
+    kept = []
+    if outer > 1:
+        kept.append((outer, group * inner * itemsize))
+    if inner > 1:
+        kept.append((inner, itemsize))
+    return tuple(kept) or ((1, 0),), ((group, inner * itemsize),), 0
+
+
+def c_contiguous(shape, strides, itemsize) -> bool:
+    """Row-major and dense, unit dims' strides aside (NumPy's C-contiguous flag)."""
+    expect = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
 def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_sm=2048,
                force_64bit=False, base_address=0) -> CountPlan:
     """Plan ``count_nonzero_axes`` over ``axes`` (sorted, distinct, non-empty) of a non-empty input."""
@@ -457,11 +568,10 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     strides = _byte_strides(strides, itemsize)
     axes = tuple(sorted(int(a) for a in axes))
     kept_axes = [i for i in range(len(shape)) if i not in axes]
-    kept = _layout.merge(_layout.drop_unit(_layout.dims_from(shape, strides, axes=kept_axes)))
-    kept_dims = tuple((d.size, d.strides[0]) for d in reversed(kept)) or ((1, 0),)
-    red, base = _layout.normalize(_layout.dims_from(shape, strides, axes=axes))
-    red_dims = tuple((d.size, d.strides[0]) for d in reversed(red)) or ((1, 0),)
-    base = int(base[0]) if base else 0
+    if axes[-1] - axes[0] + 1 == len(axes) and c_contiguous(shape, strides, itemsize):
+        kept_dims, red_dims, base = count_dims_contiguous(shape, axes, itemsize)
+    else:
+        kept_dims, red_dims, base = count_dims(shape, strides, axes, kept_axes)
     if len(kept_dims) > MAX_DIMS or len(red_dims) > MAX_DIMS:
         raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
                          f"{MAX_DIMS} reduced dimensions after merging; this layout has "
@@ -492,10 +602,12 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
-    return CountPlan(shape=shape, strides=strides, axes=axes, itemsize=int(itemsize), wide=wide,
-                     forced_64bit=bool(force_64bit), kept_dims=kept_dims, red_dims=red_dims,
-                     base=base, n_out=n_out, red_size=red_size, mode=mode, chunk_len=chunk_len,
-                     n_chunks=n_chunks,
-                     narrow_loads=narrow_loads(shape, strides, itemsize, base_address),
-                     vec=mode == 0 and packed_run(red_dims, itemsize),
-                     align=int(base_address) % 16)
+    return CountPlan._make(
+        shape, strides, axes, int(itemsize), wide, bool(force_64bit), kept_dims, red_dims, base,
+        n_out, red_size, mode, chunk_len, n_chunks,
+        narrow_loads(shape, strides, itemsize, base_address),
+        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {})
+
+
+_PACK_PARAMS = StructPacker(PARAMS_DTYPE)
+_PACK_COUNT_PARAMS = StructPacker(COUNT_PARAMS_DTYPE)

@@ -263,7 +263,8 @@ def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
     built = []
     first = _firstcall.nonzero_family_class(
         _backend.get_backend("simt"), Placement("simt", False, None),
-        lambda kx, f: built.append(kx.shape) or (lambda kx, ws: "ran"), index_dtype=np.int8)
+        lambda kx, f: built.append(kx.shape) or ((lambda kx, ws: "ran"), None),
+        index_dtype=np.int8)      # build -> (run, reshape)
     assert first(np.ones((3, 129), np.int8), None, None) is None
     assert first(np.ones((0, 5), np.int8), None, None) is None
     assert built == []

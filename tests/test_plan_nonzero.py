@@ -2,6 +2,7 @@
 magic-number division, tiles and grids, reading / coordinate dimensions, the 64-bit choice,
 and count_nonzero's split of kept and reduced dimensions. The kernels' index arithmetic is
 emulated in Python from the planned numbers and compared with NumPy."""
+import itertools
 import math
 import pathlib
 import random
@@ -270,3 +271,123 @@ def test_packed_path_choice_and_head():
     c = P.plan_count((7, 300), (300, 1), 1, (1,), base_address=3)
     assert c.vec and c.mode == 0 and c.params()["align"] == 3 and c.params()["vec"] == 1
     assert not P.plan_count((300, 7), (7, 1), 1, (0,)).vec                  # strided run
+
+
+# ------------------------------------------------------------------------------ packing
+
+def _fill_coordinate_params(plan, mode, layout, k, fill, row_stride, stats):
+    """nz_params filled field by field from the plan (the packer's reference)."""
+    p = np.zeros((), P.PARAMS_DTYPE)
+    for i in range(P.MAX_DIMS):
+        n, s = plan.read_dims[i] if i < len(plan.read_dims) else (1, 0)
+        p["in_div"][i] = P.fastdiv(n)
+        p["in_stride"][i] = s
+        n, suffix = plan.coord_dims[i] if i < len(plan.coord_dims) else (1, 1)
+        p["co_suffix"][i] = P.fastdiv(suffix)
+        p["co_shape"][i] = P.fastdiv(n)
+    p["ndim_div"] = P.fastdiv(max(plan.ndim, 1))
+    m, kk, inner, chunks, vec = plan.tr or (0, 1, 0, 1, False)
+    p["tr_chunks"] = P.fastdiv(chunks)
+    fill = int(fill) % 2**64
+    for name, v in (("unit_mask", plan.unit_mask), ("size", plan.size),
+                    ("num_tiles", plan.num_tiles), ("k", k),
+                    ("fill", fill - 2**64 if fill >= 2**63 else fill),
+                    ("row_stride", row_stride), ("fill_rows", plan.fill_rows()),
+                    ("in_ndim", len(plan.read_dims)), ("out_ndim", plan.ndim), ("mode", mode),
+                    ("layout", layout), ("index_bytes", plan.index_bytes),
+                    ("stats_on", int(stats)), ("narrow_loads", int(plan.narrow_loads)),
+                    ("vec", int(plan.vec)), ("head", plan.head), ("tr_inner", inner),
+                    ("tr_dim", m), ("tr_kshift", kk.bit_length() - 1), ("tr_vec", int(vec))):
+        p[name] = v
+    return p
+
+
+def _fill_count_params(plan):
+    p = np.zeros((), P.COUNT_PARAMS_DTYPE)
+    for side, dims in (("kept", plan.kept_dims), ("red", plan.red_dims)):
+        for i in range(P.MAX_DIMS):
+            n, s = dims[i] if i < len(dims) else (1, 0)
+            p[f"{side}_div"][i] = P.fastdiv(n)
+            p[f"{side}_stride"][i] = s
+    p["split_div"] = P.fastdiv(plan.n_chunks if plan.mode == 0 else plan.n_out)
+    for name in ("n_out", "red_size", "chunk_len", "n_chunks", "units", "base", "mode",
+                 "atomic", "narrow_loads", "vec", "align"):
+        p[name] = int(getattr(plan, name))
+    p["kept_ndim"], p["red_ndim"] = len(plan.kept_dims), len(plan.red_dims)
+    return p
+
+
+def test_packed_params_equal_a_field_by_field_fill():
+    """StructPacker's one struct.pack gives the very bytes of NumPy field stores (padding
+    zero), for random layouts of every value size, both planners and every mode."""
+    rng = random.Random(3)
+    compared = set()
+    for _ in range(1500):
+        nd = rng.randint(1, 5)
+        shape = tuple(rng.choice([1, 2, 3, 5, 31, 33, 64, 100]) for _ in range(nd))
+        item = rng.choice([1, 2, 4, 8, 16])
+        perm = list(range(nd))
+        rng.shuffle(perm)
+        strides, acc = [0] * nd, item * rng.choice([1, 2])
+        for d in reversed(perm):
+            strides[d] = acc * rng.choice([1, -1])
+            acc *= shape[d]
+        base = rng.choice([0, 1, 2, 3, 8]) * min(item, 8)
+        f64 = rng.random() < 0.2
+        plan = P.plan_coordinates(shape, tuple(strides), item, rng.choice([np.int32, np.int64]),
+                                  force_64bit=f64, base_address=base)
+        for args in ((P.MODE_SCAN, P.LAYOUT_ROWS, 0, 0, 0, False),
+                     (P.MODE_FIXED, P.LAYOUT_COLS, 7, -1, 3, True),
+                     (P.MODE_FIXED, P.LAYOUT_ROWS, 100, 2**64 - 1, 0, False)):
+            got = plan.params(args[0], args[1], k=args[2], fill=args[3], row_stride=args[4],
+                              stats=args[5])
+            assert got.dtype == P.PARAMS_DTYPE
+            assert got.tobytes() == _fill_coordinate_params(plan, *args).tobytes(), plan
+        compared.add(("coords", bool(plan.vec), bool(plan.tr), plan.wide))
+        if math.prod(shape) > 1:
+            axes = tuple(sorted(rng.sample(range(nd), rng.randint(1, nd))))
+            c = P.plan_count(shape, tuple(strides), item, axes, force_64bit=f64,
+                             base_address=base)
+            assert c.params().tobytes() == _fill_count_params(c).tobytes(), c
+            compared.add(("count", c.mode, bool(c.vec), c.wide))
+    # the paths the packer serves all came up
+    assert {("coords", True, False), ("coords", False, True), ("coords", False, False)} <= \
+        {k[:3] for k in compared}
+    assert {("count", 0, True), ("count", 0, False), ("count", 1, False)} <= \
+        {k[:3] for k in compared}
+    with pytest.raises(ValueError, match="values for a field of 8"):
+        P.StructPacker(P.COUNT_PARAMS_DTYPE).pack([list(range(1, 10))] + [0] * 18)
+
+
+def test_contiguous_shortcuts_give_the_general_dims():
+    """C-contiguous inputs skip the general sort-and-merge: count_dims_contiguous (axes a run)
+    and the one reading run of plan_coordinates give what count_dims and reading_dims give,
+    unit dims and every value size included; non-contiguous layouts are not taken for
+    contiguous ones."""
+    seen = 0
+    for nd in range(1, 5):
+        for shape in itertools.product((1, 2, 3, 5), repeat=nd):
+            for item in (1, 2, 8, 16):
+                strides, acc = [], item
+                for n in reversed(shape):
+                    strides.insert(0, acc)
+                    acc *= n
+                assert P.c_contiguous(shape, strides, item)
+                size = math.prod(shape)
+                want = P.reading_dims(shape, strides)
+                assert (((size, item),) if size > 1 else ((1, 0),)) == want
+                for a0 in range(nd):
+                    for a1 in range(a0 + 1, nd + 1):
+                        axes = tuple(range(a0, a1))
+                        kept_axes = [i for i in range(nd) if i not in axes]
+                        assert P.count_dims_contiguous(shape, axes, item) == \
+                            P.count_dims(shape, strides, axes, kept_axes), (shape, axes)
+                        seen += 1
+                # unit dims' strides are free in NumPy's flag; a real break is not contiguous
+                if any(n > 1 for n in shape):
+                    odd = [s if n > 1 else 7 for n, s in zip(shape, strides)]
+                    assert P.c_contiguous(shape, odd, item)
+                    i = max(i for i, n in enumerate(shape) if n > 1)
+                    assert not P.c_contiguous(shape, odd[:i] + [2 * odd[i]] + odd[i + 1:], item)
+                    assert not P.c_contiguous(shape, odd[:i] + [-odd[i]] + odd[i + 1:], item)
+    assert seen > 4000
