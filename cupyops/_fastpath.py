@@ -209,11 +209,14 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     """The NumPy composition a user would write for a small input, or None."""
     if x.size == 0 or not axes or not _numpy_semantics(x.dtype):
         return None
-    # larger inputs only where NumPy reads in place: the last axis, unit stride, tie "first"
-    # (np.argmax copies any other layout whole; the library's chunked path bounds that)
-    if x.size > CPU_SMALL and not (axes == (x.ndim - 1,) and tie == "first" and not skip_nan
-                                   and x.strides[-1] == x.itemsize):
-        return None
+    # larger inputs only where NumPy reads in place: the last axis, unit stride (np.argmax
+    # copies any other layout whole; the library's chunked path bounds that); tie "last" by
+    # rows (_cpu_argreduce.last_extreme_rows), of a C-contiguous input or a matrix
+    if x.size > CPU_SMALL:
+        if not (axes == (x.ndim - 1,) and not skip_nan and x.strides[-1] == x.itemsize):
+            return None
+        if tie == "last":
+            return _last_extreme_entry(x, kind, index_dtype, result_shape)
     f = _ARG[(kind, skip_nan)]
     last = tie == "last"
     ndim = x.ndim
@@ -251,6 +254,21 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
         r = run(x)
         r = np.asarray(r) if same else np.asarray(r).astype(index_dtype)
         return r.reshape(result_shape) if r.shape != result_shape else r
+    return entry
+
+
+def _last_extreme_entry(x, kind, index_dtype, result_shape):
+    """argmin/argmax with tie "last" along a unit-stride last axis of a large input: rows of
+    a matrix, or of a C-contiguous input (a view); None for other layouts."""
+    if x.ndim != 2 and not x.flags.c_contiguous:
+        return None
+    from ._cpu_argreduce import last_extreme_rows
+    n = x.shape[-1]
+    index_dtype = np.dtype(index_dtype)
+
+    def entry(x, workspace):
+        r = last_extreme_rows(x if x.ndim == 2 else x.reshape(-1, n), kind)
+        return r.astype(index_dtype, copy=False).reshape(result_shape)
     return entry
 
 

@@ -54,6 +54,29 @@ def remember(k, x, entry) -> None:
 
 def clear() -> None:
     _classes.clear()
+    _served_once.clear()
+
+
+# Fast-path keys a class entry served once, without storing anything for them: a layout is
+# cached on its second call. A first call then leaves no entry behind, so its objects are
+# freed at once and their memory reused while it is still in the CPU's caches (storing every
+# first call in the LRU, and evicting another entry for it, cost a fifth of a first call);
+# shapes that never repeat, as in a pipeline whose shapes vary, never fill the caches.
+# Bounded: emptied when it reaches _SERVED_ONCE_MAX keys (those layouts are then cached on
+# their third call). Dict operations are atomic under the GIL.
+_served_once: dict = {}
+_SERVED_ONCE_MAX = 4096
+
+
+def _second_call(k) -> bool:
+    """Whether the layout of key ``k`` was served once before (then cache it now); else
+    note that it has been served once."""
+    if _served_once.pop(k, False):
+        return True
+    if len(_served_once) >= _SERVED_ONCE_MAX:
+        _served_once.clear()
+    _served_once[k] = True
+    return False
 
 
 def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first",
@@ -97,7 +120,8 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
             if keepdims else None
         run = runner(backend, launches, entry=(prep, reshape))
         res = run(x, workspace)       # records the plan; raises for an all-NaN group
-        _fast.remember(k, run)
+        if _second_call(k):
+            _fast.remember(k, run)
         return res
     return first
 
@@ -110,8 +134,9 @@ def serve(k, x, workspace):
 
 def nonzero_family_class(backend, placement, build, *, index_dtype=None):
     """The class entry of count_nonzero / argwhere / nonzero / nonzero_coordinates:
-    ``build(kx, force_64bit) -> (run, reshape)``: the runner the slow path builds for the array
-    the kernels read (``run(kx, workspace)``) and the shape its result takes (None: as it is).
+    ``build(kx, force_64bit, keep) -> (run, reshape)``: the runner the slow path builds for the
+    array the kernels read (``run(kx, workspace)``; ``keep``: its plan may be cached) and the
+    shape its result takes (None: as it is).
     Shape rules: a non-empty input whose longest dimension's last index fits ``index_dtype``
     (None: no such rule)."""
     top = None if index_dtype is None else int(np.iinfo(index_dtype).max)
@@ -123,19 +148,23 @@ def nonzero_family_class(backend, placement, build, *, index_dtype=None):
         if 0 in shape or (top is not None and max(shape) - 1 > top):
             return None
         kx = x if prep is None else prep(x)
-        run, reshape = build(kx, force_64bit.get())
+        keep = _second_call(k)
+        run, reshape = build(kx, force_64bit.get(), keep)
         res = run(kx, workspace)
-        _fast.remember(k, _fast.kernel_entry(backend, placement, x, kx, run, reshape=reshape))
+        if keep:
+            _fast.remember(k, _fast.kernel_entry(backend, placement, x, kx, run,
+                                                 reshape=reshape))
         return res if reshape is None else res.reshape(reshape)
     return first
 
 
 def count_class(backend, placement, axes, keepdims):
     """count_nonzero over ``axes`` (non-empty)."""
-    def build(kx, force_64bit):
+    def build(kx, force_64bit, keep):
         shape = tuple(1 if i in axes else n for i, n in enumerate(kx.shape)) if keepdims \
             else None
-        return _N.count_runner(backend, kx, axes, force_64bit=force_64bit), shape
+        return _N.count_runner(backend, kx, axes, force_64bit=force_64bit,
+                               cache_plan=keep), shape
     return nonzero_family_class(backend, placement, build)
 
 
@@ -143,13 +172,14 @@ def coordinates_class(backend, placement, index_dtype, *, layout=None, size=None
                       fill_value=0, exact_count=False):
     """argwhere (``layout`` rows), nonzero (``layout`` columns: a tuple of rows),
     nonzero_coordinates (``size=None``: ``exact_count``; else ``size=k``)."""
-    def build(kx, force_64bit):
+    def build(kx, force_64bit, keep):
         if size is not None:
-            return _N.fixed_runner(backend, kx, size, fill_value, index_dtype, force_64bit), None
+            return _N.fixed_runner(backend, kx, size, fill_value, index_dtype, force_64bit,
+                                   cache_plan=keep), None
         if exact_count:
             return _N.exact_runner(backend, kx, index_dtype, _N.LAYOUT_ROWS, force_64bit,
-                                   result=_N.RESULT_COORDS_COUNT), None
+                                   result=_N.RESULT_COORDS_COUNT, cache_plan=keep), None
         return _N.exact_runner(backend, kx, index_dtype, layout, force_64bit, keep_count=False,
                                result=_N.RESULT_ROWS if layout == _N.LAYOUT_COLS
-                               else _N.RESULT_COORDS), None
+                               else _N.RESULT_COORDS, cache_plan=keep), None
     return nonzero_family_class(backend, placement, build, index_dtype=index_dtype)

@@ -100,7 +100,7 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
     return count_runner(backend, x, axes, force_64bit=force_64bit)(x)
 
 
-def count_runner(backend, x, axes, *, force_64bit=False):
+def count_runner(backend, x, axes, *, force_64bit=False, cache_plan=True):
     """``run(x, workspace=None)`` for arrays laid out like ``x``: the plan (cached per
     backend), its launch and parameters bound once. (A partial over one tuple, as every
     runner here: a cached entry is a few objects for the garbage collector, not a cell per
@@ -110,10 +110,12 @@ def count_runner(backend, x, axes, *, force_64bit=False):
            bool(force_64bit))
     p = backend.plans.get(key)
     if p is None:
-        p = backend.plans.put(key, plan.plan_count(
+        p = plan.plan_count(
             x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
             max_threads_per_sm=backend.props.max_threads_per_sm, force_64bit=force_64bit,
-            base_address=data_ptr(x)))
+            base_address=data_ptr(x))
+        if cache_plan:
+            backend.plans.put(key, p)
     kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
     return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
@@ -132,15 +134,17 @@ def _count_run(state, x, workspace=None):
 
 # ------------------------------------------------------------------------------ coordinates
 
-def _plan(backend, x, index_dtype, force_64bit):
+def _plan(backend, x, index_dtype, force_64bit, cache_plan=True):
+    """The plan of ``x``'s layout, cached per backend (``cache_plan``: stored when new)."""
     index_bytes = np.dtype(index_dtype).itemsize
     key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, index_bytes,
            bool(force_64bit))
     cp = backend.plans.get(key)
     if cp is None:
-        cp = backend.plans.put(key, plan.plan_coordinates(
-            x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
-            base_address=data_ptr(x)))
+        cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
+                                   force_64bit=force_64bit, base_address=data_ptr(x))
+        if cache_plan:
+            backend.plans.put(key, cp)
     return cp                 # the runners record it on every run
 
 
@@ -177,12 +181,13 @@ RESULT_ALL, RESULT_COORDS, RESULT_ROWS, RESULT_COORDS_COUNT = range(4)
 
 
 def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_count=True,
-                 result=RESULT_ALL):
+                 result=RESULT_ALL, cache_plan=True):
     """``run(x, workspace=None, stats=None)`` for arrays laid out like ``x``: SCAN, one host
     read of the count, PLACE; everything but the count bound once. Returns ``result``'s form.
     ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
-    count in the call's scratch instead of a fresh array."""
-    cp = _plan(backend, x, index_dtype, force_64bit)
+    count in the call's scratch instead of a fresh array. ``cache_plan=False``: a new plan is
+    not stored in the backend's cache (a first call, cupyops._firstcall)."""
+    cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
     place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
@@ -247,12 +252,13 @@ def _exact_run(state, x, workspace=None, stats=None):
     return out, count, count_dev
 
 
-def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
+def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False, *,
+                 cache_plan=True):
     """``run(x, workspace=None, out=None, stats=None) -> (coords, count_dev)``: the ``size=k``
     form for arrays laid out like ``x``, one launch, no host read."""
     index_dtype = np.dtype(index_dtype)
     k = int(size)
-    cp = _plan(backend, x, index_dtype, force_64bit)
+    cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
     dtype = _native(x)
     expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
     params = cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))

@@ -371,9 +371,12 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
     """The kernel, team, vector width, split and index width of a normalised layout."""
     (kept, red, red_mem, write, in_base, out_base, index_base, zero_last, span_in, n_out,
      group_full) = layout
-    group = 1
-    for d in red:
-        group *= d[0]
+    if len(red) == 1:
+        group = red[0][0]
+    else:
+        group = 1
+        for d in red:
+            group *= d[0]
     key_size = itemsize            # partial keys at the value's own width
     smem_key = 16 if itemsize == 16 else (8 if itemsize == 8 else 4)   # keys in registers
     idx_bytes = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4   # (a first guess)
@@ -392,10 +395,10 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
     if use_row:
         if r0 == 1:
             # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars
-            for v in (16 // itemsize, 4 // itemsize):
-                if (v > 1 and red[0][0] % v == 0 and base_byte % (v * itemsize) == 0
-                        and all(d[1] % v == 0 for d in kept)
-                        and all(d[1] % v == 0 for d in red[1:])):
+            for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
+                if (red[0][0] % v == 0 and base_byte % (v * itemsize) == 0
+                        and (not kept or all(d[1] % v == 0 for d in kept))
+                        and (len(red) == 1 or all(d[1] % v == 0 for d in red[1:]))):
                     vec = v
                     break
         inner_vecs = red_mem[0][0] // vec if r0 == 1 else red[0][0]
@@ -526,9 +529,12 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         finish_grid = (fgx, wsplit, 1)
 
     # ---- 32 or 64-bit internal indexing -----------------------------------------------------
-    red_span = 0
-    for d in red:
-        red_span += (d[0] - 1) * abs(d[2])
+    if len(red) == 1:
+        red_span = (red[0][0] - 1) * abs(red[0][2])
+    else:
+        red_span = 0
+        for d in red:
+            red_span += (d[0] - 1) * abs(d[2])
     use_64bit = bool(force_64bit) or max(
         span_in + abs(in_base) + vec,
         group + step + chunk,
@@ -544,6 +550,15 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         block, (grid_x, nchunks, 1), shared, chunk, nchunks, passes, finish_block, finish_grid,
         finish_shared, write_chunk, key_size,
         partial_index_width(red, chunk, 8 if use_64bit else 4), bool(narrow), last_block)
+
+
+#: the row kernel's vector widths in elements, widest first, per itemsize (16- and 4-byte
+#: loads; a width of 1 element is no vector)
+def _vec_widths(itemsize):
+    return tuple(v for v in (16 // itemsize, 4 // itemsize) if v > 1)
+
+
+_VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
 
 
 def _finish_layout(kernel, hardmax, n_out, group_full, target_threads):

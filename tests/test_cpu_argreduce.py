@@ -496,3 +496,83 @@ def test_nan_rules():
             zm = -zz
             assert int(car.argreduce(zm, (0,), kind="min", tie="first", index_dtype=i64)) == 0
             assert int(car.argreduce(zm, (0,), kind="min", tie="last", index_dtype=i64)) == n - 1
+
+
+# ---------------------------------------------------------------------- tie="last" by row tails
+
+def _last_ref(x2, kind):
+    """Independent reference: NumPy's first extreme of the reversed rows."""
+    f = np.argmax if kind == "max" else np.argmin
+    return x2.shape[1] - 1 - f(x2[:, ::-1].copy(), axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int64", "float16", "float32",
+                                   "float64"])
+def test_last_extreme_rows(dtype, monkeypatch):
+    """Every route of last_extreme_rows (the tail block, wider blocks for few rows, the
+    chunked whole-row compare for many, NumPy's reversed argmax when a sample shows distinct
+    values) against the reversed-argmax reference: ties from tiny value ranges, NaN (the
+    extreme, the last NaN wins), -0.0 against 0.0, rows sorted either way (the extreme at one
+    end only), row counts below and above the sample's, lengths around the blocks."""
+    rng = np.random.default_rng(3)
+    routes = {"sampled out": 0, "tail": 0}
+    real = car._recurs_near_the_end
+
+    def spy(sample, kind):
+        r = real(sample, kind)
+        routes["tail" if r else "sampled out"] += 1
+        return r
+    monkeypatch.setattr(car, "_recurs_near_the_end", spy)
+    for chunk in (car.CHUNK_ELEMS, 40):
+        monkeypatch.setattr(car, "CHUNK_ELEMS", chunk)
+        for rows in (1, 7, 31, 33, 70):
+            for n in (1, 2, 63, 64, 65, 300, 1025):
+                vals = int(rng.integers(1, 5))
+                x = rng.integers(0, vals, (rows, n)).astype(dtype)
+                if dtype.startswith("float"):
+                    x[rng.random((rows, n)) < 0.02] = np.nan
+                    x[rng.random((rows, n)) < 0.2] = -0.0
+                for variant in ("as is", "ascending", "descending", "distinct"):
+                    y = x
+                    if variant == "ascending":
+                        y = np.sort(x, axis=1)
+                    elif variant == "descending":
+                        y = np.ascontiguousarray(np.sort(x, axis=1)[:, ::-1])
+                    elif variant == "distinct" and dtype in ("float32", "float64", "int64"):
+                        y = rng.permutation(rows * n).reshape(rows, n).astype(dtype)
+                    for kind in ("max", "min"):
+                        got = car.last_extreme_rows(y, kind)
+                        np.testing.assert_array_equal(got, _last_ref(y, kind),
+                                                      err_msg=f"{rows}x{n} {variant} {kind}")
+    assert routes["sampled out"] and routes["tail"], routes
+
+
+def test_large_tie_last_last_axis_takes_the_row_tails(monkeypatch):
+    """argmin/argmax(tie="last") over the unit-stride last axis of more than CPU_SMALL
+    elements (a matrix, or a C-contiguous input) is served by last_extreme_rows from the
+    second call on (the fast-path entry); other layouts keep the engine."""
+    import cupyops
+    from cupyops import _fastpath
+    calls = []
+    real = car.last_extreme_rows
+    monkeypatch.setattr(car, "last_extreme_rows", lambda x2, kind: calls.append(x2.shape) or
+                        real(x2, kind))
+    _fastpath.clear()
+    rng = np.random.default_rng(4)
+    x3 = rng.integers(0, 3, (3, 40, 100)).astype(np.float32)
+    m = rng.integers(0, 3, (64, 200)).astype(np.int16)[:, :100]     # matrix, row stride 400 B
+    for x, f, kw in ((x3, cupyops.argmax, dict(axis=2)), (x3, cupyops.argmin, dict(axis=-1)),
+                     (m, cupyops.argmax, dict(axis=1, dtype=np.int32)),
+                     (m, cupyops.argmin, dict(axis=1, keepdims=True))):
+        want = np.asarray(f(x, tie="last", device="cpu", **kw))    # first call: the engine
+        calls.clear()
+        got = f(x, tie="last", device="cpu", **kw)
+        assert calls, kw
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype and got.shape == want.shape
+    calls.clear()
+    f_order = np.asfortranarray(x3)
+    for _ in range(2):
+        got = cupyops.argmax(f_order, axis=2, tie="last", device="cpu")
+    np.testing.assert_array_equal(got, x3.shape[2] - 1 - np.argmax(x3[..., ::-1], axis=2))
+    assert not calls

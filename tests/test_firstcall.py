@@ -83,11 +83,13 @@ def test_a_new_shape_of_a_seen_class_takes_the_class_route(name, kw, monkeypatch
         assert got.dtype == np.dtype(kw.get("dtype", np.int64))
         assert t.plans and t.plans[-1].group == int(np.prod([x.shape[a] for a in axes]))
         assert calls == [], f"{name} {kw} {shape}: the slow path ran"
-        # and the layout itself is now cached: a second call is a plain fast-path hit
-        with recording() as t2:
-            again = f(x, device="simt", **kw)
-        np.testing.assert_array_equal(again, want)
-        assert t2.plans[-1] == t.plans[-1]
+        # the layout is cached on its second call: the third is a plain fast-path hit
+        for _ in range(2):
+            with recording() as t2:
+                again = f(x, device="simt", **kw)
+            np.testing.assert_array_equal(again, want)
+            assert t2.plans[-1] == t.plans[-1]
+        assert calls == []
 
 
 @pytest.mark.parametrize("tie", ["first", "last"])
@@ -263,7 +265,7 @@ def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
     built = []
     first = _firstcall.nonzero_family_class(
         _backend.get_backend("simt"), Placement("simt", False, None),
-        lambda kx, f: built.append(kx.shape) or ((lambda kx, ws: "ran"), None),
+        lambda kx, f, keep: built.append(kx.shape) or ((lambda kx, ws: "ran"), None),
         index_dtype=np.int8)      # build -> (run, reshape)
     assert first(np.ones((3, 129), np.int8), None, None) is None
     assert first(np.ones((0, 5), np.int8), None, None) is None
@@ -279,3 +281,39 @@ def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
     cupyops.nonzero(ones(3, 5), device="simt")
     got = cupyops.nonzero(ones(0, 5), device="simt")
     assert len(got) == 2 and all(g.shape == (0,) for g in got)
+
+
+@pytest.mark.parametrize("op,kw", [("argmax", dict(axis=1)), ("hardmax", dict(axis=1)),
+                                   ("count_nonzero", dict(axis=1)), ("argwhere", {}),
+                                   ("nonzero", {}), ("nonzero_coordinates", dict(size=5))])
+def test_a_layout_is_cached_on_its_second_call(op, kw, monkeypatch):
+    """A class entry serves a new layout's first call without storing anything for it (no
+    fast-path entry, no plan in the backend's cache); the second call stores both; the third
+    is a fast-path hit, which neither plans nor reaches the class entry."""
+    from cupyops import _backend
+    _fastpath.clear()
+    f = getattr(cupyops, op)
+    f(np.ones((4, 9), np.float32), device="simt", **kw)          # the class
+    plans = _backend.get_backend("simt").plans
+    x = np.arange(5 * 11, dtype=np.float32).reshape(5, 11) % 3
+    want = [f(x, device="cpu", **kw)]
+    entries, cached = len(_fastpath._entries), len(plans)
+    for call in range(3):
+        with recording() as t:
+            got = f(x, device="simt", **kw)
+        if op == "nonzero":
+            for a, b in zip(got, want[0]):
+                np.testing.assert_array_equal(a, b)
+        elif op == "nonzero_coordinates":
+            np.testing.assert_array_equal(got[0], want[0][0])
+            assert int(got[1]) == int(want[0][1])
+        else:
+            np.testing.assert_array_equal(got, want[0])
+        assert t.plans, call
+        if call == 0:
+            assert len(_fastpath._entries) == entries, "a first call stored an entry"
+            if op not in ("argmax", "hardmax"):           # (argreduce never caches plans here)
+                assert len(plans) == cached, "a first call cached its plan"
+        elif call == 1:
+            assert len(_fastpath._entries) == entries + 1
+            monkeypatch.setattr(_firstcall, "lookup", lambda k, x: pytest.fail("class route"))

@@ -164,3 +164,29 @@ def test_datetime_nonzero_family(device):
         assert int(count) == 4
         np.testing.assert_array_equal(coords[:4], np.argwhere(x))
         assert (coords[4:] == 9).all()
+
+
+def test_count_along_narrow_accumulators_are_exact():
+    """The CPU count over some axes sums the mask's bytes in uint16 up to 65,535 elements per
+    count and in uint32 beyond: full counts at both edges, and the zero rules (-0.0 is zero;
+    NaN, inf and a complex with one nonzero part are not) against NumPy's own count."""
+    for n in (65535, 65536):
+        x = np.ones((3, n), np.int8)
+        x[1, ::2] = 0
+        got = cpu_nonzero.count_along(x, (1,))
+        np.testing.assert_array_equal(got, [n, n // 2, n])
+        assert got.dtype == (np.uint16 if n <= 65535 else np.uint32)
+        np.testing.assert_array_equal(cpu_nonzero.count_along(x.T.copy(), (0,)), [n, n // 2, n])
+    f = np.array([[0.0, -0.0, np.nan], [np.inf, -np.inf, 1e-45], [0.0, 0.0, 0.0]], np.float32)
+    c = np.array([[0, 1j, -0.0 + 0j], [np.nan * 1j, 2, 0]], np.complex64)
+    b = np.array([[0, 2, 0x80, 0xff], [0, 0, 0, 1]], np.uint8).view(np.bool_)
+    for x in (f, c, b, f.astype(np.float16), np.arange(-3, 9, dtype=np.int64).reshape(3, 4)):
+        for axes in ((0,), (1,)):
+            np.testing.assert_array_equal(cpu_nonzero.count_along(x, axes),
+                                          np.count_nonzero(x, axis=axes), err_msg=str(x.dtype))
+    x3 = (np.arange(4 * 5 * 6).reshape(4, 5, 6) % 3).astype(np.float64)
+    np.testing.assert_array_equal(cpu_nonzero.count_along(x3, (0, 2)),
+                                  np.count_nonzero(x3, axis=(0, 2)))
+    # datetime keeps NumPy's own count
+    d = np.array([[0, 5], [3, 0]], "m8[s]")
+    np.testing.assert_array_equal(cpu_nonzero.count_along(d, (1,)), np.count_nonzero(d, axis=1))
