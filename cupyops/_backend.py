@@ -136,6 +136,7 @@ class Backend:
         #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
         #: layouts mostly repeat a configuration seen before
         self._launches_checked: dict = {}
+        self._blocks_checked: dict = {}     # (block, shared_mem) -> checked (block, smem)
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -196,6 +197,17 @@ class Backend:
 
     def _check_launch(self, expr, grid, block, shared_mem) -> tuple:
         grid = _dims(grid, "grid")
+        # a block and shared size checked before with another grid (the grid follows the
+        # input's size; the block rarely changes): only the grid is left to check
+        bkey = (block, shared_mem)
+        try:
+            checked = self._blocks_checked.get(bkey)
+        except TypeError:              # a list
+            checked = None
+        if checked is not None:
+            if any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS)):
+                raise ValueError(f"{expr}: grid {grid} is out of range (limits {_GRID_LIMITS})")
+            return (grid,) + checked
         block = _dims(block, "block")
         shared_mem = int(shared_mem)
         nthreads = 1
@@ -211,6 +223,12 @@ class Backend:
         if shared_mem < 0 or shared_mem > self.props.max_shared_per_block_optin:
             raise ValueError(f"{expr}: shared_mem={shared_mem} bytes exceeds the "
                              f"{self.props.max_shared_per_block_optin} bytes a block may use")
+        if len(self._blocks_checked) >= 256:
+            self._blocks_checked.clear()
+        try:
+            self._blocks_checked[bkey] = (block, shared_mem)
+        except TypeError:
+            pass
         return grid, block, shared_mem
 
     def _launcher(self, raw, expr):

@@ -87,9 +87,16 @@ def _config(backend, p, dtype, name, grid):
     if hit is None:
         if name == TILES and getattr(p, "tr", ()):
             name = TILES_T
-        expr = _modules.name_expression(name, kernel_value_dtype(dtype), p.wide)
+        ekey = (name, dtype, p.wide)
+        expr = _EXPRS.get(ekey)
+        if expr is None:
+            expr = _EXPRS[ekey] = _modules.name_expression(name, kernel_value_dtype(dtype),
+                                                           p.wide)
         hit = p.memo[key] = (expr, backend.check_launch(expr, (grid,), (p.block,), 0))
     return hit
+
+
+_EXPRS: dict = {}     # (kernel, dtype, wide) -> name expression: a few dozen in all
 
 
 

@@ -221,7 +221,8 @@ def tile_elements(itemsize: int) -> int:
 
 
 def _byte_strides(x_strides, itemsize):
-    return tuple(int(s) for s in x_strides)
+    return tuple(map(int, x_strides))
+
 
 
 def narrow_loads(shape, strides, itemsize, base_address) -> bool:
@@ -384,15 +385,16 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
                      base_address=0) -> CoordinatePlan:
     """Plan ``nonzero_tiles`` for an input of ``shape`` / byte ``strides`` (size > 0, ndim >= 1)
     whose data pointer is ``base_address`` (only its alignment matters)."""
-    shape = tuple(int(n) for n in shape)
+    shape = tuple(map(int, shape))
     strides = _byte_strides(strides, itemsize)
+    itemsize = int(itemsize)
     size = math.prod(shape)
     if size <= 0 or not shape:
         raise ValueError("plan_coordinates needs a non-empty input of at least one dimension")
     if len(shape) > MAX_OUT_NDIM:
         raise ValueError(f"the GPU nonzero path handles at most {MAX_OUT_NDIM} dimensions")
     if c_contiguous(shape, strides, itemsize):     # one run, as reading_dims merges it
-        read = ((size, int(itemsize)),) if size > 1 else ((1, 0),)
+        read = ((size, itemsize),) if size > 1 else ((1, 0),)
     else:
         read = reading_dims(shape, strides)
     if len(read) > MAX_DIMS:
@@ -408,25 +410,33 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         coord.append((n, suffix))
         suffix *= n
     coord.reverse()
-    unit_mask = sum(1 << i for i, n in enumerate(shape) if n == 1)
+    unit_mask = 0
+    if len(nonunit) < len(shape):
+        for i, n in enumerate(shape):
+            if n == 1:
+                unit_mask |= 1 << i
     items = items_per_thread(itemsize)
     tile = NZ_BLOCK * items
     vec = packed_run(read, itemsize)
     # the packed path cuts tiles at 16-byte boundaries: the first tile starts `head` elements
     # before x. The kernel reads it from params.head (computed here, not from its pointer: see
     # nz_count_run_vec on casts); plan caches and fast-path keys include the pointer mod 16.
-    head = (int(base_address) % 16) // int(itemsize) if vec else 0
+    head = (int(base_address) % 16) // itemsize if vec else 0
     num_tiles = -(-(size + head) // tile)
     tr = () if vec else transposed_tiles(read, itemsize, base_address)
     if tr:
         m, kk, inner, chunks, _ = tr
         tile = kk * inner
         num_tiles = math.prod(n for n, _ in read[:m]) * chunks
-    span = sum((n - 1) * abs(s) for n, s in read)      # largest |byte offset|
+    span = 0                                           # largest |byte offset|
+    for n, st in read:
+        span += (n - 1) * abs(st)
     wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
+    index_bytes = index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
+        np.dtype(index_dtype).itemsize
     return CoordinatePlan._make(
-        shape, strides, int(itemsize), wide, bool(force_64bit), items, tile, num_tiles, read,
-        tuple(coord), unit_mask, np.dtype(index_dtype).itemsize,
+        shape, strides, itemsize, wide, bool(force_64bit), items, tile, num_tiles, read,
+        tuple(coord), unit_mask, index_bytes,
         narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {})
 
 
@@ -564,9 +574,10 @@ def c_contiguous(shape, strides, itemsize) -> bool:
 def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_sm=2048,
                force_64bit=False, base_address=0) -> CountPlan:
     """Plan ``count_nonzero_axes`` over ``axes`` (sorted, distinct, non-empty) of a non-empty input."""
-    shape = tuple(int(n) for n in shape)
+    shape = tuple(map(int, shape))
     strides = _byte_strides(strides, itemsize)
-    axes = tuple(sorted(int(a) for a in axes))
+    itemsize = int(itemsize)
+    axes = tuple(sorted(map(int, axes)))
     kept_axes = [i for i in range(len(shape)) if i not in axes]
     if axes[-1] - axes[0] + 1 == len(axes) and c_contiguous(shape, strides, itemsize):
         kept_dims, red_dims, base = count_dims_contiguous(shape, axes, itemsize)
@@ -576,8 +587,12 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
                          f"{MAX_DIMS} reduced dimensions after merging; this layout has "
                          f"{len(kept_dims)} and {len(red_dims)}")
-    n_out = math.prod(shape[i] for i in kept_axes)
-    red_size = math.prod(shape[i] for i in axes)
+    n_out = red_size = 1
+    for i, n in enumerate(shape):
+        if i in axes:
+            red_size *= n
+        else:
+            n_out *= n
 
     red_inner = abs(red_dims[-1][1])
     kept_inner = abs(kept_dims[-1][1])
@@ -603,7 +618,7 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
     return CountPlan._make(
-        shape, strides, axes, int(itemsize), wide, bool(force_64bit), kept_dims, red_dims, base,
+        shape, strides, axes, itemsize, wide, bool(force_64bit), kept_dims, red_dims, base,
         n_out, red_size, mode, chunk_len, n_chunks,
         narrow_loads(shape, strides, itemsize, base_address),
         mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {})

@@ -360,3 +360,26 @@ def test_cuda_compile_exception_is_wrapped(selftest_family, monkeypatch):
         assert isinstance(err.__cause__.__cause__, CompileException)
     finally:
         _modules.clear_cache()
+
+
+def test_check_launch_refuses_bad_configurations_before_and_after_good_ones():
+    """check_launch memoises accepted configurations and accepted (block, shared) pairs; a bad
+    grid, block or shared size is refused with its message whether or not a good
+    configuration with the same block came first, and lists are checked like tuples."""
+    from cupyops import _backend as B
+    be = B.SimtBackend(B.H100_PROPS)
+    for warm in (False, True):
+        if warm:
+            assert be.check_launch("k", (4, 1, 1), (256, 1, 1), 1024) == ((4, 1, 1),
+                                                                         (256, 1, 1), 1024)
+            assert be.check_launch("k", [7], [256, 1, 1], 1024) == ((7,), (256, 1, 1), 1024)
+        with pytest.raises(ValueError, match=r"k: grid \(0, 1, 1\) is out of range"):
+            be.check_launch("k", (0, 1, 1), (256, 1, 1), 1024)
+        with pytest.raises(ValueError, match=r"grid \(1, 65536\) is out of range"):
+            be.check_launch("k", (1, 65536), (256, 1, 1), 1024)
+        with pytest.raises(ValueError, match=r"block \(2048, 1, 1\) \(2048 threads\) is invalid"):
+            be.check_launch("k", (4, 1, 1), (2048, 1, 1), 1024)
+        with pytest.raises(ValueError, match="shared_mem=10000000 bytes exceeds"):
+            be.check_launch("k", (4, 1, 1), (256, 1, 1), 10_000_000)
+        with pytest.raises(ValueError, match="grid must have 1 to 3 dimensions"):
+            be.check_launch("k", (1, 1, 1, 1), (256, 1, 1), 1024)
