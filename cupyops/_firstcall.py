@@ -7,14 +7,15 @@ data pointer mod 16, workspace type, ``force_64bit``). The slow path accepted th
 arguments for that dtype and rank, so only the rules that read the shape are left: an empty
 reduced axis or output, a group too long for the index dtype. A class entry checks those and
 hands any doubt back to the slow path (which fails with its usual message or takes its
-trivial branch), plans the new shape with the contiguous planner, runs it, and stores the
-layout's own fast-path entry.
+trivial branch), plans the new shape with the contiguous planner and runs it. The layout's
+own fast-path entry is stored on its second call (``_second_call``): a layout seen once leaves
+nothing behind.
 
 Class entries hold the validated arguments and the backend: no plan, no memory. Only kernel
 paths (simt; CuPy input), and only where the slow path stored a fast-path entry too. Every
 public op: argmin/argmax/nanarg*/hardmax plan with the contiguous planner
-(cupyops._plan_argreduce.plan_argreduce_contiguous); the nonzero family's runners plan
-through their own (cached) planners.
+(cupyops._plan_argreduce.plan_argreduce_contiguous, any set of axes); the nonzero family's
+runners plan through their own planners (cached from the second call).
 """
 from __future__ import annotations
 
@@ -82,10 +83,7 @@ def _second_call(k) -> bool:
 def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first",
                     index_dtype=None, skip_nan=False, keepdims=False):
     """The class entry of argmin/argmax/nanarg* (``hardmax=False``) or hardmax over ``axes``
-    (sorted, non-empty), or None where the axes are not neighbours (the general planner)."""
-    a0, a1 = axes[0], axes[-1] + 1
-    if a1 - a0 != len(axes):
-        return None
+    (sorted, non-empty), planned with the contiguous planner."""
     top = int(np.iinfo(index_dtype).max) if not hardmax else None
     out_dtype = None if hardmax else np.dtype(index_dtype)
     force_64bit = _fast._force_64bit
@@ -98,7 +96,7 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
         shape = x.shape
         n_out = group = 1
         for i, n in enumerate(shape):
-            if a0 <= i < a1:
+            if i in axes:
                 group *= n
             else:
                 n_out *= n
@@ -109,14 +107,17 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
         align = align_of.get(vdt)
         if align is None:
             align = align_of[vdt] = _G._element_align(vdt)
-        plan = plan_contiguous(shape, vdt.itemsize, axes, props, force_64bit=force_64bit.get(),
-                               hardmax=hardmax, base_address=_data_ptr(x) % 4096,
-                               element_align=align)
+        try:
+            plan = plan_contiguous(shape, vdt.itemsize, axes, props,
+                                   force_64bit=force_64bit.get(), hardmax=hardmax,
+                                   base_address=_data_ptr(x) % 4096, element_align=align)
+        except ValueError:            # too many dimensions after merging: the slow path's
+            return None
         launches = launches_of(
             backend, plan, vdt, shape, axes, hardmax=hardmax, kind=kind, tie=tie,
             out_dtype=vdt if hardmax else out_dtype,
             nan_skip=bool(skip_nan) and vdt.kind in "fcV")
-        reshape = tuple(1 if a0 <= i < a1 else n for i, n in enumerate(shape)) \
+        reshape = tuple(1 if i in axes else n for i, n in enumerate(shape)) \
             if keepdims else None
         run = runner(backend, launches, entry=(prep, reshape))
         res = run(x, workspace)       # records the plan; raises for an all-NaN group

@@ -149,10 +149,10 @@ assert _ARRAY_FIELDS == ("k_size", "k_in", "k_out", "d_size", "d_in", "d_w", "d_
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
-    """The plan of ``x`` (non-empty) over ``axes`` (sorted): a C-contiguous array reduced over
-    neighbouring axes, the common case, skips the general normalisation."""
+    """The plan of ``x`` (non-empty) over ``axes`` (sorted): a C-contiguous array, the common
+    case, skips the general normalisation."""
     base = data_ptr(x) % 4096
-    if axes[-1] - axes[0] + 1 == len(axes) and x.flags.c_contiguous:
+    if x.flags.c_contiguous:
         plan = plan_argreduce_contiguous(
             x.shape, x.dtype.itemsize, axes, backend.props, force_64bit=force_64bit,
             hardmax=hardmax, base_address=base, element_align=_element_align(x.dtype),

@@ -271,15 +271,72 @@ def plan_argreduce(shape, strides_bytes, itemsize, axes, props, *, force_64bit=F
 def plan_argreduce_contiguous(shape, itemsize, axes, props, *, force_64bit=False,
                               hardmax=False, base_address=0, element_align=None,
                               **options) -> ArgreducePlan:
-    """:func:`plan_argreduce` of a C-contiguous array reduced over a run of neighbouring axes
-    (``axes``: sorted, ``axes[-1] - axes[0] + 1 == len(axes)``) whose every dimension is
-    non-empty: the common layout case, whose
-    normalised lists follow from three products (:func:`_contiguous_layout`) instead of the
-    general sort-and-merge. The same plan as plan_argreduce (tests/test_plan_argreduce.py
-    compares the two over every such layout up to 4 dimensions)."""
-    layout = _contiguous_layout(shape, axes[0], axes[-1] + 1, hardmax)
+    """:func:`plan_argreduce` of a C-contiguous array (every dimension non-empty) reduced over
+    ``axes`` (sorted): over a run of neighbouring axes, the common layout case, the normalised
+    lists follow from three products (:func:`_contiguous_layout`); over others from one walk
+    over the dims (:func:`_c_contiguous_layout`); neither sorts and merges as the general
+    planner does. The same plan as plan_argreduce (tests/test_plan_argreduce.py compares the
+    two over every such layout up to 4 dimensions)."""
+    if axes[-1] - axes[0] + 1 == len(axes):
+        layout = _contiguous_layout(shape, axes[0], axes[-1] + 1, hardmax)
+    else:
+        layout = _c_contiguous_layout(shape, axes, hardmax, itemsize)
     return _decide(layout, itemsize, props, force_64bit=force_64bit, hardmax=hardmax,
                    base_address=base_address, element_align=element_align, **options)
+
+
+def _c_contiguous_layout(shape, axes, hardmax, itemsize):
+    """:func:`_strided_layout` of a C-contiguous array reduced over any sorted ``axes``. Its
+    strides fall with the axis, so the sort is the identity; unit dims drop out; two
+    dims of one side with only unit dims between them are neighbours in memory, in the
+    row-major weights of the reduced side, in the kept side's output strides and in the
+    hardmax output (the input's own strides): they merge, and no others do."""
+    nd = len(shape)
+    kept, red = [], []             # [size, in_stride, out_stride / weight], innermost first
+    side = None                    # the side of the last dim kept in a list
+    stride = weight = out = 1      # element stride; reduced weight; kept output stride
+    n_out = group = 1
+    for i in range(nd - 1, -1, -1):
+        n = shape[i]
+        if i in axes:
+            if n != 1:
+                if side == "red":
+                    red[-1][0] *= n
+                else:
+                    red.append([n, stride, weight])
+                side = "red"
+            weight *= n
+            group *= n
+        else:
+            if n != 1:
+                if side == "kept":
+                    kept[-1][0] *= n
+                else:
+                    kept.append([n, stride, stride if hardmax else out])
+                side = "kept"
+            out *= n
+            n_out *= n
+        stride *= n
+    red_mem = tuple((n, s) for n, s, _ in red)           # memory order, as it is
+    red = _outermost_big_tuples([tuple(d) for d in red])
+    write = red if hardmax else ()
+    for what, lst in (("kept", kept), ("reduced", red), ("hardmax write", write)):
+        if len(lst) > MAX_DIMS:
+            strides_bytes = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(nd))
+            raise ValueError(
+                f"the GPU kernels handle at most {MAX_DIMS} dimensions a side after merging; "
+                f"this layout (shape {tuple(shape)}, strides {strides_bytes}, axes {axes}) "
+                f"leaves {len(lst)} {what} dimensions")
+    return (tuple(tuple(d) for d in kept), red, red_mem, write, 0, 0, 0, 0, stride - 1, n_out,
+            group)
+
+
+def _outermost_big_tuples(dims):
+    """:func:`_outermost_big` of ``(size, stride, weight)`` tuples."""
+    for d in dims[:-1]:
+        if d[0] > MAX_INNER_DIM:
+            return tuple(e for e in dims if e is not d) + (d,)
+    return tuple(dims)
 
 
 def _contiguous_layout(shape, a0, a1, hardmax):

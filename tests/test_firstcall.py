@@ -38,6 +38,8 @@ CASES = [
     ("argmax", dict(axis=-1, keepdims=True, dtype=np.int16)),
     ("argmin", dict(axis=1, tie="last")),
     ("argmax", dict(axis=(1, 2))),
+    ("argmin", dict(axis=(0, 2), tie="last")),          # not neighbours: the general planner
+    ("nanargmax", dict(axis=(0, 2), keepdims=True)),
     ("argmin", dict(axis=0, dtype=np.uint8)),
     ("argmax", dict(axis=None, tie="last")),
     ("nanargmax", dict(axis=1)),
@@ -50,7 +52,7 @@ def test_a_new_shape_of_a_seen_class_takes_the_class_route(name, kw, monkeypatch
     _fastpath.clear()
     rng = np.random.default_rng(0)
     f = getattr(cupyops, name)
-    ndim = 3 if kw.get("axis") in ((1, 2),) else 2
+    ndim = 3 if kw.get("axis") in ((1, 2), (0, 2)) else 2
     warm = rng.integers(0, 3, (4, 33, 5)[:ndim]).astype(np.float32)
     f(warm, device="simt", **kw)
     axis = kw.get("axis")
@@ -69,7 +71,7 @@ def test_a_new_shape_of_a_seen_class_takes_the_class_route(name, kw, monkeypatch
         x = rng.integers(0, 3, shape[:ndim]).astype(np.float32)
         if name.startswith("nan"):
             x[x == 0] = np.nan             # NaN to skip in every group, never a whole group
-            x[..., :1] = 1.0 if ndim == 2 else x[..., :1]
+            x[..., :1] = 1.0
             if ndim == 2:
                 x[:, 0] = 1.0
         with recording() as t:

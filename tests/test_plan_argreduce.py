@@ -426,22 +426,24 @@ def test_finish_pass_layout():
 
 def _contiguous_layouts():
     """C-contiguous shapes of 1 to 4 dimensions (sizes 1, 3, 32, 1025 and a few large ones for
-    splits and decode plans) with every run of neighbouring axes."""
+    splits and decode plans; a few of 5 to 7 with unit dims between the others) with every
+    set of axes."""
     sizes = (1, 3, 32, 1025)
     shapes = [(n,) for n in sizes] + [(a, b) for a in sizes for b in sizes]
     shapes += [(a, b, c) for a in (1, 3, 32) for b in (1, 3, 1025) for c in (1, 32)]
     shapes += [(2, 3, 1, 5), (3, 1, 33, 2), (1, 131072), (8, 131072), (131072, 8),
                (3, 70000, 5), (2, 3, 40000, 2), (1 << 20, 3), (5, 1 << 21)]
+    shapes += [(3, 1, 1, 4, 1, 5), (2, 1, 3, 1, 2, 1, 3), (1, 5, 1, 1, 7),
+               (3, 5, 2**31 + 3), (2**31 + 3, 2, 3)]    # a dim too long for a 32-bit digit
     for shape in shapes:
         nd = len(shape)
-        for a0 in range(nd):
-            for a1 in range(a0 + 1, nd + 1):
-                yield shape, tuple(range(a0, a1))
+        for mask in range(1, 1 << nd):           # every set of axes, neighbours or not
+            yield shape, tuple(i for i in range(nd) if mask >> i & 1)
 
 
 def test_contiguous_planner_gives_the_general_plan():
     """plan_argreduce_contiguous (the first-call planner of C-contiguous inputs) against the
-    general sort-and-merge planner: the same plan, field by field, for every run of axes, value
+    general sort-and-merge planner: the same plan, field by field, for every set of axes, value
     size, hardmax, 64-bit switch, base alignment, device and test option."""
     from cupyops._plan_argreduce import plan_argreduce_contiguous
     import dataclasses
@@ -459,10 +461,30 @@ def test_contiguous_planner_gives_the_general_plan():
                     options = option_sets[(n + k) % len(option_sets)]
                     kw = dict(force_64bit=f64, hardmax=hardmax, base_address=base,
                               element_align=align, **options)
-                    want = plan_argreduce(shape, strides, itemsize, axes, props, **kw)
+                    try:
+                        want = plan_argreduce(shape, strides, itemsize, axes, props, **kw)
+                    except ValueError as e:     # a dim too long for the index width
+                        with pytest.raises(ValueError) as got_e:
+                            plan_argreduce_contiguous(shape, itemsize, axes, props, **kw)
+                        assert str(got_e.value) == str(e)
+                        continue
                     got = plan_argreduce_contiguous(shape, itemsize, axes, props, **kw)
                     assert dataclasses.asdict(got) == dataclasses.asdict(want), (
                         shape, axes, itemsize, kw)
                     assert got == want
                     n += 1
     assert n > 3000
+
+
+def test_contiguous_planner_refuses_what_the_general_one_refuses():
+    """Too many dimensions a side after merging (alternating kept and reduced axes): the same
+    ValueError from both planners."""
+    from cupyops._plan_argreduce import plan_argreduce_contiguous
+    shape = (2,) * 18
+    strides = [4 * 2 ** (17 - i) for i in range(18)]
+    for axes in (tuple(range(0, 18, 2)), tuple(range(1, 18, 2))):
+        with pytest.raises(ValueError, match="at most 8 dimensions a side") as want:
+            plan_argreduce(shape, strides, 4, axes, H100_PROPS)
+        with pytest.raises(ValueError) as got:
+            plan_argreduce_contiguous(shape, 4, axes, H100_PROPS)
+        assert str(got.value) == str(want.value)
