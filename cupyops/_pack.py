@@ -70,10 +70,34 @@ class Packer:
         # arrays alone
         self._scalars_first = all(k is None for k in self.kinds[:self.n_scalars])
         self._pack_bytes = self._struct.pack
+        if self._scalars_first and self.array_lengths:
+            self.pack = self._compile_scalars_first()
+
+    def _compile_scalars_first(self):
+        """``pack`` for a struct of scalars then arrays, as one generated function (as
+        namedtuple and dataclasses build theirs): a single call of the struct's pack over
+        the scalars and each array followed by its zero padding, with no loop. An array too
+        long gives a count the struct refuses; the loop above then says which."""
+        names = [f"a{i}" for i in range(len(self.array_lengths))]
+        args = ", ".join(f"*{a}, *_z[{n} - len({a})]"
+                         for a, n in zip(names, self.array_lengths))
+        src = (f"def pack(scalars, arrays):\n"
+               f"    try:\n"
+               f"        {', '.join(names)}, = arrays\n"
+               f"        return _fb(_pack(*scalars, {args}), _dt)[0]\n"
+               f"    except (struct.error, ValueError):\n"
+               f"        return _loop(scalars, arrays)\n")
+        env = {"_z": self._zeros, "_fb": np.frombuffer, "_pack": self._pack_bytes,
+               "_dt": self.dtype, "_loop": self._pack_loop, "struct": struct}
+        exec(src, env)
+        return env["pack"]
 
     def pack(self, scalars, arrays) -> np.void:
         """Integers (anything with ``__index__``) for integer fields; struct.pack checks each
         value's range and type."""
+        return self._pack_loop(scalars, arrays)
+
+    def _pack_loop(self, scalars, arrays) -> np.void:
         if len(scalars) != self.n_scalars or len(arrays) != len(self.array_lengths):
             raise ValueError(f"{self.dtype}: {self.n_scalars} scalars and "
                              f"{len(self.array_lengths)} arrays expected")
