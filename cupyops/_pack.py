@@ -85,7 +85,7 @@ class Packer:
                f"    try:\n"
                f"        {', '.join(names)}, = arrays\n"
                f"        return _fb(_pack(*scalars, {args}), _dt)[0]\n"
-               f"    except (struct.error, ValueError):\n"
+               f"    except (struct.error, ValueError, IndexError):\n"
                f"        return _loop(scalars, arrays)\n")
         env = {"_z": self._zeros, "_fb": np.frombuffer, "_pack": self._pack_bytes,
                "_dt": self.dtype, "_loop": self._pack_loop, "struct": struct}

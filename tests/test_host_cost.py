@@ -309,6 +309,11 @@ def test_packer_matches_a_field_by_field_fill():
             too_long = [list(range(n + 1)) for n in packer.array_lengths]
             with pytest.raises(ValueError, match="an array of"):
                 packer.pack(scalars, too_long)
+            for extra in (1, 9, 10, 40):            # one array too long, by any count
+                one = list(arrays)
+                one[-1] = list(range(packer.array_lengths[-1] + extra))
+                with pytest.raises(ValueError, match="an array of"):
+                    packer.pack(scalars, one)
 
 
 def test_argreduce_params_hold_the_plan_field_by_field():
