@@ -719,23 +719,29 @@ TAIL_BLOCK = 64             # first block searched from each row's end (elements
 
 def last_extreme_rows(x2: np.ndarray, kind: str) -> np.ndarray:
     """intp index of the *last* maximum (``kind="max"``) or minimum of each row of ``x2``
-    ((rows, n), unit stride along n; bool, integer or float): NaN is the extreme, the last NaN
-    its position, -0.0 equals 0.0.
+    ((rows, n), C-contiguous; bool, integer or float): NaN is the extreme, the last NaN its
+    position, -0.0 equals 0.0. Temporaries stay below ``CHUNK_ELEMS`` elements besides
+    row-sized vectors; the input is never copied whole.
 
     NumPy's argmax/argmin give the *first* extreme of each row in one SIMD pass in place; the
-    last one lies between it and the row's end. The last 64 elements of every row are compared
-    with its extreme; rows that recur there (ties, as with small-range values) are done. If
-    few rows are left, blocks 4x wider each time follow for those rows only; else every row's
-    remaining part is compared in bounded row chunks and the last equal position located by
-    8-byte words (``_locate``). ``n - 1 - argmax(x[:, ::-1])`` reads the reversed axis through
-    a contiguous copy of the whole input: 2.4x the time where the extreme recurs near the
-    ends; where a sample of rows shows that it does not (distinct values), that is used."""
+    last one lies between it and the row's end. Blocks are compared with each row's extreme
+    from the end backwards (64 elements, then 4x wider each time up to CHUNK_ELEMS), only for
+    the rows not found yet, so a row whose extreme recurs near its end (ties, as with
+    small-range values) costs one small block and any row at most 4/3 of itself.
+    ``n - 1 - argmax(x[:, ::-1])`` reads the reversed rows through a contiguous copy: 2.4x the
+    time where extremes recur near the ends; where a sample of rows shows that they do not
+    (distinct values), that is used, in bounded row chunks."""
     rows_n, n = x2.shape
     f = np.argmax if kind == "max" else np.argmin
-    if rows_n >= 2 * SAMPLE_ROWS and not _recurs_near_the_end(x2[:SAMPLE_ROWS], kind):
-        # values rarely repeat their row's extreme (distinct values): most rows would need
-        # the whole-row pass below after the first one; NumPy's reversed argmax is one pass
-        return (n - 1) - f(x2[:, ::-1], axis=1)
+    if (rows_n >= 2 * SAMPLE_ROWS and n <= CHUNK_ELEMS
+            and not _recurs_near_the_end(x2[:SAMPLE_ROWS], kind)):
+        # values rarely repeat their row's extreme (distinct values): NumPy's reversed argmax
+        # is one pass; it copies what it reads, so a chunk of rows at a time
+        out = np.empty(rows_n, np.intp)
+        step = max(1, CHUNK_ELEMS // n)
+        for r0 in range(0, rows_n, step):
+            out[r0:r0 + step] = (n - 1) - f(x2[r0:r0 + step, ::-1], axis=1)
+        return out
     first = f(x2, axis=1)
     ext = x2[np.arange(rows_n), first]
     nan = ext != ext                                  # rows whose extreme is NaN
@@ -743,40 +749,32 @@ def last_extreme_rows(x2: np.ndarray, kind: str) -> np.ndarray:
     out = first.astype(np.intp, copy=True)
     idx = None                                        # None: every row still looks
     end, width = n, TAIL_BLOCK
-    while True:
+    while end > 0:
         start = max(0, end - width)
-        if idx is None:
-            blk, e, nn, lo = x2[:, start:end], ext, nan, first
-            rows = np.arange(rows_n)
-        else:
-            blk, e, nn, lo = x2[idx, start:end], ext[idx], nan[idx], first[idx]
-            rows = idx
-        eq = _equal_to(blk, e, nn, any_nan)
-        hit = eq.any(axis=1)
-        last = (end - start - 1) - np.argmax(eq[:, ::-1], axis=1)   # (a narrow block)
-        out[rows[hit]] = start + last[hit]
-        # rows not found whose first extreme is at or past this block's start are done: their
-        # first extreme is the last one
-        idx = rows[~hit & (lo < start)]
+        w = end - start
+        rstep = max(1, CHUNK_ELEMS // w)
+        rows_left = rows_n if idx is None else idx.size
+        left = []
+        for c0 in range(0, rows_left, rstep):
+            if idx is None:                           # every row: a view
+                rows = np.arange(c0, min(rows_left, c0 + rstep))
+                blk = x2[c0:c0 + rstep, start:end]
+            else:                                     # some rows: a bounded gather
+                rows = idx[c0:c0 + rstep]
+                blk = x2[rows, start:end]
+            eq = _equal_to(blk, ext[rows], nan[rows], any_nan)
+            hit = eq.any(axis=1)
+            last = (w - 1) - np.argmax(eq[:, ::-1], axis=1)
+            out[rows[hit]] = start + last[hit]
+            # rows not found whose first extreme is at or past this block's start are done:
+            # their first extreme is the last one
+            left.append(rows[~hit & (first[rows] < start)])
+        idx = np.concatenate(left) if len(left) > 1 else left[0]
         if idx.size == 0:
-            return out
-        end, width = start, width * 4
-        if idx.size > rows_n // 8:
             break
-    # many rows left: their part [0, end) compared in place, row chunks of bounded size
-    pw = -(-end // 8) * 8
-    step = max(1, CHUNK_ELEMS // max(pw, 1))
-    left = np.zeros(rows_n, np.bool_)
-    left[idx] = True
-    for r0 in range(0, rows_n, step):
-        r1 = min(rows_n, r0 + step)
-        if not left[r0:r1].any():
-            continue
-        buf = np.zeros((r1 - r0, pw), np.bool_)
-        buf[:, :end] = _equal_to(x2[r0:r1, :end], ext[r0:r1], nan[r0:r1], any_nan)
-        pos = _locate(buf, end, "last")
-        sel = left[r0:r1]
-        out[r0:r1][sel] = pos[sel]
+        if idx.size == rows_n:                        # every row left: views, no gather
+            idx = None
+        end, width = start, min(width * 4, CHUNK_ELEMS)
     return out
 
 

@@ -195,7 +195,8 @@ def _read_only_view(x):
 
 # --------------------------------------------------------------------------- CPU path
 
-_ARG = {("max", False): np.argmax, ("min", False): np.argmin,
+# (ndarray's own methods for argmax/argmin: np.argmax's Python wrapper costs half a µs)
+_ARG = {("max", False): np.ndarray.argmax, ("min", False): np.ndarray.argmin,
         ("max", True): np.nanargmax, ("min", True): np.nanargmin}
 
 
@@ -209,11 +210,11 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     """The NumPy composition a user would write for a small input, or None."""
     if x.size == 0 or not axes or not _numpy_semantics(x.dtype):
         return None
-    # larger inputs only where NumPy reads in place: the last axis, unit stride (np.argmax
-    # copies any other layout whole; the library's chunked path bounds that); tie "last" by
-    # rows (_cpu_argreduce.last_extreme_rows), of a C-contiguous input or a matrix
+    # larger inputs only where NumPy reads in place: the last axis of a C-contiguous input
+    # (np.argmax copies any other layout whole, padded rows included; the library's chunked
+    # path bounds that); tie "last" by rows (_cpu_argreduce.last_extreme_rows)
     if x.size > CPU_SMALL:
-        if not (axes == (x.ndim - 1,) and not skip_nan and x.strides[-1] == x.itemsize):
+        if not (axes == (x.ndim - 1,) and not skip_nan and x.flags.c_contiguous):
             return None
         if tie == "last":
             return _last_extreme_entry(x, kind, index_dtype, result_shape)
@@ -258,16 +259,18 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
 
 
 def _last_extreme_entry(x, kind, index_dtype, result_shape):
-    """argmin/argmax with tie "last" along a unit-stride last axis of a large input: rows of
-    a matrix, or of a C-contiguous input (a view); None for other layouts."""
-    if x.ndim != 2 and not x.flags.c_contiguous:
-        return None
-    from ._cpu_argreduce import last_extreme_rows
+    """argmin/argmax with tie "last" along the last axis of a large C-contiguous input of many
+    rows (a view), or None: a few long rows keep the engine, whose blocks of ~sqrt(16 n) read
+    a long row once (the tails searched from the end would read the part after each row's
+    first extreme twice)."""
+    from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS, last_extreme_rows
     n = x.shape[-1]
+    if x.size // n < 2 * SAMPLE_ROWS or n > CHUNK_ELEMS:
+        return None
     index_dtype = np.dtype(index_dtype)
 
     def entry(x, workspace):
-        r = last_extreme_rows(x if x.ndim == 2 else x.reshape(-1, n), kind)
+        r = last_extreme_rows(x.reshape(-1, n), kind)
         return r.astype(index_dtype, copy=False).reshape(result_shape)
     return entry
 
