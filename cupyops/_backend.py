@@ -198,7 +198,9 @@ class Backend:
     def _check_launch(self, expr, grid, block, shared_mem) -> tuple:
         grid = _dims(grid, "grid")
         # a block and shared size checked before with another grid (the grid follows the
-        # input's size; the block rarely changes): only the grid is left to check
+        # input's size; the block rarely changes): only the grid is left to check. (The
+        # checks below are the device's limits, the same for every kernel; a per-kernel limit
+        # such as a register-bound block size would have to key this by expr too.)
         bkey = (block, shared_mem)
         try:
             checked = self._blocks_checked.get(bkey)
