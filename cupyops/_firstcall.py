@@ -27,6 +27,7 @@ from . import _gpu_nonzero as _N
 from . import _plan_argreduce as _P
 from ._backend import data_ptr as _data_ptr
 from ._cache import LRU
+from ._layout import kept_and_reduced_sizes
 
 __all__ = ["lookup", "serve", "remember", "argreduce_class", "count_class", "coordinates_class",
            "clear"]
@@ -94,12 +95,7 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
 
     def first(x, workspace, k):
         shape = x.shape
-        n_out = group = 1
-        for i, n in enumerate(shape):
-            if i in axes:
-                group *= n
-            else:
-                n_out *= n
+        n_out, group = kept_and_reduced_sizes(shape, axes)
         # the rules that read the shape: anything else is the slow path's to say
         if group == 0 or n_out == 0 or (top is not None and group - 1 > top):
             return None

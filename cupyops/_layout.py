@@ -34,7 +34,8 @@ import operator
 from typing import Iterable, Sequence
 
 __all__ = ["Dim", "drop_unit", "flip_negative", "sort_by_stride", "merge", "normalize",
-           "row_major_strides", "split_by_zero_stride", "span", "coarsen_to"]
+           "row_major_strides", "split_by_zero_stride", "span", "coarsen_to",
+           "kept_and_reduced_sizes"]
 
 
 class Dim(tuple):
@@ -190,6 +191,18 @@ def normalize(dims: Sequence[Dim], *, key: int = 0, merge_operands: Sequence[int
     d = sort_by_stride(d, key, zeros)
     d = merge(d, merge_operands)
     return d, base
+
+
+def kept_and_reduced_sizes(shape: Sequence[int], axes) -> tuple:
+    """``(product of the kept extents, product of the reduced ones)`` of ``shape`` over
+    ``axes`` (a container of axis numbers)."""
+    kept = reduced = 1
+    for i, n in enumerate(shape):
+        if i in axes:
+            reduced *= n
+        else:
+            kept *= n
+    return kept, reduced
 
 
 def size_of(dims: Sequence[Dim]) -> int:

@@ -587,12 +587,7 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
                          f"{MAX_DIMS} reduced dimensions after merging; this layout has "
                          f"{len(kept_dims)} and {len(red_dims)}")
-    n_out = red_size = 1
-    for i, n in enumerate(shape):
-        if i in axes:
-            red_size *= n
-        else:
-            n_out *= n
+    n_out, red_size = _layout.kept_and_reduced_sizes(shape, axes)
 
     red_inner = abs(red_dims[-1][1])
     kept_inner = abs(kept_dims[-1][1])
