@@ -23,13 +23,13 @@ call, and each replay of a captured CUDA graph, starts from zero; the kernel nev
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
+import typing
 
 import numpy as np
 
 from . import _modules, _trace, _workspace
-from ._pack import Packer, frozen_maker
+from ._pack import Packer
 from ._backend import data_ptr
 from ._plan_argreduce import (MAX_DIMS, ArgreducePlan, plan_argreduce,
                               plan_argreduce_contiguous, step_digits)
@@ -221,11 +221,12 @@ def _index_dtype(plan):
     return _UINT[plan.pidx_itemsize]
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class ArgreduceLaunches:
+class ArgreduceLaunches(typing.NamedTuple):
     """Everything one call does that follows from its layout and options: the plan, the
     kernels, the packed parameters and the scratch it carves. Built once per layout by
-    :func:`prepare` (cached per backend), run by :func:`execute` on any array of that layout."""
+    :func:`prepare` (cached per backend), run by :func:`execute` on any array of that layout.
+    (A named tuple: a first call of a new layout builds one, in a third of a frozen
+    dataclass's time.)"""
 
     plan: ArgreducePlan
     value_dtype: np.dtype
@@ -242,8 +243,6 @@ class ArgreduceLaunches:
     nan_skip: bool
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
-
-    _make = classmethod(frozen_maker)
 
 
 def _scratch_views(arrays):
@@ -311,7 +310,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
         out_shape = tuple(shape)
     else:
         out_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
-    return ArgreduceLaunches._make(
+    return ArgreduceLaunches(
         plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
         out_dtype, bool(nan_skip), bool(nan_skip) or plan.last_block,
         _element_align(out_dtype) if narrow_out else out_dtype.itemsize)
