@@ -41,6 +41,7 @@ TILES_T = "nonzero_tiles_t"   # the same, for inputs read in memory order (plan.
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
 COUNT = "count_nonzero_axes"
 _record_plan = _trace.record_plan
+_holder_for = _workspace.holder_for
 
 
 def kernel_value_dtype(dtype) -> np.dtype:
@@ -200,40 +201,30 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
     rows = layout == plan.LAYOUT_ROWS
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
-    # row_stride is the count, patched as 8 bytes into a copy of one packed template (setting
-    # a field of a structured scalar costs 8 µs; the plan's memo would rebuild the struct for
-    # every new count), the last few kept
-    place = cp.params(plan.MODE_PLACE, layout)
-    if not rows:
-        place = (np.asarray(place).reshape(1).view(np.uint8), {})
+    # row_stride is the count (the plan writes it into a copy of its packed template), the
+    # last few kept here by count
+    place = cp.params(plan.MODE_PLACE, layout) if rows else {}
     return functools.partial(_exact_run, (
-        cp, layout, keep_count, result, dtype, scan_expr, *scan_cfg,
+        cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         cp.params(plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
         cp.ndim, backend))
 
 
-_AT_ROW_STRIDE = plan.PARAMS_DTYPE.fields["row_stride"][1] // 8
-
-
-def _column_place_params(place, count):
-    template, recent = place
-    p = recent.get(count)
-    if p is None:
-        b = template.copy()
-        b.view(np.int64)[_AT_ROW_STRIDE] = count
-        if len(recent) >= 8:
-            recent.clear()
-        p = recent[count] = b.view(plan.PARAMS_DTYPE)[0]
+def _column_params(cp, recent, count):
+    """PLACE's parameters of the column layout for ``count`` nonzeros, kept in ``recent``
+    (the last 8 counts)."""
+    if len(recent) >= 8:
+        recent.clear()
+    p = recent[count] = cp.params(plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count)
     return p
 
 
 def _exact_run(state, x, workspace=None, stats=None):
-    (cp, layout, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
+    (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
      place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, backend) = state
     _record_plan(cp)
-    rows = layout == plan.LAYOUT_ROWS
     launcher = backend.launcher
-    ws = _workspace.holder_for(backend, workspace)
+    ws = _holder_for(backend, workspace)
     with ws._lock:
         counter, status, count_dev = _scratch(backend, ws, cp)
         if keep_count:
@@ -247,9 +238,11 @@ def _exact_run(state, x, workspace=None, stats=None):
         count = backend.read_scalar(count_dev)               # the one device-to-host read
         out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
         if count:
+            p = place if rows else place.get(count)
+            if p is None:
+                p = _column_params(cp, place, count)
             launcher(_NAME, dtype, place_expr)(
-                pgrid, pblock, (x, place if rows else _column_place_params(place, count),
-                                counter, status, out, count_dev, counter), psmem)
+                pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem)
     if result == RESULT_COORDS:
         return out
     if result == RESULT_ROWS:
@@ -280,7 +273,7 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
         coords, count_dev = out
     else:
         coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
-    ws = _workspace.holder_for(backend, workspace)
+    ws = _holder_for(backend, workspace)
     with ws._lock:
         counter, status, _ = _scratch(backend, ws, cp)
         if stats is None:
