@@ -56,12 +56,11 @@ Cases (``plan.case``) and kernels (``plan.kernel``):
 """
 from __future__ import annotations
 
-import dataclasses
 import math
+import typing
 
 from . import _layout
 from ._layout import Dim
-from ._pack import frozen_maker
 
 __all__ = ["ArgreducePlan", "plan_argreduce", "plan_argreduce_contiguous", "MAX_DIMS", "LIMIT_32"]
 
@@ -90,8 +89,10 @@ MIN_SCRATCH_RATIO = 64
 MIN_DECODE_BLOCK_VECS = 256
 
 
-@dataclasses.dataclass(frozen=True)
-class ArgreducePlan:
+class ArgreducePlan(typing.NamedTuple):
+    """How one argmin/argmax/hardmax call runs (a named tuple: a first call of a new layout
+    builds one, in a third of a frozen dataclass's time)."""
+
     case: str                    # "row" | "column" | "general" | "split"
     kernel: str                  # "row" | "col"
     hardmax: bool
@@ -130,8 +131,6 @@ class ArgreducePlan:
                                  # words, as a wider load at a smaller alignment faults on a GPU
     last_block: bool = False     # "decode": one launch, the group's last block combines the
                                  # partials (tickets in scratch)
-
-    _make = classmethod(frozen_maker)
 
     @property
     def index_itemsize(self) -> int:
@@ -601,7 +600,7 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         abs(index_base) + abs(zero_last) + red_span,
     ) >= LIMIT_32
 
-    return ArgreducePlan._make(
+    return ArgreducePlan(
         case, kernel, bool(hardmax), use_64bit, itemsize, n_out, group, group_full, in_base,
         out_base, index_base, zero_last, kept, red, red_mem, write, vec, team, step, write_step,
         block, (grid_x, nchunks, 1), shared, chunk, nchunks, passes, finish_block, finish_grid,

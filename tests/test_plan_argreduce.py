@@ -446,7 +446,6 @@ def test_contiguous_planner_gives_the_general_plan():
     general sort-and-merge planner: the same plan, field by field, for every set of axes, value
     size, hardmax, 64-bit switch, base alignment, device and test option."""
     from cupyops._plan_argreduce import plan_argreduce_contiguous
-    import dataclasses
     option_sets = [{}, dict(min_split_elements=0, min_work_per_thread=1),
                    dict(min_split_elements=0, min_block_team_vecs=1, min_decode_block_vecs=1),
                    dict(min_scratch_ratio=0, min_split_elements=0, min_decode_block_vecs=0)]
@@ -469,8 +468,7 @@ def test_contiguous_planner_gives_the_general_plan():
                         assert str(got_e.value) == str(e)
                         continue
                     got = plan_argreduce_contiguous(shape, itemsize, axes, props, **kw)
-                    assert dataclasses.asdict(got) == dataclasses.asdict(want), (
-                        shape, axes, itemsize, kw)
+                    assert got._asdict() == want._asdict(), (shape, axes, itemsize, kw)
                     assert got == want
                     n += 1
     assert n > 3000
