@@ -290,11 +290,9 @@ def _xp(placement):
 def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan=False,
                fast_key=None):
     opname = ("nanarg" if skip_nan else "arg") + kind
-    first = _first.lookup(fast_key, x)
-    if first is not None:     # a new layout of a layout class seen before
-        res = first(x, workspace, fast_key)
-        if res is not None:
-            return res
+    res = _first.serve(fast_key, x, workspace)   # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, ARGREDUCE_DTYPES, opname, datetime=True)
     axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)
@@ -430,11 +428,9 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
 
 def _hardmax(x, axis, tie, out, device, workspace, fast_key):
     opname = "hardmax"
-    first = _first.lookup(fast_key, x)
-    if first is not None:     # a new layout of a layout class seen before
-        res = first(x, workspace, fast_key)
-        if res is not None:
-            return res
+    res = _first.serve(fast_key, x, workspace)   # a new layout of a layout class seen before
+    if res is not None:
+        return res
     x, placement = _dispatch.place(x, device)
     _check_value_dtype(x, HARDMAX_DTYPES, opname)
     axes = _normalize_axes(axis, x.ndim, opname, zero_d=True)

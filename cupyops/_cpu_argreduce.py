@@ -715,6 +715,7 @@ def hardmax(x: np.ndarray, axes: tuple, *, tie: str, out: np.ndarray | None = No
 # tie="last" along a contiguous last axis: the last extreme found from the rows' ends
 # --------------------------------------------------------------------------------------------
 TAIL_BLOCK = 64             # first block searched from each row's end (elements); grows 4x
+SAMPLE_ROWS = 16            # rows that last_extreme_rows samples to choose its method
 
 
 def last_extreme_rows(x2: np.ndarray, kind: str) -> np.ndarray:
@@ -776,9 +777,6 @@ def last_extreme_rows(x2: np.ndarray, kind: str) -> np.ndarray:
             idx = None
         end, width = start, min(width * 4, CHUNK_ELEMS)
     return out
-
-
-SAMPLE_ROWS = 16            # rows that last_extreme_rows samples to choose its method
 
 
 def _recurs_near_the_end(sample, kind):

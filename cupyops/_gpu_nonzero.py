@@ -100,7 +100,6 @@ def _config(backend, p, dtype, name, grid):
 _EXPRS: dict = {}     # (kernel, dtype, wide) -> name expression: a few dozen in all
 
 
-
 # ------------------------------------------------------------------------------ count_nonzero
 
 def count_nonzero(backend, x, axes, *, force_64bit=False):

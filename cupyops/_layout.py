@@ -35,7 +35,7 @@ from typing import Iterable, Sequence
 
 __all__ = ["Dim", "drop_unit", "flip_negative", "sort_by_stride", "merge", "normalize",
            "row_major_strides", "split_by_zero_stride", "span", "coarsen_to",
-           "kept_and_reduced_sizes"]
+           "kept_and_reduced_sizes", "run_sizes"]
 
 
 class Dim(tuple):
@@ -203,6 +203,19 @@ def kept_and_reduced_sizes(shape: Sequence[int], axes) -> tuple:
         else:
             kept *= n
     return kept, reduced
+
+
+def run_sizes(shape: Sequence[int], a0: int, a1: int) -> tuple:
+    """``(outer, run, inner)``: the products of the extents before axis ``a0``, of axes
+    ``a0 .. a1 - 1`` and after them."""
+    outer = run = inner = 1
+    for n in shape[:a0]:
+        outer *= n
+    for n in shape[a0:a1]:
+        run *= n
+    for n in shape[a1:]:
+        inner *= n
+    return outer, run, inner
 
 
 def size_of(dims: Sequence[Dim]) -> int:

@@ -151,10 +151,20 @@ def _outermost_big(dims: list) -> list:
     The order in which a group is walked is free (the comparison is a total order, and the
     logical index travels with each position), so this only costs the vector loads of that
     layout. Two such dimensions would make a group of 2**62 elements."""
-    big = [d for d in dims[:-1] if d.size > MAX_INNER_DIM]
+    big = [d for d in dims[:-1] if d[0] > MAX_INNER_DIM]      # (Dims or (size, ...) tuples)
     if not big:
         return dims
     return [d for d in dims if d is not big[0]] + [big[0]]
+
+
+def _too_many_dims(shape, strides_bytes, axes, kept, red, write) -> ValueError:
+    """The error of a layout that leaves more than MAX_DIMS dimensions on a side."""
+    for what, lst in (("kept", kept), ("reduced", red), ("hardmax write", write)):
+        if len(lst) > MAX_DIMS:
+            return ValueError(
+                f"the GPU kernels handle at most {MAX_DIMS} dimensions a side after merging; "
+                f"this layout (shape {shape}, strides {tuple(strides_bytes)}, axes {axes}) "
+                f"leaves {len(lst)} {what} dimensions")
 
 
 def _pow2ceil(n: int) -> int:
@@ -317,37 +327,19 @@ def _c_contiguous_layout(shape, axes, hardmax, itemsize):
             n_out *= n
         stride *= n
     red_mem = tuple((n, s) for n, s, _ in red)           # memory order, as it is
-    red = _outermost_big_tuples([tuple(d) for d in red])
+    red = tuple(_outermost_big([tuple(d) for d in red]))
     write = red if hardmax else ()
-    for what, lst in (("kept", kept), ("reduced", red), ("hardmax write", write)):
-        if len(lst) > MAX_DIMS:
-            strides_bytes = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(nd))
-            raise ValueError(
-                f"the GPU kernels handle at most {MAX_DIMS} dimensions a side after merging; "
-                f"this layout (shape {tuple(shape)}, strides {strides_bytes}, axes {axes}) "
-                f"leaves {len(lst)} {what} dimensions")
+    if max(len(kept), len(red)) > MAX_DIMS:
+        raise _too_many_dims(tuple(shape), [itemsize * math.prod(shape[i + 1:])
+                                            for i in range(nd)], axes, kept, red, write)
     return (tuple(tuple(d) for d in kept), red, red_mem, write, 0, 0, 0, 0, stride - 1, n_out,
             group)
-
-
-def _outermost_big_tuples(dims):
-    """:func:`_outermost_big` of ``(size, stride, weight)`` tuples."""
-    for d in dims[:-1]:
-        if d[0] > MAX_INNER_DIM:
-            return tuple(e for e in dims if e is not d) + (d,)
-    return tuple(dims)
 
 
 def _contiguous_layout(shape, a0, a1, hardmax):
     """:func:`_strided_layout` of a C-contiguous array reduced over axes ``a0 .. a1 - 1``: the
     kept dimensions merge into at most two (inner, then outer), the reduced ones into one."""
-    outer = group = inner = 1
-    for n in shape[:a0]:
-        outer *= n
-    for n in shape[a0:a1]:
-        group *= n
-    for n in shape[a1:]:
-        inner *= n
+    outer, group, inner = _layout.run_sizes(shape, a0, a1)
     total = outer * group * inner
     if group == 1:     # nothing is read along the reduced axes: the kept ones merge into one
         n_out = outer * inner
@@ -404,12 +396,8 @@ def _strided_layout(shape, strides, axes, hardmax, strides_bytes):
         wdims = [Dim(shape[a], (xs[a], weights[i]), a) for i, a in enumerate(axes)][::-1]
         write = _outermost_big(_layout.merge(_layout.drop_unit(wdims)))
 
-    for what, lst in (("kept", kdims), ("reduced", red), ("hardmax write", write)):
-        if len(lst) > MAX_DIMS:
-            raise ValueError(
-                f"the GPU kernels handle at most {MAX_DIMS} dimensions a side after merging; "
-                f"this layout (shape {shape}, strides {tuple(strides_bytes)}, axes {axes}) "
-                f"leaves {len(lst)} {what} dimensions")
+    if max(len(kdims), len(red), len(write)) > MAX_DIMS:
+        raise _too_many_dims(shape, strides_bytes, axes, kdims, red, write)
     span = sum((n - 1) * abs(s) for n, s in zip(shape, strides))
     return (tuple((d.size, d.strides[0], d.strides[1]) for d in kdims),
             tuple((d.size, d.strides[0], d.strides[1]) for d in red),

@@ -123,8 +123,6 @@ def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
     return (t + ((n - t) >> sh1)) >> sh2
 
 
-
-
 _FASTDIV_STRUCT = struct.Struct("<QQIBBxx")    # FASTDIV_DTYPE: its members, 2 padding bytes
 _INT_CODES = {("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 4): "I", ("u", 8): "Q"}
 
@@ -222,7 +220,6 @@ def tile_elements(itemsize: int) -> int:
 
 def _byte_strides(x_strides, itemsize):
     return tuple(map(int, x_strides))
-
 
 
 def narrow_loads(shape, strides, itemsize, base_address) -> bool:
@@ -428,10 +425,7 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         m, kk, inner, chunks, _ = tr
         tile = kk * inner
         num_tiles = math.prod(n for n, _ in read[:m]) * chunks
-    span = 0                                           # largest |byte offset|
-    for n, st in read:
-        span += (n - 1) * abs(st)
-    wide = bool(force_64bit) or size > 2**31 or span > _I32_MAX
+    wide = bool(force_64bit) or size > 2**31 or _spanb(read) > _I32_MAX
     index_bytes = index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
         np.dtype(index_dtype).itemsize
     return CoordinatePlan._make(
@@ -499,7 +493,10 @@ class CountPlan:
 
 def _spanb(dims) -> int:
     """The largest |byte offset| of an element over dims ``((size, byte stride), ...)``."""
-    return sum((n - 1) * abs(s) for n, s in dims)
+    span = 0
+    for n, s in dims:
+        span += (n - 1) * abs(s)
+    return span
 
 
 def count_offset_bound(mode, kept_dims, red_dims, itemsize) -> int:
@@ -543,13 +540,7 @@ def count_dims_contiguous(shape, axes, itemsize):
     """:func:`count_dims` of a C-contiguous input reduced over a run of neighbouring axes,
     from three products: the kept dims merge into at most two (outer, inner), the reduced
     ones into one (tests/test_plan_nonzero.py compares the two)."""
-    outer = group = inner = 1
-    for n in shape[:axes[0]]:
-        outer *= n
-    for n in shape[axes[0]:axes[-1] + 1]:
-        group *= n
-    for n in shape[axes[-1] + 1:]:
-        inner *= n
+    outer, group, inner = _layout.run_sizes(shape, axes[0], axes[-1] + 1)
     if group == 1:     # the kept dims are neighbours in memory: one
         n = outer * inner
         return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0

@@ -104,7 +104,7 @@ def _first_cases():
         ("nonzero (8, n)", lambda x, d: co.nonzero(x, device=d)),
         ("nonzero_coordinates(size=100) (8, n)",
          lambda x, d: co.nonzero_coordinates(x, size=100, device=d)),
-        # a layout the contiguous planner does not serve: every call plans from scratch
+        # axes that are not neighbours: the contiguous planner's walk over the dims
         ("argmax axes (0, 2) of (4, 8, n)",
          lambda x, d: co.argmax(x.reshape(4, 2, -1), axis=(0, 2), device=d)),
     ]
