@@ -148,8 +148,10 @@ def _plan(backend, x, index_dtype, force_64bit, cache_plan=True):
            bool(force_64bit))
     cp = backend.plans.get(key)
     if cp is None:
-        cp = plan.plan_coordinates(x.shape, x.strides, x.itemsize, index_dtype,
-                                   force_64bit=force_64bit, base_address=data_ptr(x))
+        planner = plan.plan_coordinates_contiguous if x.flags.c_contiguous else \
+            plan.plan_coordinates
+        cp = planner(x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
+                     base_address=data_ptr(x))
         if cache_plan:
             backend.plans.put(key, cp)
     return cp                 # the runners record it on every run

@@ -105,14 +105,15 @@ def fastdiv(d: int) -> tuple:
     """``(d, m64, m32, sh1, sh2)``: Granlund-Montgomery magic numbers for unsigned division by
     ``d`` (1 <= d < 2**63). ``n // d == (t + ((n - t) >> sh1)) >> sh2`` with
     ``t = (m * n) >> N`` for every N-bit ``n`` (N = 64 with m64; N = 32 with m32, d < 2**32)."""
-    d = int(d)
-    if not 1 <= d < 2**63:
+    if type(d) is not int:
+        d = int(d)
+    if not 0 < d < 0x8000000000000000:
         raise ValueError(f"fastdiv: divisor {d} out of range")
     ell = (d - 1).bit_length()          # ceil(log2 d)
-    m64 = ((2**64 * (2**ell - d)) // d) + 1
-    m32 = ((2**32 * (2**ell - d)) // d) + 1 if d < 2**32 else 0
-    assert m64 < 2**64 and m32 < 2**32
-    return (d, m64, m32, min(ell, 1), max(ell - 1, 0))
+    # m = 2**N * (2**ell - d) // d + 1 == 2**(N + ell) // d - (2**N - 1): 2**N * d / d is exact
+    m64 = (1 << (64 + ell)) // d - 0xFFFFFFFFFFFFFFFF
+    m32 = (1 << (32 + ell)) // d - 0xFFFFFFFF if d < 0x100000000 else 0
+    return (d, m64, m32, 1 if ell else 0, ell - 1 if ell else 0)
 
 
 def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
@@ -173,6 +174,48 @@ class StructPacker:
         self._nfields = len(names)
         assert sum(len(self._segment_bytes(seg)) for seg in self._segments) == \
             self.dtype.itemsize, self.dtype
+        self.pack, self.pack_bytes = self._compile()
+
+    def _compile(self):
+        """``pack`` as one generated function (as namedtuple builds its methods): the fields
+        unpacked by name, one bytes.join over every segment, no loop and no branch per
+        segment. An array too long, a wrong number of values or a value out of its field's
+        range goes to the loop (:meth:`_pack_loop`), which says which."""
+        env = {"_fb": np.frombuffer, "_dt": self.dtype, "_div": _fastdiv_bytes,
+               "_loop": self._pack_loop, "_join": b"".join, "struct": struct}
+        names = [f"v{i}" for i in range(self._nfields)]
+        parts, checks = [], []
+        for j, (kind, i, n, st, pad, fill) in enumerate(self._segments):
+            v = names[i]
+            if kind == "scalars":
+                env[f"_s{j}"] = st.pack
+                parts.append(f"_s{j}({', '.join(names[i:i + n])})")
+            elif kind == "div":
+                parts.append(f"_div({v})")
+            elif kind == "divs":
+                env[f"_f{j}"] = tuple(fill * k for k in range(n + 1))
+                checks.append(f"len({v}) > {n}")
+                parts.append(f"*map(_div, {v}), _f{j}[{n} - len({v})]")
+            else:
+                env[f"_s{j}"] = st.pack
+                env[f"_z{j}"] = tuple((0,) * k for k in range(n + 1))
+                checks.append(f"len({v}) > {n}")
+                parts.append(f"_s{j}(*{v}, *_z{j}[{n} - len({v})])")
+            if pad:
+                env[f"_p{j}"] = pad
+                parts.append(f"_p{j}")
+        src = (f"def pack_bytes(values):\n"
+               f"    try:\n"
+               f"        {', '.join(names)}, = values\n"
+               f"        if {' or '.join(checks) or 'False'}:\n"
+               f"            return _loop(values).tobytes()\n"
+               f"        return _join(({', '.join(parts)},))\n"
+               f"    except (struct.error, ValueError, TypeError):\n"
+               f"        return _loop(values).tobytes()\n"
+               f"def pack(values):\n"
+               f"    return _fb(pack_bytes(values), _dt)[0]\n")
+        exec(src, env)
+        return env["pack"], env["pack_bytes"]
 
     def _segment_bytes(self, seg):
         kind, i, n, st, pad, fill = seg
@@ -180,6 +223,14 @@ class StructPacker:
                 bytes(st.size)) + pad
 
     def pack(self, values) -> np.void:
+        """(Replaced per instance by the generated function of :meth:`_compile`.)"""
+        return self._pack_loop(values)
+
+    def pack_bytes(self, values) -> bytes:
+        """``pack(values).tobytes()`` without the NumPy scalar (generated as ``pack``)."""
+        return self._pack_loop(values).tobytes()
+
+    def _pack_loop(self, values) -> np.void:
         if len(values) != self._nfields:
             raise ValueError(f"{self._nfields} field values expected, got {len(values)}")
         parts = []
@@ -311,13 +362,15 @@ class CoordinatePlan:
     def _template(self) -> bytes:
         m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
         read, coord = self.read_dims, self.coord_dims
-        return _PACK_PARAMS.pack((
+        ndim = len(self.shape)
+        return _PACK_PARAMS.pack_bytes((
             [n for n, _ in read], [s for _, s in read],
-            [suffix for _, suffix in coord], [n for n, _ in coord], max(self.ndim, 1),
-            self.unit_mask, self.size, self.num_tiles, 0, 0, 0, self.fill_rows(),
-            len(read), self.ndim, 0, 0, self.index_bytes, 0,
+            [suffix for _, suffix in coord], [n for n, _ in coord], ndim or 1,
+            self.unit_mask, math.prod(self.shape), self.num_tiles, 0, 0, 0,
+            max(1, 16384 // (ndim or 1)),                       # fill_rows()
+            len(read), ndim, 0, 0, self.index_bytes, 0,
             int(self.narrow_loads), int(self.vec), self.head, 0,
-            chunks, inner, m, kk.bit_length() - 1, int(vec), 0)).tobytes()
+            chunks, inner, m, kk.bit_length() - 1, int(vec), 0))
 
 
 # where CoordinatePlan._params writes a launch's own fields: (k, fill, row_stride) and
@@ -397,21 +450,7 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     if len(read) > MAX_DIMS:
         raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions after "
                          f"merging; this layout has {len(read)}")
-    nonunit = [n for n in shape if n != 1]
-    if len(nonunit) > MAX_DIMS:
-        raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions of extent "
-                         f"> 1; this input has {len(nonunit)}")
-    coord = []
-    suffix = 1
-    for n in reversed(nonunit):
-        coord.append((n, suffix))
-        suffix *= n
-    coord.reverse()
-    unit_mask = 0
-    if len(nonunit) < len(shape):
-        for i, n in enumerate(shape):
-            if n == 1:
-                unit_mask |= 1 << i
+    coord, unit_mask = _coordinate_dims(shape)
     items = items_per_thread(itemsize)
     tile = NZ_BLOCK * items
     vec = packed_run(read, itemsize)
@@ -430,8 +469,55 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         np.dtype(index_dtype).itemsize
     return CoordinatePlan._make(
         shape, strides, itemsize, wide, bool(force_64bit), items, tile, num_tiles, read,
-        tuple(coord), unit_mask, index_bytes,
+        coord, unit_mask, index_bytes,
         narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {})
+
+
+def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_64bit=False,
+                                base_address=0) -> CoordinatePlan:
+    """:func:`plan_coordinates` of a C-contiguous input (the array's own int ``shape`` and
+    ``strides``; size > 0, ndim >= 1), a first call's planner (cupyops._gpu_nonzero._plan):
+    its elements are one reading run, so the packed path is the 1-/2-byte types', no
+    transposed tiles, narrow loads only off an 8-byte boundary, and the largest offset is the
+    last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
+    size = math.prod(shape)
+    if size <= 0 or not shape or len(shape) > MAX_OUT_NDIM:
+        return plan_coordinates(shape, strides, itemsize, index_dtype,
+                                force_64bit=force_64bit, base_address=base_address)
+    coord, unit_mask = _coordinate_dims(shape)
+    items = 16 if itemsize <= 4 else (8 if itemsize == 8 else 4)       # items_per_thread
+    vec = itemsize <= 2                                                # packed_run
+    head = (base_address % 16) // itemsize if vec else 0
+    tile = NZ_BLOCK * items
+    index_bytes = index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
+        np.dtype(index_dtype).itemsize
+    return CoordinatePlan._make(
+        shape, strides, itemsize,
+        bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
+        bool(force_64bit), items, tile, -(-(size + head) // tile),
+        ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask, index_bytes,
+        itemsize == 8 and base_address % 8 != 0, vec, head, (), NZ_BLOCK, {})
+
+
+def _coordinate_dims(shape) -> tuple:
+    """``(coord_dims, unit_mask)`` of a plan: ``((size, suffix), ...)`` of the dims longer than
+    1 in order (suffix: the product of the later ones), and a bit per unit dim."""
+    nonunit = [n for n in shape if n != 1]
+    if len(nonunit) > MAX_DIMS:
+        raise ValueError(f"the GPU nonzero path handles at most {MAX_DIMS} dimensions of extent "
+                         f"> 1; this input has {len(nonunit)}")
+    coord = []
+    suffix = 1
+    for n in reversed(nonunit):
+        coord.append((n, suffix))
+        suffix *= n
+    coord.reverse()
+    unit_mask = 0
+    if len(nonunit) < len(shape):
+        for i, n in enumerate(shape):
+            if n == 1:
+                unit_mask |= 1 << i
+    return tuple(coord), unit_mask
 
 
 # ---------------------------------------------------------------------------------- count_nonzero

@@ -63,6 +63,11 @@ def test_fastdiv_is_exact(bits):
         if d >= top or d >= 2**63:
             continue
         f = P.fastdiv(d)
+        assert 0 < f[1] < 2**64 and 0 <= f[2] < 2**32         # the struct's field widths
+        # the textbook form of the multipliers
+        ell = (d - 1).bit_length()
+        assert f[1:3] == (2**64 * (2**ell - d) // d + 1,
+                          2**32 * (2**ell - d) // d + 1 if d < 2**32 else 0)
         ns = [0, 1, d - 1, d, d + 1, 2 * d - 1, top - 1, top - d, top // 2]
         ns += [rng.randrange(top) for _ in range(20)]
         for n in ns:
@@ -391,3 +396,32 @@ def test_contiguous_shortcuts_give_the_general_dims():
                     assert not P.c_contiguous(shape, odd[:i] + [2 * odd[i]] + odd[i + 1:], item)
                     assert not P.c_contiguous(shape, odd[:i] + [-odd[i]] + odd[i + 1:], item)
     assert seen > 4000
+
+
+def test_contiguous_coordinate_planner_gives_the_general_plan():
+    """plan_coordinates_contiguous (a first call's planner for C-contiguous input) plans what
+    plan_coordinates plans: unit dims (with any stride, as NumPy's flag allows), every value
+    size, pointer alignments, both index widths, forced and needed 64-bit indexing."""
+    cases = [(2**31 + 3,), (1, 2**31 - 1), (2**30, 3), (3, 1, 2**29 + 1)]
+    for nd in range(1, 5):
+        cases += itertools.product((1, 2, 3, 33), repeat=nd)
+    seen = 0
+    for shape in cases:
+        for item in (1, 2, 4, 8, 16):
+            strides, acc = [], item
+            for n in reversed(shape):
+                strides.insert(0, acc if n > 1 else 7 * item)
+                acc *= n
+            strides = tuple(strides)
+            for base in (0, 2, 4, 8, 12) if item <= 8 else (0, 8):
+                for idx in (np.int32, np.int64):
+                    for f64 in (False, True):
+                        want = P.plan_coordinates(shape, strides, item, idx, force_64bit=f64,
+                                                  base_address=base)
+                        got = P.plan_coordinates_contiguous(shape, strides, item, np.dtype(idx),
+                                                            force_64bit=f64, base_address=base)
+                        assert got == want, (shape, item, base)
+                        assert got.params(P.MODE_SCAN).tobytes() == \
+                            want.params(P.MODE_SCAN).tobytes()
+                        seen += 1
+    assert seen > 10000
