@@ -72,8 +72,8 @@ def key(x, device, workspace, out, *args):
     # the arguments' types too: True == 1 == 1.0 as dict keys, but the rules accept only some
     # (a tuple argument, axis=(0, 2), by its items' types)
     kinds = tuple(map(type, args))
-    if _tuple in kinds:
-        kinds = tuple(type(a) if type(a) is not tuple else tuple(map(type, a)) for a in args)
+    if _tuple in kinds:       # then the tuples' item types follow, in order
+        kinds = (kinds, *[tuple(map(type, a)) for a in args if type(a) is _tuple])
     if t is _ndarray:
         if device is not None:
             dev = (device, None)

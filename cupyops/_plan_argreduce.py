@@ -185,6 +185,9 @@ def partial_index_bound(red, chunk: int) -> int:
     position by at most floor or ceil((chunk - 1) / P), capped at size - 1, when it cannot wrap:
     it is the outermost digit, or every chunk starts where digits 0..d are 0 (chunk a multiple
     of P * size). Otherwise a wrap may move it by up to size - 1 either way."""
+    if len(red) == 1:              # the outermost digit alone: it cannot wrap
+        size, _, weight = red[0]
+        return (min(size, chunk) - 1) * abs(weight) if chunk > 1 and size > 1 else 0
     bound = 0
     inner = 1
     for d, (size, _, weight) in enumerate(red):
@@ -301,7 +304,7 @@ def _c_contiguous_layout(shape, axes, hardmax, itemsize):
     row-major weights of the reduced side, in the kept side's output strides and in the
     hardmax output (the input's own strides): they merge, and no others do."""
     nd = len(shape)
-    kept, red = [], []             # [size, in_stride, out_stride / weight], innermost first
+    kept, red = [], []             # (size, in_stride, out_stride / weight), innermost first
     side = None                    # the side of the last dim kept in a list
     stride = weight = out = 1      # element stride; reduced weight; kept output stride
     n_out = group = 1
@@ -310,30 +313,31 @@ def _c_contiguous_layout(shape, axes, hardmax, itemsize):
         if i in axes:
             if n != 1:
                 if side == "red":
-                    red[-1][0] *= n
+                    d = red[-1]
+                    red[-1] = (d[0] * n, d[1], d[2])
                 else:
-                    red.append([n, stride, weight])
+                    red.append((n, stride, weight))
                 side = "red"
             weight *= n
             group *= n
         else:
             if n != 1:
                 if side == "kept":
-                    kept[-1][0] *= n
+                    d = kept[-1]
+                    kept[-1] = (d[0] * n, d[1], d[2])
                 else:
-                    kept.append([n, stride, stride if hardmax else out])
+                    kept.append((n, stride, stride if hardmax else out))
                 side = "kept"
             out *= n
             n_out *= n
         stride *= n
-    red_mem = tuple((n, s) for n, s, _ in red)           # memory order, as it is
-    red = tuple(_outermost_big([tuple(d) for d in red]))
+    red_mem = tuple([(n, s) for n, s, _ in red])          # memory order, as it is
+    red = tuple(_outermost_big(red))
     write = red if hardmax else ()
-    if max(len(kept), len(red)) > MAX_DIMS:
+    if len(kept) > MAX_DIMS or len(red) > MAX_DIMS:
         raise _too_many_dims(tuple(shape), [itemsize * math.prod(shape[i + 1:])
                                             for i in range(nd)], axes, kept, red, write)
-    return (tuple(tuple(d) for d in kept), red, red_mem, write, 0, 0, 0, 0, stride - 1, n_out,
-            group)
+    return (tuple(kept), red, red_mem, write, 0, 0, 0, 0, stride - 1, n_out, group)
 
 
 def _contiguous_layout(shape, a0, a1, hardmax):
@@ -438,11 +442,16 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
     vec = 1
     if use_row:
         if r0 == 1:
-            # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars
+            # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars:
+            # every other input stride a multiple of the width (a power of two, so of the
+            # strides' bitwise or; negative strides too)
+            others = 0
+            for d in kept:
+                others |= d[1]
+            for d in red[1:]:
+                others |= d[1]
             for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
-                if (red[0][0] % v == 0 and base_byte % (v * itemsize) == 0
-                        and (not kept or all(d[1] % v == 0 for d in kept))
-                        and (len(red) == 1 or all(d[1] % v == 0 for d in red[1:]))):
+                if red[0][0] % v == 0 and base_byte % (v * itemsize) == 0 and others % v == 0:
                     vec = v
                     break
         inner_vecs = red_mem[0][0] // vec if r0 == 1 else red[0][0]
