@@ -31,10 +31,12 @@ class Packer:
         self.dtype = np.dtype(dtype)
         fmt, pos = ["<"], 0
         self.kinds = []          # per field: None (scalar) or the array length
+        pieces = []              # fmt with a tuple per array field (see _compile_scalars_first)
         for name in self.dtype.names:
             ft, off = self.dtype.fields[name][:2]
             if off > pos:
                 fmt.append(f"{off - pos}x")
+                pieces.append(fmt[-1])
             base, shape = (ft.subdtype if ft.subdtype else (ft, ()))
             code = _CODES.get((base.kind, base.itemsize))
             if code is None or len(shape) > 1:
@@ -44,13 +46,18 @@ class Packer:
             if shape:
                 (n,) = shape
                 fmt.append(f"{n}{code}")
+                # (the format with this array's count, code and item size to fill in)
+                pieces.append((len(self.kinds), n, code, base.itemsize))
                 self.kinds.append(n)
             else:
                 fmt.append(code)
+                pieces.append(code)
                 self.kinds.append(None)
             pos = off + ft.itemsize
         if self.dtype.itemsize > pos:
             fmt.append(f"{self.dtype.itemsize - pos}x")
+            pieces.append(fmt[-1])
+        self._format_pieces = tuple(pieces)
         self._struct = struct.Struct("".join(fmt))
         if self._struct.size != self.dtype.itemsize:    # pragma: no cover - a layout bug
             raise ValueError(f"struct format {self._struct.format} is {self._struct.size} "
@@ -74,21 +81,43 @@ class Packer:
             self.pack = self._compile_scalars_first()
 
     def _compile_scalars_first(self):
-        """``pack`` for a struct of scalars then arrays, as one generated function (as
-        namedtuple and dataclasses build theirs): a single call of the struct's pack over
-        the scalars and each array followed by its zero padding, with no loop. An array too
-        long gives a count the struct refuses; the loop above then says which."""
-        names = [f"a{i}" for i in range(len(self.array_lengths))]
-        args = ", ".join(f"*{a}, *_z[{n} - len({a})]"
-                         for a, n in zip(names, self.array_lengths))
+        """``pack`` for a struct of scalars then arrays: one ``struct.pack`` of the scalars and
+        the arrays' own values, with a format per combination of the arrays' lengths (kept, a
+        few per layout class) whose pad bytes (``x``) stand for each array's missing zeros.
+        The arrays of a first call's parameters are mostly padding (ArParams: 88 slots for
+        about 10 values), which no longer travel as arguments. An array too long, or a count
+        or value the struct refuses, goes to the loop above, which says which."""
+        lengths = self.array_lengths
+        pieces = self._format_pieces
+        formats: dict = {}
+        fb, dt, loop = np.frombuffer, self.dtype, self._pack_loop
+
+        def struct_for(key):
+            if len(key) != len(lengths) or any(k > n for k, n in zip(key, lengths)):
+                raise ValueError("array lengths")
+            ks = iter(key)
+            st = struct.Struct("<" + "".join(
+                p if type(p) is str else f"{k}{p[2]}{(p[1] - k) * p[3]}x"
+                for p, k in ((p, next(ks) if type(p) is not str else 0) for p in pieces)))
+            assert st.size == dt.itemsize
+            if len(formats) >= 256:
+                formats.clear()
+            formats[key] = st
+            return st
+
+        # generated with one name per array (as namedtuple builds its methods): star-unpacking
+        # named tuples costs a third of chaining them
+        names = [f"a{i}" for i in range(len(lengths))]
         src = (f"def pack(scalars, arrays):\n"
                f"    try:\n"
                f"        {', '.join(names)}, = arrays\n"
-               f"        return _fb(_pack(*scalars, {args}), _dt)[0]\n"
-               f"    except (struct.error, ValueError, IndexError):\n"
-               f"        return _loop(scalars, arrays)\n")
-        env = {"_z": self._zeros, "_fb": np.frombuffer, "_pack": self._pack_bytes,
-               "_dt": self.dtype, "_loop": self._pack_loop, "struct": struct}
+               f"        key = ({', '.join(f'len({a})' for a in names)},)\n"
+               f"        st = formats.get(key) or struct_for(key)\n"
+               f"        return fb(st.pack(*scalars, {', '.join('*' + a for a in names)}), dt)[0]\n"
+               f"    except (struct.error, ValueError, TypeError):\n"
+               f"        return loop(scalars, arrays)\n")
+        env = {"formats": formats, "struct_for": struct_for, "fb": fb, "dt": dt, "loop": loop,
+               "struct": struct}
         exec(src, env)
         return env["pack"]
 
