@@ -37,11 +37,14 @@ def _layout(specs) -> tuple:
         n = 1
         for d in shape:
             n *= int(d)
-        total += max(n, 1) * np.dtype(dtype).itemsize
+        total += max(n, 1) * (dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)).itemsize
     return tuple(offsets), total
 
 
 def _carve(buf, specs, offsets) -> list:
+    if type(buf) is np.ndarray:       # one constructor call a view (a third of slicing,
+        return [np.ndarray(shape, dtype, buf, off)    # viewing and reshaping)
+                for (shape, dtype), off in zip(specs, offsets)]
     out = []
     for (shape, dtype), off in zip(specs, offsets):
         dt = np.dtype(dtype)
