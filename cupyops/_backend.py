@@ -72,6 +72,8 @@ _BLOCK_LIMITS = (1024, 1024, 64)
 
 
 def _dims(v, what: str) -> tuple:
+    if type(v) is tuple and tuple(map(type, v)) in _INT_TUPLES:    # (the planners' own)
+        return v
     if isinstance(v, (int, np.integer)):
         t = (int(v),)
     else:
@@ -79,6 +81,16 @@ def _dims(v, what: str) -> tuple:
     if not 1 <= len(t) <= 3:
         raise ValueError(f"{what} must have 1 to 3 dimensions, got {v!r}")
     return t
+
+
+_INT_TUPLES = frozenset({(int,), (int, int), (int, int, int)})
+
+
+def _grid_out_of_range(grid) -> bool:
+    if len(grid) == 3:              # (the planners' grids)
+        x, y, z = grid
+        return not (0 < x <= 2**31 - 1 and 0 < y <= 65535 and 0 < z <= 65535)
+    return any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS))
 
 
 _ALIGN = 256                   # Backend.ALLOC_ALIGN
@@ -207,7 +219,7 @@ class Backend:
         except TypeError:              # a list
             checked = None
         if checked is not None:
-            if any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS)):
+            if _grid_out_of_range(grid):
                 raise ValueError(f"{expr}: grid {grid} is out of range (limits {_GRID_LIMITS})")
             return (grid,) + checked
         block = _dims(block, "block")
@@ -220,7 +232,7 @@ class Backend:
             raise ValueError(f"{expr}: block {block} ({nthreads} threads) is invalid on "
                              f"{self.props.name} (at most {self.props.max_threads_per_block} "
                              f"threads, dimension limits {_BLOCK_LIMITS})")
-        if any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS)):
+        if _grid_out_of_range(grid):
             raise ValueError(f"{expr}: grid {grid} is out of range (limits {_GRID_LIMITS})")
         if shared_mem < 0 or shared_mem > self.props.max_shared_per_block_optin:
             raise ValueError(f"{expr}: shared_mem={shared_mem} bytes exceeds the "
