@@ -206,7 +206,10 @@ def partial_index_bound(red, chunk: int) -> int:
 def partial_index_width(red, chunk: int, index_bytes: int) -> int:
     """Bytes of a partial's relative index (two's complement): the fewest of 1, 2, 4, 8 (at
     most ``index_bytes``, the kernel's index width) holding :func:`partial_index_bound`."""
-    bound = partial_index_bound(red, chunk)
+    return _index_width(partial_index_bound(red, chunk), index_bytes)
+
+
+def _index_width(bound: int, index_bytes: int) -> int:
     for w in (1, 2, 4):
         if w < index_bytes and bound < 1 << (8 * w - 1):
             return w
@@ -458,7 +461,7 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         group_vecs = group // vec
         # hardmax writes its group with the same team, one element per lane: size the team by
         # elements so a warp's stores cover whole sectors
-        team = min(32, _pow2ceil(red_mem[0][0] if hardmax else inner_vecs))
+        team = min(32, 1 << ((red_mem[0][0] if hardmax else inner_vecs) - 1).bit_length())
         if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
             team = block_threads
         per_block = max(1, block_threads // team)
@@ -602,7 +605,9 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         out_base, index_base, zero_last, kept, red, red_mem, write, vec, team, step, write_step,
         block, (grid_x, nchunks, 1), shared, chunk, nchunks, passes, finish_block, finish_grid,
         finish_shared, write_chunk, key_size,
-        partial_index_width(red, chunk, 8 if use_64bit else 4), bool(narrow), last_block)
+        # (one chunk is the whole group: the bound of its relative indices is the group's span)
+        _index_width(red_span if nchunks == 1 else partial_index_bound(red, chunk),
+                     8 if use_64bit else 4), bool(narrow), last_block)
 
 
 #: the row kernel's vector widths in elements, widest first, per itemsize (16- and 4-byte
