@@ -24,6 +24,7 @@ call, and each replay of a captured CUDA graph, starts from zero; the kernel nev
 from __future__ import annotations
 
 import functools
+import operator
 import typing
 
 import numpy as np
@@ -124,16 +125,19 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
     d_size, d_in, d_w = zip(*red) if red else _NONE3
     w_size, w_out, w_w = zip(*write) if write else _NONE3
     wstep = plan.finish_block[1] if finish else plan.write_step
+    # (the flags are bools: the struct packs them as 0 and 1)
     scalars = (
-        plan.n_out, plan.group, plan.chunk, plan.nchunks, plan.in_base, plan.out_base,
-        plan.index_base + (plan.zero_last_offset if last else 0),
-        plan.group_full, plan.write_chunk,
-        len(kept), len(red), len(write), mode,
-        int(last), int(kind == "min"), out_width, plan.team, plan.vec, int(bool(nan_skip)),
-        int(plan.narrow_loads), int(bool(narrow_out)), plan.pidx_itemsize)
+        *_PLAN_HEAD(plan), plan.index_base + (plan.zero_last_offset if last else 0),
+        plan.group_full, plan.write_chunk, len(kept), len(red), len(write), mode,
+        last, kind == "min", out_width, plan.team, plan.vec, bool(nan_skip),
+        bool(plan.narrow_loads), bool(narrow_out), plan.pidx_itemsize)
     return _PACKER.pack(scalars, (
-        k_size, k_in, k_out, d_size, d_in, d_w, step_digits(plan.step, d_size),
-        w_size, w_out, w_w, step_digits(wstep, w_size)))
+        k_size, k_in, k_out, d_size, d_in, d_w,
+        (plan.step,) if len(d_size) == 1 else step_digits(plan.step, d_size),
+        w_size, w_out, w_w, step_digits(wstep, w_size) if w_size else ()))
+
+
+_PLAN_HEAD = operator.attrgetter("n_out", "group", "chunk", "nchunks", "in_base", "out_base")
 
 
 _NONE3 = ((), (), ())
