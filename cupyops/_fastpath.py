@@ -64,6 +64,23 @@ from . import _gpu_argreduce as _G  # noqa: E402
 _tuple = tuple
 
 
+#: argument types seen that are no tuple subclass (tuple itself aside)
+_flat_kinds = {tuple, int, bool, float, str, type(None)}
+
+
+def _flat(kinds) -> bool:
+    """Whether no type in ``kinds`` is a subclass of tuple (tuple itself aside): a named tuple
+    or a nested tuple would hide its items' types from the key (``P(0, 2) == P(False, 2)``),
+    so such calls take the slow path. Types found flat are remembered."""
+    for k in kinds:
+        if k not in _flat_kinds:
+            if issubclass(k, tuple):
+                return False
+            if len(_flat_kinds) < 512:
+                _flat_kinds.add(k)
+    return True
+
+
 def key(x, device, workspace, out, *args):
     """The call's key, or None where the fast path does not apply."""
     if out is not None or _G.PLAN_OPTIONS:
@@ -72,8 +89,13 @@ def key(x, device, workspace, out, *args):
     # the arguments' types too: True == 1 == 1.0 as dict keys, but the rules accept only some
     # (a tuple argument, axis=(0, 2), by its items' types)
     kinds = tuple(map(type, args))
+    if not _flat_kinds.issuperset(kinds) and not _flat(kinds):
+        return None
     if _tuple in kinds:       # then the tuples' item types follow, in order
         kinds = (kinds, *[tuple(map(type, a)) for a in args if type(a) is _tuple])
+        for items in kinds[1:]:
+            if _tuple in items or not _flat_kinds.issuperset(items) and not _flat(items):
+                return None
     if t is _ndarray:
         if device is not None:
             dev = (device, None)

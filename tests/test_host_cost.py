@@ -244,6 +244,28 @@ def test_equal_but_wrongly_typed_arguments_are_still_refused(device, monkeypatch
             call()
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_named_or_nested_tuple_argument_is_never_served_from_the_cache(device):
+    """A tuple subclass (a named tuple) or a tuple inside a tuple hides its items' types from
+    a key (P(0, 2) == P(False, 2)): such calls take the slow path every time, so a cached call
+    cannot let a refused item type through (found by a review)."""
+    import collections
+    from cupyops import _fastpath
+    axes = collections.namedtuple("axes", "a b")
+    x = np.arange(24.0).reshape(2, 3, 4)
+    want = cupyops.argmax(x, axis=(0, 2), device=device)
+    for _ in range(2):
+        np.testing.assert_array_equal(cupyops.argmax(x, axis=axes(0, 2), device=device), want)
+    assert _fastpath.key(x, device, None, None, "argmax", axes(0, 2)) is None
+    assert _fastpath.key(x, device, None, None, "argmax", ((0,), 2)) is None
+    assert _fastpath.key(x, device, None, None, "argmax", (0, 2)) is not None
+    with pytest.raises(TypeError):
+        cupyops.argmax(x, axis=axes(False, 2), device=device)
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            cupyops.argmax(x, axis=((0,), 2), device=device)
+
+
 def test_device_argument_and_environment_are_apart(monkeypatch):
     x = np.arange(12.0).reshape(3, 4)
     monkeypatch.setenv("CUPYOPS_DEVICE", "cpu")
