@@ -132,9 +132,8 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
         last, kind == "min", out_width, plan.team, plan.vec, bool(nan_skip),
         bool(plan.narrow_loads), bool(narrow_out), plan.pidx_itemsize)
     return _PACKER.pack(scalars, (
-        k_size, k_in, k_out, d_size, d_in, d_w,
-        (plan.step,) if len(d_size) == 1 else step_digits(plan.step, d_size),
-        w_size, w_out, w_w, step_digits(wstep, w_size) if w_size else ()))
+        k_size, k_in, k_out, d_size, d_in, d_w, step_digits(plan.step, d_size),
+        w_size, w_out, w_w, step_digits(wstep, w_size)))
 
 
 _PLAN_HEAD = operator.attrgetter("n_out", "group", "chunk", "nchunks", "in_base", "out_base")

@@ -461,7 +461,7 @@ def _decide(layout, itemsize, props, *, force_64bit=False, hardmax=False, base_a
         group_vecs = group // vec
         # hardmax writes its group with the same team, one element per lane: size the team by
         # elements so a warp's stores cover whole sectors
-        team = min(32, 1 << ((red_mem[0][0] if hardmax else inner_vecs) - 1).bit_length())
+        team = min(32, _pow2ceil(red_mem[0][0] if hardmax else inner_vecs))
         if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
             team = block_threads
         per_block = max(1, block_threads // team)
