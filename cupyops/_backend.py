@@ -87,9 +87,10 @@ _INT_TUPLES = frozenset({(int,), (int, int), (int, int, int)})
 
 
 def _grid_out_of_range(grid) -> bool:
-    if len(grid) == 3:              # (the planners' grids)
+    if len(grid) == 3:              # (the planners' grids: one comparison chain)
         x, y, z = grid
-        return not (0 < x <= 2**31 - 1 and 0 < y <= 65535 and 0 < z <= 65535)
+        lx, ly, lz = _GRID_LIMITS
+        return not (0 < x <= lx and 0 < y <= ly and 0 < z <= lz)
     return any(g < 1 or g > lim for g, lim in zip(grid, _GRID_LIMITS))
 
 
