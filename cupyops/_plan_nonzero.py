@@ -465,11 +465,9 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         tile = kk * inner
         num_tiles = math.prod(n for n, _ in read[:m]) * chunks
     wide = bool(force_64bit) or size > 2**31 or _spanb(read) > _I32_MAX
-    index_bytes = index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
-        np.dtype(index_dtype).itemsize
     return CoordinatePlan._make(
         shape, strides, itemsize, wide, bool(force_64bit), items, tile, num_tiles, read,
-        coord, unit_mask, index_bytes,
+        coord, unit_mask, _index_bytes(index_dtype),
         narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {})
 
 
@@ -485,18 +483,22 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
         return plan_coordinates(shape, strides, itemsize, index_dtype,
                                 force_64bit=force_64bit, base_address=base_address)
     coord, unit_mask = _coordinate_dims(shape)
-    items = 16 if itemsize <= 4 else (8 if itemsize == 8 else 4)       # items_per_thread
-    vec = itemsize <= 2                                                # packed_run
+    items = items_per_thread(itemsize)
+    vec = itemsize <= 2                             # packed_run of the one run
     head = (base_address % 16) // itemsize if vec else 0
     tile = NZ_BLOCK * items
-    index_bytes = index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
-        np.dtype(index_dtype).itemsize
     return CoordinatePlan._make(
         shape, strides, itemsize,
         bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
         bool(force_64bit), items, tile, -(-(size + head) // tile),
-        ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask, index_bytes,
-        itemsize == 8 and base_address % 8 != 0, vec, head, (), NZ_BLOCK, {})
+        ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask,
+        _index_bytes(index_dtype), itemsize == 8 and base_address % 8 != 0, vec, head, (),
+        NZ_BLOCK, {})
+
+
+def _index_bytes(index_dtype) -> int:
+    return index_dtype.itemsize if isinstance(index_dtype, np.dtype) else \
+        np.dtype(index_dtype).itemsize
 
 
 def _coordinate_dims(shape) -> tuple:
