@@ -46,8 +46,7 @@ class Packer:
             if shape:
                 (n,) = shape
                 fmt.append(f"{n}{code}")
-                # (the format with this array's count, code and item size to fill in)
-                pieces.append((len(self.kinds), n, code, base.itemsize))
+                pieces.append((n, code, base.itemsize))     # filled in per length
                 self.kinds.append(n)
             else:
                 fmt.append(code)
@@ -93,12 +92,17 @@ class Packer:
         fb, dt, loop = np.frombuffer, self.dtype, self._pack_loop
 
         def struct_for(key):
-            if len(key) != len(lengths) or any(k > n for k, n in zip(key, lengths)):
+            if any(k > n for k, n in zip(key, lengths)):
                 raise ValueError("array lengths")
-            ks = iter(key)
-            st = struct.Struct("<" + "".join(
-                p if type(p) is str else f"{k}{p[2]}{(p[1] - k) * p[3]}x"
-                for p, k in ((p, next(ks) if type(p) is not str else 0) for p in pieces)))
+            fmt, ks = ["<"], iter(key)
+            for p in pieces:
+                if type(p) is str:
+                    fmt.append(p)
+                else:                     # k values, then the missing ones' bytes as pad
+                    n, code, size = p
+                    k = next(ks)
+                    fmt.append(f"{k}{code}{(n - k) * size}x")
+            st = struct.Struct("".join(fmt))
             assert st.size == dt.itemsize
             if len(formats) >= 256:
                 formats.clear()
@@ -108,12 +112,13 @@ class Packer:
         # generated with one name per array (as namedtuple builds its methods): star-unpacking
         # named tuples costs a third of chaining them
         names = [f"a{i}" for i in range(len(lengths))]
+        starred = ", ".join("*" + a for a in names)
         src = (f"def pack(scalars, arrays):\n"
                f"    try:\n"
                f"        {', '.join(names)}, = arrays\n"
                f"        key = ({', '.join(f'len({a})' for a in names)},)\n"
                f"        st = formats.get(key) or struct_for(key)\n"
-               f"        return fb(st.pack(*scalars, {', '.join('*' + a for a in names)}), dt)[0]\n"
+               f"        return fb(st.pack(*scalars, {starred}), dt)[0]\n"
                f"    except (struct.error, ValueError, TypeError):\n"
                f"        return loop(scalars, arrays)\n")
         env = {"formats": formats, "struct_for": struct_for, "fb": fb, "dt": dt, "loop": loop,
