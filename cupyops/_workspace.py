@@ -42,9 +42,9 @@ def _layout(specs) -> tuple:
 
 
 def _carve(buf, specs, offsets) -> list:
-    if type(buf) is np.ndarray:       # one constructor call a view (a third of slicing,
-        return [np.ndarray(shape, dtype, buf, off)    # viewing and reshaping)
-                for (shape, dtype), off in zip(specs, offsets)]
+    if type(buf) is np.ndarray:
+        # one constructor call a view: a third of slicing, viewing and reshaping
+        return [np.ndarray(shape, dtype, buf, off) for (shape, dtype), off in zip(specs, offsets)]
     out = []
     for (shape, dtype), off in zip(specs, offsets):
         dt = np.dtype(dtype)
