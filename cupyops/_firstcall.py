@@ -27,7 +27,6 @@ from . import _gpu_nonzero as _N
 from . import _plan_argreduce as _P
 from ._backend import data_ptr as _data_ptr
 from ._cache import LRU
-from ._layout import kept_and_reduced_sizes
 
 __all__ = ["lookup", "serve", "remember", "argreduce_class", "count_class", "coordinates_class",
            "clear"]
@@ -95,19 +94,20 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
 
     def first(x, workspace, k):
         shape = x.shape
-        n_out, group = kept_and_reduced_sizes(shape, axes)
-        # the rules that read the shape: anything else is the slow path's to say
-        if group == 0 or n_out == 0 or (top is not None and group - 1 > top):
+        # the rules that read the shape (an empty reduced axis or output; below, a group too
+        # long for the index dtype): anything else is the slow path's to say
+        if 0 in shape:
             return None
         vdt = x.dtype
         align = align_of.get(vdt)
         if align is None:
             align = align_of[vdt] = _G._element_align(vdt)
         try:
-            plan = plan_contiguous(shape, vdt.itemsize, axes, props,
-                                   force_64bit=force_64bit.get(), hardmax=hardmax,
-                                   base_address=_data_ptr(x) % 4096, element_align=align)
+            plan = plan_contiguous(shape, vdt.itemsize, axes, props, force_64bit.get(), hardmax,
+                                   _data_ptr(x) % 4096, align)
         except ValueError:            # too many dimensions after merging: the slow path's
+            return None
+        if top is not None and plan.group_full - 1 > top:
             return None
         launches = launches_of(
             backend, plan, vdt, shape, axes, hardmax=hardmax, kind=kind, tie=tie,

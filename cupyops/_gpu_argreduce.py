@@ -210,18 +210,14 @@ _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
          8: np.dtype(np.uint64)}
 
 
-def _key_dtype(plan):
-    """Partial keys at the value's own width (complex128: two uint64 words)."""
-    return _UINT[min(plan.key_itemsize, 8)]
-
-
-def _key_shape(plan, slots):
-    return (slots, 2) if plan.key_itemsize == 16 else (slots,)
-
-
-def _index_dtype(plan):
-    """Partial indices: relative to their chunk, at the plan's compact width."""
-    return _UINT[plan.pidx_itemsize]
+def _partial_specs(plan, slots):
+    """(shape, dtype) of the partial keys and of the partial indices, ``slots`` of each:
+    keys at the value's own width (complex128: two uint64 words), indices relative to their
+    chunk at the plan's compact width."""
+    kbytes = plan.key_itemsize
+    if kbytes == 16:
+        return ((slots, 2), _UINT[8]), ((slots,), _UINT[plan.pidx_itemsize])
+    return ((slots,), _UINT[kbytes]), ((slots,), _UINT[plan.pidx_itemsize])
 
 
 class ArgreduceLaunches(typing.NamedTuple):
@@ -246,6 +242,11 @@ class ArgreduceLaunches(typing.NamedTuple):
     nan_skip: bool
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
+
+
+#: an ArgreduceLaunches from all its fields, in order (without the generated ``__new__``'s
+#: argument binding)
+_new_launches = functools.partial(tuple.__new__, ArgreduceLaunches)
 
 
 def _scratch_views(arrays):
@@ -291,8 +292,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     # The decode plan's tickets follow the flag and are zeroed before every launch too.
     slots = plan.n_out * plan.nchunks if (plan.passes > 1 or plan.last_block) else 1
     nflags = 1 + (plan.n_out if plan.last_block else 0)
-    scratch = (((_key_shape(plan, slots), _key_dtype(plan)), ((slots,), _index_dtype(plan)),
-                ((nflags,), _UINT32)), _scratch_views)
+    scratch = ((*_partial_specs(plan, slots), ((nflags,), _UINT32)), _scratch_views)
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
     finish = fparams = finish_cfg = None
     if plan.last_block:
@@ -312,11 +312,11 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     if hardmax:
         out_shape = tuple(shape)
     else:
-        out_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
-    return ArgreduceLaunches(
+        out_shape = tuple([n for i, n in enumerate(shape) if i not in axes])
+    return _new_launches((
         plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
         out_dtype, bool(nan_skip), bool(nan_skip) or plan.last_block,
-        _element_align(out_dtype) if narrow_out else out_dtype.itemsize)
+        _element_align(out_dtype) if narrow_out else out_dtype.itemsize))
 
 
 def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):

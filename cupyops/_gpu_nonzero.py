@@ -113,9 +113,11 @@ def count_runner(backend, x, axes, *, force_64bit=False, cache_plan=True):
     runner here: a cached entry is a few objects for the garbage collector, not a cell per
     bound name.)"""
     dtype = _native(x)
-    key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
-           bool(force_64bit))
-    p = backend.plans.get(key)
+    p = None
+    if cache_plan:            # (else a first call of a new layout: no look, no store)
+        key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
+               bool(force_64bit))
+        p = backend.plans.get(key)
     if p is None:
         p = plan.plan_count(
             x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
@@ -123,7 +125,7 @@ def count_runner(backend, x, axes, *, force_64bit=False, cache_plan=True):
             base_address=data_ptr(x))
         if cache_plan:
             backend.plans.put(key, p)
-    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in p.axes)
+    kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
     return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
                                           smem, p.params(), backend))
@@ -142,19 +144,21 @@ def _count_run(state, x, workspace=None):
 # ------------------------------------------------------------------------------ coordinates
 
 def _plan(backend, x, index_dtype, force_64bit, cache_plan=True):
-    """The plan of ``x``'s layout, cached per backend (``cache_plan``: stored when new)."""
-    index_bytes = np.dtype(index_dtype).itemsize
-    key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, index_bytes,
-           bool(force_64bit))
-    cp = backend.plans.get(key)
-    if cp is None:
-        planner = plan.plan_coordinates_contiguous if x.flags.c_contiguous else \
-            plan.plan_coordinates
-        cp = planner(x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
-                     base_address=data_ptr(x))
-        if cache_plan:
-            backend.plans.put(key, cp)
-    return cp                 # the runners record it on every run
+    """The plan of ``x``'s layout, cached per backend (``cache_plan=False``: a first call of a
+    new layout (cupyops._firstcall), planned without a look in the cache, nor a store)."""
+    if cache_plan:
+        key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16,
+               np.dtype(index_dtype).itemsize, bool(force_64bit))
+        cp = backend.plans.get(key)
+        if cp is not None:
+            return cp         # the runners record it on every run
+    planner = plan.plan_coordinates_contiguous if x.flags.c_contiguous else \
+        plan.plan_coordinates
+    cp = planner(x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
+                 base_address=data_ptr(x))
+    if cache_plan:
+        backend.plans.put(key, cp)
+    return cp
 
 
 _U64 = np.dtype(np.uint64)
@@ -194,8 +198,8 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     """``run(x, workspace=None, stats=None)`` for arrays laid out like ``x``: SCAN, one host
     read of the count, PLACE; everything but the count bound once. Returns ``result``'s form.
     ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
-    count in the call's scratch instead of a fresh array. ``cache_plan=False``: a new plan is
-    not stored in the backend's cache (a first call, cupyops._firstcall)."""
+    count in the call's scratch instead of a fresh array. ``cache_plan=False``: a first call
+    (cupyops._firstcall): the plan is neither looked up in the backend's cache nor stored."""
     cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))

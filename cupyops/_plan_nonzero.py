@@ -110,10 +110,11 @@ def fastdiv(d: int) -> tuple:
     if not 0 < d < 0x8000000000000000:
         raise ValueError(f"fastdiv: divisor {d} out of range")
     ell = (d - 1).bit_length()          # ceil(log2 d)
-    # m = 2**N * (2**ell - d) // d + 1 == 2**(N + ell) // d - (2**N - 1): 2**N * d / d is exact
-    m64 = (1 << (64 + ell)) // d - 0xFFFFFFFFFFFFFFFF
-    m32 = (1 << (32 + ell)) // d - 0xFFFFFFFF if d < 0x100000000 else 0
-    return (d, m64, m32, 1 if ell else 0, ell - 1 if ell else 0)
+    # m = 2**N * (2**ell - d) // d + 1 == 2**(N + ell) // d - (2**N - 1): 2**N * d / d is exact;
+    # and 2**(32 + ell) // d == (2**(64 + ell) // d) >> 32 (a floor of a floor), one division
+    q = (1 << (64 + ell)) // d
+    m32 = (q >> 32) - 0xFFFFFFFF if d < 0x100000000 else 0
+    return (d, q - 0xFFFFFFFFFFFFFFFF, m32, 1 if ell else 0, ell - 1 if ell else 0)
 
 
 def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
@@ -361,14 +362,14 @@ class CoordinatePlan:
 
     def _template(self) -> bytes:
         m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
-        read, coord = self.read_dims, self.coord_dims
+        read_sizes, read_strides = zip(*self.read_dims)
+        coord_sizes, coord_suffixes = zip(*self.coord_dims) if self.coord_dims else ((), ())
         ndim = len(self.shape)
         return _PACK_PARAMS.pack_bytes((
-            [n for n, _ in read], [s for _, s in read],
-            [suffix for _, suffix in coord], [n for n, _ in coord], ndim or 1,
+            read_sizes, read_strides, coord_suffixes, coord_sizes, ndim or 1,
             self.unit_mask, math.prod(self.shape), self.num_tiles, 0, 0, 0,
             max(1, 16384 // (ndim or 1)),                       # fill_rows()
-            len(read), ndim, 0, 0, self.index_bytes, 0,
+            len(read_sizes), ndim, 0, 0, self.index_bytes, 0,
             int(self.narrow_loads), int(self.vec), self.head, 0,
             chunks, inner, m, kk.bit_length() - 1, int(vec), 0))
 

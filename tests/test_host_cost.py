@@ -83,6 +83,8 @@ def test_device_properties_are_part_of_the_key():
         la = G.prepare(many, x, (1,), hardmax=False, kind="max", tie="first", out_dtype="int64")
         lb = G.prepare(few, x, (1,), hardmax=False, kind="max", tie="first", out_dtype="int64")
         assert la.plan.nchunks != lb.plan.nchunks
+        # (launches are built without the named tuple's argument checks: every field)
+        assert type(la) is G.ArgreduceLaunches and len(la) == len(G.ArgreduceLaunches._fields)
 
 
 def test_cached_call_on_bad_input_fails_like_an_uncached_one():

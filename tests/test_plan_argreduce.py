@@ -11,8 +11,8 @@ import pytest
 
 from cupyops import _layout
 from cupyops._backend import H100_PROPS, DeviceProps
-from cupyops._plan_argreduce import (LIMIT_32, partial_index_bound, partial_index_width,
-                                     plan_argreduce, step_digits)
+from cupyops._plan_argreduce import (LIMIT_32, ArgreducePlan, partial_index_bound,
+                                     partial_index_width, plan_argreduce, step_digits)
 from ref_argreduce import ref_argreduce, ref_hardmax
 
 A100 = DeviceProps(name="A100 (test)", cc=(8, 0), sm_count=108, max_threads_per_block=1024,
@@ -468,6 +468,10 @@ def test_contiguous_planner_gives_the_general_plan():
                         assert str(got_e.value) == str(e)
                         continue
                     got = plan_argreduce_contiguous(shape, itemsize, axes, props, **kw)
+                    # (plans are built without the named tuple's argument checks: every field)
+                    for plan in (got, want):
+                        assert type(plan) is ArgreducePlan
+                        assert len(plan) == len(ArgreducePlan._fields)
                     assert got._asdict() == want._asdict(), (shape, axes, itemsize, kw)
                     assert got == want
                     n += 1
