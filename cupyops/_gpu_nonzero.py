@@ -165,13 +165,17 @@ _U64 = np.dtype(np.uint64)
 _I64 = np.dtype(np.int64)
 
 
-def _scratch(backend, ws, cp):
+def _scratch_spec(cp):
+    """What :func:`_scratch` carves for plan ``cp`` (built once per runner)."""
+    return ((((cp.num_tiles + 1,), _U64), ((), _I64)), _split_counter)
+
+
+def _scratch(backend, ws, spec):
     """Tile counter (element 0) and per-tile status words from the call's scratch holder,
     zeroed in-stream: the one small initialisation, on every call (and every graph replay);
     then a device count slot for the exact forms whose caller never sees the count (argwhere,
-    nonzero), which the kernels overwrite (not zeroed)."""
-    s, counter, status, count_slot = ws.carve(((((cp.num_tiles + 1,), _U64), ((), _I64)),
-                                               _split_counter))
+    nonzero), which the kernels overwrite (not zeroed). ``spec``: :func:`_scratch_spec`."""
+    s, counter, status, count_slot = ws.carve(spec)
     backend.zero_fill(s)
     return counter, status, count_slot
 
@@ -212,7 +216,7 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         cp.params(plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
-        cp.ndim, backend))
+        cp.ndim, _scratch_spec(cp), backend))
 
 
 def _column_params(cp, recent, count):
@@ -226,28 +230,29 @@ def _column_params(cp, recent, count):
 
 def _exact_run(state, x, workspace=None, stats=None):
     (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
-     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, backend) = state
+     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, spec, backend) = state
     _record_plan(cp)
-    launcher = backend.launcher
     ws = _holder_for(backend, workspace)
     with ws._lock:
-        counter, status, count_dev = _scratch(backend, ws, cp)
+        counter, status, count_dev = _scratch(backend, ws, spec)
         if keep_count:
             count_dev = backend.empty_scalar(_I64)
         if stats is None:
             st, params = counter, scan_params
         else:
             st, params = stats, cp.params(plan.MODE_SCAN, layout, stats=True)
-        launcher(_NAME, dtype, scan_expr)(sgrid, sblock, (x, params, counter, status,
-                                                          counter, count_dev, st), ssmem)
+        scan = backend.launcher(_NAME, dtype, scan_expr)
+        scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
         count = backend.read_scalar(count_dev)               # the one device-to-host read
         out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
         if count:
             p = place if rows else place.get(count)
             if p is None:
                 p = _column_params(cp, place, count)
-            launcher(_NAME, dtype, place_expr)(
-                pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem)
+            # (the same kernel as the scan's: its launcher again)
+            place_kernel = scan if place_expr == scan_expr else \
+                backend.launcher(_NAME, dtype, place_expr)
+            place_kernel(pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem)
     if result == RESULT_COORDS:
         return out
     if result == RESULT_ROWS:
@@ -268,11 +273,11 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False, *
     expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
     params = cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
     return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
-                                          (k, cp.ndim), index_dtype, backend))
+                                          (k, cp.ndim), index_dtype, _scratch_spec(cp), backend))
 
 
 def _fixed_run(state, x, workspace=None, out=None, stats=None):
-    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, backend = state
+    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, spec, backend = state
     _record_plan(cp)
     if out is not None:
         coords, count_dev = out
@@ -280,7 +285,7 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
         coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
     ws = _holder_for(backend, workspace)
     with ws._lock:
-        counter, status, _ = _scratch(backend, ws, cp)
+        counter, status, _ = _scratch(backend, ws, spec)
         if stats is None:
             st, p = counter, params
         else:
