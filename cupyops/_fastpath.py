@@ -298,8 +298,14 @@ def _last_extreme_entry(x, kind, index_dtype, result_shape):
 
 
 def cpu_hardmax_entry(x, axes, *, tie):
-    """np.argmax then np.put_along_axis over one axis, or over all of them; or None."""
-    if x.size > CPU_SMALL or x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+    """np.argmax then np.put_along_axis over one axis, or over all of them, for a small
+    input; the rows' extremes scattered into zeros over the last axis of a large C-contiguous
+    one; or None."""
+    if x.size == 0 or not axes or not _numpy_semantics(x.dtype):
+        return None
+    if x.size > CPU_SMALL:
+        if axes == (x.ndim - 1,) and x.flags.c_contiguous:
+            return _rows_hardmax_entry(x, tie)
         return None
     ndim = x.ndim
     last = tie == "last"
@@ -326,6 +332,32 @@ def cpu_hardmax_entry(x, axes, *, tie):
             i = np.argmax(x, axis=a, keepdims=True)
         out = np.zeros(shape, dtype)
         np.put_along_axis(out, i, 1, axis=a)
+        return out
+    return entry
+
+
+def _rows_hardmax_entry(x, tie):
+    """hardmax over the last axis of a large C-contiguous input, as rows: NumPy's argmax reads
+    them in place (tie "last": last_extreme_rows, as argmax's entry does, or None where that
+    keeps the engine); the ones go into np.zeros (calloc: faster than np.zeros_like's fill)
+    by one row-wise scatter (put_along_axis builds its index arrays in Python)."""
+    shape, dtype = x.shape, x.dtype
+    n = shape[-1]
+    rows = x.size // n
+    if tie == "last":
+        from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS, last_extreme_rows
+        if rows < 2 * SAMPLE_ROWS or n > CHUNK_ELEMS:
+            return None
+
+        def extremes(x2):
+            return last_extreme_rows(x2, "max")
+    else:
+        extremes = functools.partial(_ARG[("max", False)], axis=1)
+
+    def entry(x, workspace):
+        i = extremes(x.reshape(rows, n))
+        out = np.zeros(shape, dtype)
+        out.reshape(rows, n)[np.arange(rows), i] = 1
         return out
     return entry
 

@@ -579,6 +579,46 @@ def test_large_tie_last_last_axis_takes_the_row_tails(monkeypatch):
     assert not calls
 
 
+@pytest.mark.parametrize("tie", ["first", "last"])
+def test_large_hardmax_over_the_last_axis_scatters_rows(monkeypatch, tie):
+    """hardmax over the last axis of a C-contiguous input of more than CPU_SMALL elements is
+    served from its second call by the rows entry (no engine call), with the engine's result
+    for ties, NaN (the maximum), -0.0 == 0.0, bool and integers; other layouts, and tie "last"
+    over too few rows, keep the engine."""
+    import cupyops
+    from cupyops import _fastpath
+    engine = []
+    real = car.hardmax
+    monkeypatch.setattr(car, "hardmax", lambda *a, **k: engine.append(a[0].shape) or
+                        real(*a, **k))
+    _fastpath.clear()
+    rng = np.random.default_rng(21)
+    f = rng.integers(0, 3, (40, 3, 101)).astype(np.float32)
+    f[rng.random(f.shape) < 0.02] = np.nan
+    z = np.where(rng.random((64, 80)) < 0.5, -0.0, 0.0)
+    cases = [f, z, rng.random((64, 80)) < 0.1, rng.integers(-2, 2, (64, 80)).astype(np.int8),
+             rng.integers(0, 2, (50, 100)).astype(np.uint64)]
+    for x in cases:
+        want = ref_hardmax(x, (x.ndim - 1,), tie)
+        engine.clear()
+        first = cupyops.hardmax(x, axis=-1, tie=tie, device="cpu")      # the engine
+        assert engine
+        engine.clear()
+        got = cupyops.hardmax(x, axis=-1, tie=tie, device="cpu")
+        assert not engine, x.shape
+        for r in (first, got):
+            np.testing.assert_array_equal(r, want)
+            assert r.dtype == x.dtype and r.shape == x.shape and r.flags.c_contiguous
+    fortran = np.asfortranarray(f)
+    few_rows = rng.integers(0, 3, (8, 1000)).astype(np.float32)    # tie "last": the engine
+    for x in ([fortran] + ([few_rows] if tie == "last" else [])):
+        for _ in range(2):
+            engine.clear()
+            np.testing.assert_array_equal(cupyops.hardmax(x, axis=-1, tie=tie, device="cpu"),
+                                          ref_hardmax(x, (x.ndim - 1,), tie))
+            assert engine
+
+
 @pytest.mark.parametrize("case", ["ties", "distinct", "one long row", "padded rows"])
 @pytest.mark.parametrize("tie", ["first", "last"])
 def test_large_last_axis_cached_calls_stay_bounded(case, tie):
