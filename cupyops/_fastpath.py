@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _dispatch, _trace
 from ._backend import numpy_data_ptr as _data_ptr
+from ._cpu_nonzero import count_all as _count_all
 from ._cache import LRU
 
 __all__ = ["key", "layout_class", "lookup", "remember", "clear", "kernel_prep", "kernel_entry",
@@ -363,12 +364,13 @@ def _rows_hardmax_entry(x, tie):
 
 
 def cpu_count_entry(x, axes, *, result_shape):
-    """np.count_nonzero: any size over all axes (no extra memory), small inputs otherwise."""
+    """A whole-array count (cupyops._cpu_nonzero.count_all): any size over all axes (bounded
+    memory); np.count_nonzero over some axes: small inputs."""
     if x.dtype.kind not in "biufcmM" or not x.dtype.isnative or not axes or x.size == 0:
         return None
     if len(axes) == x.ndim:
         def entry(x, workspace):
-            return np.asarray(np.count_nonzero(x), np.int64).reshape(result_shape)
+            return np.asarray(_count_all(x), np.int64).reshape(result_shape)
         return entry
     if x.size > CPU_SMALL:
         return None

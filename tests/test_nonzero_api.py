@@ -166,6 +166,55 @@ def test_datetime_nonzero_family(device):
         assert (coords[4:] == 9).all()
 
 
+def test_count_all_masks_large_contiguous_floats_in_chunks(monkeypatch):
+    """A whole-array count of a contiguous float32/64 or complex array (C or F order) goes
+    through bounded masks, chunk by chunk (the seams at small chunk sizes too), and counts what
+    NumPy counts: -0.0 is zero; NaN, inf, a denormal and a complex with one nonzero (or NaN)
+    part are not. float16, other layouts and small arrays keep NumPy's count. The public
+    count_nonzero (slow path, then its cached entry) agrees."""
+    import cupyops
+
+    class Recorder:                     # numpy, with its not_equal calls counted
+        def __init__(self):
+            self.masks = 0
+
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        def not_equal(self, *a, **k):
+            self.masks += 1
+            return np.not_equal(*a, **k)
+    rec = Recorder()
+    monkeypatch.setattr(cpu_nonzero, "np", rec)
+    rng = np.random.default_rng(5)
+    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, 1.0, -0.0])
+    for chunk, low in ((1000, 100), (cpu_nonzero.MASK_COUNT_CHUNK, cpu_nonzero.MASK_COUNT_MIN)):
+        monkeypatch.setattr(cpu_nonzero, "MASK_COUNT_CHUNK", chunk)
+        monkeypatch.setattr(cpu_nonzero, "MASK_COUNT_MIN", low)
+        for n in (low - 1, low, 3 * chunk + 7, 2 * chunk):
+            base = np.where(rng.random(n) < 0.5, rng.choice(specials, n), 0.0)
+            cplx = np.empty(n, np.complex128)
+            cplx.real = base
+            cplx.imag = np.where(rng.random(n) < 0.2, rng.choice(specials, n), 0.0)
+            for x, masked in ((base.astype(np.float32), True), (base, True),
+                              (base.astype(">f4"), True), (cplx.astype(np.complex64), True),
+                              (cplx, True), (base.astype(np.float16), False),
+                              (base[::-1], False), (base[::2], False)):
+                masked = masked and n >= low
+                rec.masks = 0
+                assert cpu_nonzero.count_all(x) == np.count_nonzero(x), (x.dtype, n)
+                assert (rec.masks > 0) == masked, (x.dtype, n, x.strides)
+                if masked:
+                    assert rec.masks == -(-n // chunk)
+    monkeypatch.undo()
+    x = np.asfortranarray(np.where(rng.random((300, 200)) < 0.3, -0.0, np.nan)
+                          ).astype(np.float32)
+    x[::7, ::3] = 1.0
+    for _ in range(2):
+        got = cupyops.count_nonzero(x, device="cpu")
+        assert got.dtype == np.int64 and got.shape == () and int(got) == np.count_nonzero(x)
+
+
 def test_count_along_narrow_accumulators_are_exact():
     """The CPU count over some axes sums the mask's bytes in uint16 up to 65,535 elements per
     count and in uint32 beyond: full counts at both edges, and the zero rules (-0.0 is zero;
