@@ -19,6 +19,8 @@ runners plan through their own planners (cached from the second call).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _fastpath as _fast
@@ -32,6 +34,7 @@ __all__ = ["lookup", "serve", "remember", "argreduce_class", "count_class", "coo
            "clear"]
 
 _classes = LRU(1024)
+_get, _move_to_end = _classes._d.get, _classes._d.move_to_end     # (LRU.get without a call)
 
 
 def lookup(k, x):
@@ -40,7 +43,13 @@ def lookup(k, x):
     if k is None or not x.flags.c_contiguous:
         return None
     ck = _fast.layout_class(k)
-    return None if ck is None else _classes.get(ck)
+    first = None if ck is None else _get(ck)
+    if first is not None:
+        try:
+            _move_to_end(ck)     # LRU order (evicted in between by another thread: still valid)
+        except KeyError:
+            pass
+    return first
 
 
 def remember(k, x, entry) -> None:
@@ -89,7 +98,8 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
     force_64bit = _fast._force_64bit
     prep = None if placement.cupy_input else _fast._read_only_view
     props = backend.props
-    plan_contiguous, launches_of, runner = _P.plan_argreduce_contiguous, _G.launches_of, _G.runner
+    plan_contiguous, launches_of = _P.plan_argreduce_contiguous, _G.launches_of
+    run_state, run = _G.run_state, _G._run
     align_of = {}
 
     def first(x, workspace, k):
@@ -115,10 +125,10 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
             nan_skip=bool(skip_nan) and vdt.kind in "fcV")
         reshape = tuple(1 if i in axes else n for i, n in enumerate(shape)) \
             if keepdims else None
-        run = runner(backend, launches, entry=(prep, reshape))
-        res = run(x, workspace)       # records the plan; raises for an all-NaN group
+        state = run_state(backend, launches, (prep, reshape))
+        res = run(state, x, workspace)    # records the plan; raises for an all-NaN group
         if _second_call(k):
-            _fast.remember(k, run)
+            _fast.remember(k, functools.partial(run, state))     # (what _G.runner builds)
         return res
     return first
 

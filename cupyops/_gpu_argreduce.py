@@ -336,14 +336,19 @@ def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     One ``functools.partial`` over one tuple, not a closure: a cached entry is then a handful
     of objects for the garbage collector to scan instead of a cell per bound name (a first
     call of a new layout adds one entry; full collections scan every entry)."""
-    plan = launches.plan
+    return functools.partial(_run, run_state(backend, launches, entry))
+
+
+def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
+    """What :func:`_run` reads (``_run(state, x, workspace=None, out=None)``; a first call of a
+    new layout runs it once without a runner)."""
     prep, reshape = entry if entry is not None else (None, None)
     finish_cfg = launches.finish_cfg or (None, None, None)
-    return functools.partial(_run, (
-        plan if entry is not None else None, prep, reshape, launches.out_shape,
+    return (
+        launches.plan if entry is not None else None, prep, reshape, launches.out_shape,
         launches.out_dtype, launches.scratch, launches.nan_skip, launches.main, launches.params,
         launches.zero_flags, *launches.main_cfg, launches.finish, launches.finish_params,
-        *finish_cfg, launches.out_align, backend))
+        *finish_cfg, launches.out_align, backend)
 
 
 def _run(state, x, workspace=None, out=None):
