@@ -36,7 +36,7 @@ def row_major_chunks(shape, max_elements):
             yield tuple(prefix) + (slice(start, min(start + step, shape[split])),)
 
 
-#: a whole contiguous float (4 or 8 bytes) or complex array of at least this many elements is
+#: a whole contiguous float (4 bytes or more) or complex array of at least this many elements is
 #: counted through a mask (count_all)
 MASK_COUNT_MIN = 1 << 14
 MASK_COUNT_CHUNK = 1 << 18        # elements per mask: a 256 KiB bool buffer
