@@ -93,11 +93,7 @@ def key(x, device, workspace, out, *args):
     if not _flat_kinds.issuperset(kinds) and not _flat(kinds):
         return None
     if _tuple in kinds:       # then the tuples' item types follow, in order
-        i = kinds.index(_tuple)
-        if _tuple in kinds[i + 1:]:
-            items_kinds = tuple([tuple(map(type, a)) for a in args if type(a) is _tuple])
-        else:                 # (one tuple argument: an axis)
-            items_kinds = (tuple(map(type, args[i])),)
+        items_kinds = tuple([tuple(map(type, a)) for a in args if type(a) is _tuple])
         for items in items_kinds:
             if _tuple in items or not _flat_kinds.issuperset(items) and not _flat(items):
                 return None
