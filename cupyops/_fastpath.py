@@ -282,14 +282,21 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     return entry
 
 
+def _row_tails_serve(rows: int, n: int) -> bool:
+    """Whether ``rows`` rows of ``n`` elements find their last extremes with
+    last_extreme_rows: many rows, none longer than a chunk. A few long rows keep the engine,
+    whose blocks of ~sqrt(16 n) read a long row once (the tails searched from the end would
+    read the part after each row's first extreme twice)."""
+    from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS
+    return rows >= 2 * SAMPLE_ROWS and n <= CHUNK_ELEMS
+
+
 def _last_extreme_entry(x, kind, index_dtype, result_shape):
-    """argmin/argmax with tie "last" along the last axis of a large C-contiguous input of many
-    rows (a view), or None: a few long rows keep the engine, whose blocks of ~sqrt(16 n) read
-    a long row once (the tails searched from the end would read the part after each row's
-    first extreme twice)."""
-    from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS, last_extreme_rows
+    """argmin/argmax with tie "last" along the last axis of a large C-contiguous input (a
+    view), where :func:`_row_tails_serve`; else None."""
+    from ._cpu_argreduce import last_extreme_rows
     n = x.shape[-1]
-    if x.size // n < 2 * SAMPLE_ROWS or n > CHUNK_ELEMS:
+    if not _row_tails_serve(x.size // n, n):
         return None
     index_dtype = np.dtype(index_dtype)
 
@@ -340,15 +347,15 @@ def cpu_hardmax_entry(x, axes, *, tie):
 
 def _rows_hardmax_entry(x, tie):
     """hardmax over the last axis of a large C-contiguous input, as rows: NumPy's argmax reads
-    them in place (tie "last": last_extreme_rows, as argmax's entry does, or None where that
-    keeps the engine); the ones go into np.zeros (calloc: faster than np.zeros_like's fill)
-    by one row-wise scatter (put_along_axis builds its index arrays in Python)."""
+    them in place (tie "last": last_extreme_rows where :func:`_row_tails_serve`, else None);
+    the ones go into np.zeros (calloc: faster than np.zeros_like's fill) by one row-wise
+    scatter (put_along_axis builds its index arrays in Python)."""
     shape, dtype = x.shape, x.dtype
     n = shape[-1]
     rows = x.size // n
     if tie == "last":
-        from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS, last_extreme_rows
-        if rows < 2 * SAMPLE_ROWS or n > CHUNK_ELEMS:
+        from ._cpu_argreduce import last_extreme_rows
+        if not _row_tails_serve(rows, n):
             return None
 
         def extremes(x2):
