@@ -651,4 +651,9 @@ def step_digits(step: int, sizes) -> tuple:
     odometer adds each iteration)."""
     if len(sizes) == 1:
         return (int(step),)
+    if sizes and 0 <= step < sizes[0]:      # (the common case: the step stays in digit 0)
+        return (int(step),) + _ZEROS[len(sizes) - 1]
     return _digits(int(step), list(sizes)) if sizes else ()
+
+
+_ZEROS = tuple((0,) * n for n in range(MAX_DIMS))
