@@ -8,12 +8,11 @@ call, then views the bytes as that dtype.
 """
 from __future__ import annotations
 
-import dataclasses
 import struct
 
 import numpy as np
 
-__all__ = ["Packer", "frozen_maker"]
+__all__ = ["Packer"]
 
 _CODES = {("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q",
           ("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q",
@@ -159,20 +158,3 @@ class Packer:
                 values += a
                 values += zeros[n - len(a)]
         return np.frombuffer(self._struct.pack(*values), self.dtype)[0]
-
-
-def frozen_maker(cls, *values):
-    """``cls._make(*values)`` for a frozen dataclass ``cls`` (use as
-    ``_make = classmethod(frozen_maker)``): an instance from every field's value in field
-    order, without the generated ``__init__``, which sets each field through
-    ``object.__setattr__`` (a nonzero plan of 18 fields: several µs of a first call).
-    Defaults are not applied: every field is given."""
-    names = cls.__dict__.get("_field_names")
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(cls))
-        cls._field_names = names
-    if len(values) != len(names):
-        raise TypeError(f"{cls.__name__}._make takes {len(names)} values, got {len(values)}")
-    obj = object.__new__(cls)
-    obj.__dict__.update(zip(names, values))
-    return obj

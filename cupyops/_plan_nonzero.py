@@ -17,15 +17,14 @@ Divisions by runtime extents use Granlund-Montgomery magic numbers (:func:`fastd
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import struct
+import typing
 
 import numpy as np
 
 from . import _layout
-from ._pack import frozen_maker
 
 NZ_BLOCK = 256
 NZ_WARPS = NZ_BLOCK // 32
@@ -289,9 +288,29 @@ def narrow_loads(shape, strides, itemsize, base_address) -> bool:
 
 # ---------------------------------------------------------------------------------- coordinates
 
-@dataclasses.dataclass(frozen=True)
-class CoordinatePlan:
-    """How ``nonzero_tiles`` runs over one input."""
+# The plans are named tuples whose last field, ``memo``, caches packed parameters: plans
+# compare, hash and print on every other field (as the frozen dataclasses they were did).
+def _PLAN_EQ(self, other):
+    return type(other) is type(self) and self[:-1] == other[:-1]
+
+
+def _PLAN_NE(self, other):
+    return not _PLAN_EQ(self, other)
+
+
+def _PLAN_HASH(self):
+    return hash(self[:-1])
+
+
+def _PLAN_REPR(self):
+    fields = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields[:-1], self))
+    return f"{type(self).__name__}({fields})"
+
+
+class CoordinatePlan(typing.NamedTuple):
+    """How ``nonzero_tiles`` runs over one input. (A named tuple built from every field by
+    :data:`_new_coordinate_plan`: a first call of a new layout builds one in a tenth of a
+    frozen dataclass's time.)"""
 
     shape: tuple
     strides: tuple            # bytes
@@ -305,16 +324,16 @@ class CoordinatePlan:
     coord_dims: tuple         # ((size, suffix), ...) of the non-unit dims, in order
     unit_mask: int
     index_bytes: int
-    narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
-    vec: bool = False         # packed path: one contiguous run of a 1-/2-byte type (packed_run())
-    head: int = 0             # packed path: elements between the 16-byte boundary below x and x
-    tr: tuple = ()            # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
-    block: int = NZ_BLOCK
-    # packed parameters already built for this plan (the hot path packs each set once)
-    memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
+    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    vec: bool                 # packed path: one contiguous run of a 1-/2-byte type (packed_run())
+    head: int                 # packed path: elements between the 16-byte boundary below x and x
+    tr: tuple                 # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
+    block: int
+    # packed parameters already built for this plan (the hot path packs each set once): a
+    # new dict per plan, left out of comparisons, hashes and the repr
+    memo: dict
 
-    # every field's value in field order, without the generated __init__ (the planner's path)
-    _make = classmethod(frozen_maker)
+    __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
 
     @property
     def size(self) -> int:
@@ -350,15 +369,16 @@ class CoordinatePlan:
     def _params(self, mode, layout, *, k, fill, row_stride, stats) -> np.void:
         # the fields that follow from the plan are packed once (the template); each launch's
         # (mode, layout, k, fill, row_stride, stats) are written into a copy
-        template = self.memo.get("template")
-        if template is None:
-            template = self.memo["template"] = self._template()
+        pieces = self.memo.get("template")
+        if pieces is None:                # the template's bytes around the launch's fields
+            t = self._template()
+            pieces = self.memo["template"] = (t[:_AT_K], t[_AT_K + 24:_AT_MODE],
+                                              t[_AT_MODE + 8:_AT_STATS], t[_AT_STATS + 4:])
         fill = int(fill) & (2**64 - 1)                  # uint64 fill values above 2**63 too
-        b = bytearray(template)
-        _VARIANT_I64.pack_into(b, _AT_K, k, fill - 2**64 if fill >= 2**63 else fill, row_stride)
-        _VARIANT_I32.pack_into(b, _AT_MODE, mode, layout)
-        _VARIANT_I32_1.pack_into(b, _AT_STATS, int(bool(stats)))
-        return np.frombuffer(bytes(b), PARAMS_DTYPE)[0]
+        head, mid, mid2, tail = pieces
+        return np.frombuffer(_VARIANT.pack(
+            head, k, fill - 2**64 if fill >= 2**63 else fill, row_stride, mid, mode, layout,
+            mid2, int(bool(stats)), tail), PARAMS_DTYPE)[0]
 
     def _template(self) -> bytes:
         m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
@@ -375,12 +395,14 @@ class CoordinatePlan:
 
 
 # where CoordinatePlan._params writes a launch's own fields: (k, fill, row_stride) and
-# (mode, layout) are neighbours, stats_on on its own
+# (mode, layout) are neighbours, stats_on on its own; one struct packs them between the
+# template's other bytes (a third of the time of patching a copy of the template)
 _AT_K, _AT_MODE, _AT_STATS = (PARAMS_DTYPE.fields[n][1] for n in ("k", "mode", "stats_on"))
 assert (PARAMS_DTYPE.fields["row_stride"][1] == _AT_K + 16
         and PARAMS_DTYPE.fields["layout"][1] == _AT_MODE + 4)
-_VARIANT_I64, _VARIANT_I32, _VARIANT_I32_1 = (struct.Struct("<qqq"), struct.Struct("<ii"),
-                                              struct.Struct("<i"))
+_VARIANT = struct.Struct(f"<{_AT_K}s3q{_AT_MODE - _AT_K - 24}s2i{_AT_STATS - _AT_MODE - 8}si"
+                         f"{PARAMS_DTYPE.itemsize - _AT_STATS - 4}s")
+assert _VARIANT.size == PARAMS_DTYPE.itemsize
 
 
 def packed_run(dims, itemsize) -> bool:
@@ -466,10 +488,10 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
         tile = kk * inner
         num_tiles = math.prod(n for n, _ in read[:m]) * chunks
     wide = bool(force_64bit) or size > 2**31 or _spanb(read) > _I32_MAX
-    return CoordinatePlan._make(
+    return _new_coordinate_plan((
         shape, strides, itemsize, wide, bool(force_64bit), items, tile, num_tiles, read,
         coord, unit_mask, _index_bytes(index_dtype),
-        narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {})
+        narrow_loads(shape, strides, itemsize, base_address), vec, head, tr, NZ_BLOCK, {}))
 
 
 def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_64bit=False,
@@ -488,13 +510,13 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
     vec = itemsize <= 2                             # packed_run of the one run
     head = (base_address % 16) // itemsize if vec else 0
     tile = NZ_BLOCK * items
-    return CoordinatePlan._make(
+    return _new_coordinate_plan((
         shape, strides, itemsize,
         bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
         bool(force_64bit), items, tile, -(-(size + head) // tile),
         ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask,
         _index_bytes(index_dtype), itemsize == 8 and base_address % 8 != 0, vec, head, (),
-        NZ_BLOCK, {})
+        NZ_BLOCK, {}))
 
 
 def _index_bytes(index_dtype) -> int:
@@ -525,9 +547,8 @@ def _coordinate_dims(shape) -> tuple:
 
 # ---------------------------------------------------------------------------------- count_nonzero
 
-@dataclasses.dataclass(frozen=True)
-class CountPlan:
-    """How ``count_nonzero_axes`` runs."""
+class CountPlan(typing.NamedTuple):
+    """How ``count_nonzero_axes`` runs (a named tuple, as :class:`CoordinatePlan`)."""
 
     shape: tuple
     strides: tuple            # bytes
@@ -543,13 +564,13 @@ class CountPlan:
     mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
     chunk_len: int
     n_chunks: int
-    narrow_loads: bool = False   # 8-byte elements read as two 4-byte words (see narrow_loads())
-    vec: bool = False         # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
-    align: int = 0            # packed: the data pointer mod 16 (the kernel's words are aligned)
-    block: int = NZ_BLOCK
-    memo: dict = dataclasses.field(default_factory=dict, compare=False, repr=False, hash=False)
+    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    vec: bool                 # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
+    align: int                # packed: the data pointer mod 16 (the kernel's words are aligned)
+    block: int
+    memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
-    _make = classmethod(frozen_maker)
+    __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
 
     @property
     def units(self) -> int:
@@ -692,12 +713,17 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
-    return CountPlan._make(
+    return _new_count_plan((
         shape, strides, axes, itemsize, wide, bool(force_64bit), kept_dims, red_dims, base,
         n_out, red_size, mode, chunk_len, n_chunks,
         narrow_loads(shape, strides, itemsize, base_address),
-        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {})
+        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {}))
 
+
+#: plans from every field's value, in order, memo included (the named tuples' generated
+#: ``__new__`` binds its 19 arguments by name)
+_new_coordinate_plan = functools.partial(tuple.__new__, CoordinatePlan)
+_new_count_plan = functools.partial(tuple.__new__, CountPlan)
 
 _PACK_PARAMS = StructPacker(PARAMS_DTYPE)
 _PACK_COUNT_PARAMS = StructPacker(COUNT_PARAMS_DTYPE)
