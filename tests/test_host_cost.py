@@ -445,3 +445,40 @@ def test_launches_prepared_for_an_aligned_out_refuse_a_narrower_one():
     assert launches.out_align == 8
     G.execute(be, launches, kx, out=out)
     assert np.array_equal(out, cupyops.hardmax(x, axis=1, device="cpu"))
+
+
+def test_split_and_decode_partials_take_a_power_of_two_of_slots():
+    """The partials of a decode or split plan get the next power of two of n_out * nchunks
+    slots, so layouts whose chunk counts share a power of two carve the same scratch views
+    (a first call of each new shape then reuses them); the answers stay NumPy's."""
+    from cupyops import _gpu_argreduce as G, _workspace
+    be = _backend.get_backend("simt")
+    rng = np.random.default_rng(5)
+    seen = {}
+    for shape, axes in (((4, 2, 11604), (0, 2)), ((4, 2, 12004), (0, 2)),
+                        ((8, 70001), (1,)), ((1, 131076), (1,))):
+        x = rng.integers(0, 3, shape).astype(np.float32)
+        la = G.prepare(be, x, axes, hardmax=False, kind="max", tie="first",
+                       out_dtype=np.int64)
+        plan = la.plan
+        assert plan.case == "decode", (shape, plan.case)
+        (keys, idx, flags), _views = la.scratch
+        slots = keys[0][0]
+        assert slots == idx[0][0] and slots & (slots - 1) == 0
+        assert plan.n_out * plan.nchunks <= slots < 2 * plan.n_out * plan.nchunks
+        assert flags[0] == (1 + plan.n_out,)            # the tickets stay exact: zeroed
+        seen.setdefault(la.scratch, set()).add(plan.nchunks)
+        want = np.argmax(np.moveaxis(x, axes, range(-len(axes), 0)).reshape(
+            *[n for i, n in enumerate(shape) if i not in axes], -1), axis=-1)
+        np.testing.assert_array_equal(cupyops.argmax(x, axis=axes, device="simt"), want)
+    # the two (4, 2, n) layouts: different chunk counts, one spec, the same carved views
+    shared = [s for s, counts in seen.items() if len(counts) > 1]
+    assert shared, seen
+    arena = _workspace.arena_for(be)
+    assert arena.carve(shared[0])[0] is arena.carve(shared[0])[0]
+    # a split plan (two launches) too
+    x = rng.integers(0, 3, (2, 3 * 2**20 + 5)).astype(np.float32)
+    la = G.prepare(be, x, (1,), hardmax=True, kind="max", tie="first", out_dtype=x.dtype)
+    slots = la.scratch[0][0][0][0]
+    assert la.plan.passes == 2 and slots & (slots - 1) == 0
+    assert la.plan.n_out * la.plan.nchunks <= slots < 2 * la.plan.n_out * la.plan.nchunks

@@ -425,3 +425,25 @@ def test_contiguous_coordinate_planner_gives_the_general_plan():
                             want.params(P.MODE_SCAN).tobytes()
                         seen += 1
     assert seen > 10000
+
+
+def test_plans_compare_hash_and_print_without_their_memo():
+    """Nonzero plans are named tuples whose memo (packed parameters) is left out of ==, !=,
+    hash and repr, as the frozen dataclasses they were: a plan that packed its parameters
+    equals a fresh one; a plan never equals a plain tuple of its fields; every plan gets a
+    memo of its own."""
+    shape, strides = (8, 3000), (12000, 4)
+    a = P.plan_coordinates(shape, strides, 4, np.int64)
+    b = P.plan_coordinates_contiguous(shape, strides, 4, np.dtype(np.int64))
+    assert a.memo is not b.memo and not a.memo and not b.memo
+    a.params(P.MODE_SCAN)
+    assert a.memo and not b.memo
+    assert a == b and not (a != b) and hash(a) == hash(b) and repr(a) == repr(b)
+    assert "memo" not in repr(a) and repr(a).startswith("CoordinatePlan(shape=(8, 3000), ")
+    assert a != tuple(a) and tuple(a) != a and not (a == tuple(a))
+    assert a != P.plan_coordinates(shape, strides, 4, np.int32)      # index_bytes differs
+    c = P.plan_count(shape, strides, 4, (1,))
+    d = P.plan_count(shape, strides, 4, (1,))
+    c.params()
+    assert c.memo and not d.memo and c == d and hash(c) == hash(d) and "memo" not in repr(c)
+    assert c != P.plan_count(shape, strides, 4, (0,)) and {c: 1}[d] == 1
