@@ -206,6 +206,8 @@ def _dense_copy(x):
 
 
 _UINT32 = np.dtype(np.uint32)
+#: split/decode partials: slot counts up to this are rounded up to a power of two
+ROUNDED_SLOTS = 1024
 _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
          8: np.dtype(np.uint64)}
 
@@ -290,11 +292,12 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     # graph's replays find them where the capture left them. Every slot is written by the
     # first launch before the finish reads it: no zeroing (the all-NaN flag is zeroed).
     # The decode plan's tickets follow the flag and are zeroed before every launch too.
-    # The partials get a power of two of slots (at most twice the plan's): the carved views
-    # are kept per spec, so the new layouts of a pipeline whose shapes vary reuse a few specs
-    # instead of carving views for every new chunk count.
+    # Up to ROUNDED_SLOTS, the partials get a power of two of slots (less than twice the
+    # plan's; a few KiB): the carved views are kept per spec, so the new layouts of a pipeline
+    # whose shapes vary reuse a few specs instead of carving views for every chunk count.
     slots = plan.n_out * plan.nchunks if (plan.passes > 1 or plan.last_block) else 1
-    slots = 1 << (slots - 1).bit_length()
+    if slots <= ROUNDED_SLOTS:
+        slots = 1 << (slots - 1).bit_length()
     nflags = 1 + (plan.n_out if plan.last_block else 0)
     scratch = ((*_partial_specs(plan, slots), ((nflags,), _UINT32)), _scratch_views)
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)

@@ -289,13 +289,23 @@ def narrow_loads(shape, strides, itemsize, base_address) -> bool:
 # ---------------------------------------------------------------------------------- coordinates
 
 # The plans are named tuples whose last field, ``memo``, caches packed parameters: plans
-# compare, hash and print on every other field (as the frozen dataclasses they were did).
+# compare, hash and print on every other field, equal no other tuple and have no order (as
+# the frozen dataclasses they were). (``_replace`` would share the memo: plans are never
+# replaced, only planned.)
 def _PLAN_EQ(self, other):
-    return type(other) is type(self) and self[:-1] == other[:-1]
+    if type(other) is type(self):
+        return self[:-1] == other[:-1]
+    return False if isinstance(other, tuple) else NotImplemented
 
 
 def _PLAN_NE(self, other):
-    return not _PLAN_EQ(self, other)
+    if type(other) is type(self):
+        return self[:-1] != other[:-1]
+    return True if isinstance(other, tuple) else NotImplemented
+
+
+def _PLAN_NO_ORDER(self, other):
+    return NotImplemented
 
 
 def _PLAN_HASH(self):
@@ -334,6 +344,7 @@ class CoordinatePlan(typing.NamedTuple):
     memo: dict
 
     __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
+    __lt__ = __le__ = __gt__ = __ge__ = _PLAN_NO_ORDER
 
     @property
     def size(self) -> int:
@@ -571,6 +582,7 @@ class CountPlan(typing.NamedTuple):
     memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
     __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
+    __lt__ = __le__ = __gt__ = __ge__ = _PLAN_NO_ORDER
 
     @property
     def units(self) -> int:
@@ -721,7 +733,7 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
 
 
 #: plans from every field's value, in order, memo included (the named tuples' generated
-#: ``__new__`` binds its 19 arguments by name)
+#: ``__new__`` binds its 18 or 19 arguments by name)
 _new_coordinate_plan = functools.partial(tuple.__new__, CoordinatePlan)
 _new_count_plan = functools.partial(tuple.__new__, CountPlan)
 

@@ -482,3 +482,8 @@ def test_split_and_decode_partials_take_a_power_of_two_of_slots():
     slots = la.scratch[0][0][0][0]
     assert la.plan.passes == 2 and slots & (slots - 1) == 0
     assert la.plan.n_out * la.plan.nchunks <= slots < 2 * la.plan.n_out * la.plan.nchunks
+    # ...but many partials keep their exact count (a caller's Workspace sized for them fits)
+    x = np.empty((4000, 4000), np.float32)          # (planned only: never read)
+    la = G.prepare(be, x, (0,), hardmax=False, kind="max", tie="first", out_dtype=np.int64)
+    slots = la.scratch[0][0][0][0]
+    assert la.plan.passes == 2 and slots == la.plan.n_out * la.plan.nchunks > G.ROUNDED_SLOTS
