@@ -73,6 +73,26 @@ def test_simt_arrays():
     assert (f == -1).all()
 
 
+def test_simt_allocations_never_straddle_a_sector_more_than_a_gpu_buffer():
+    """Arrays start on 256 bytes, as CuPy's do; at most 16 bytes (a few indices) take NumPy's
+    own 16-byte aligned buffer, which keeps them inside one 32-byte sector as well."""
+    be = _backend.get_backend("simt")
+    for shape, dt in (((2, 3), np.int64), ((17,), np.uint8), ((5,), np.float32),
+                      ((1, 3), np.float64), ((0, 4), np.int32)):
+        for _ in range(20):
+            a = be.empty(shape, dt)
+            assert a.shape == shape and a.dtype == dt and a.flags.c_contiguous
+            assert a.flags.writeable
+            assert a.size == 0 or a.__array_interface__["data"][0] % 256 == 0
+    for shape, dt in (((2,), np.int64), ((1,), np.complex128), ((16,), np.uint8),
+                      ((3,), np.int32), ((), np.float64)):
+        for _ in range(20):
+            a = be.empty(shape, dt)
+            ptr = a.__array_interface__["data"][0]
+            assert a.shape == shape and a.dtype == dt and a.flags.writeable
+            assert ptr % 16 == 0 and ptr // 32 == (ptr + a.nbytes - 1) // 32
+
+
 def test_simt_read_scalar_counted():
     be = _backend.get_backend("simt")
     with _trace.recording() as t:
