@@ -279,7 +279,8 @@ class Backend:
     # -- arrays ----------------------------------------------------------------------------
     # Allocations start on a 256-byte boundary, as CuPy's allocator does on a GPU: NumPy's own
     # buffers are only 16-byte aligned, which would make a warp's 128-byte store straddle an
-    # extra 32-byte sector and charge the kernels for the emulator's allocator.
+    # extra 32-byte sector and charge the kernels for the emulator's allocator. At most 16
+    # bytes need only 16 (one sector either way).
     ALLOC_ALIGN = 256
 
     def empty(self, shape, dtype):
@@ -288,9 +289,12 @@ class Backend:
         dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         nbytes = math.prod(shape) * dt.itemsize
         if nbytes <= 16:
-            # NumPy's own buffer (16-byte aligned): at most 16 bytes never straddle a sector,
-            # as in empty_scalar (a few indices: argmax of a row, of a few groups)
-            return np.empty(shape, dt)
+            # NumPy's own buffer where it is 16-byte aligned (malloc's on glibc; checked, for
+            # other allocators): at most 16 bytes then never straddle a sector (a few indices:
+            # argmax of a row, of a few groups)
+            small = np.empty(shape, dt)
+            if nbytes == 0 or numpy_data_ptr(small) % 16 == 0:
+                return small
         raw = np.empty(nbytes + _ALIGN, _U8)
         # one constructor call: a third of the time of slicing, viewing and reshaping
         return np.ndarray(shape, dt, raw, -numpy_data_ptr(raw) % _ALIGN)

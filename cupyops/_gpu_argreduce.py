@@ -447,7 +447,7 @@ def prepare_hardmax(backend, x, axes, *, tie, force_64bit=False, out=None):
                         "timedelta64 values means nothing")
     x, _ = _canonical(x, False)
     # a complex64 output only 4-byte aligned is written as two 4-byte words (fresh outputs
-    # are 256-byte aligned)
+    # are 256-byte aligned, or 16 for at most 16 bytes)
     narrow_out = (out is not None and _c_contiguous(out)
                   and _element_align(out.dtype) < out.dtype.itemsize
                   and data_ptr(out) % out.dtype.itemsize != 0)

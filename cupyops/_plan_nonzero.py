@@ -305,6 +305,8 @@ def _PLAN_NE(self, other):
 
 
 def _PLAN_NO_ORDER(self, other):
+    if isinstance(other, tuple):      # (else tuple's own order would take a plan)
+        raise TypeError(f"{type(self).__name__} plans have no order")
     return NotImplemented
 
 

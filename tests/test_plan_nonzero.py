@@ -449,6 +449,9 @@ def test_plans_compare_hash_and_print_without_their_memo():
     assert c != P.plan_count(shape, strides, 4, (0,)) and {c: 1}[d] == 1
     # no order; other objects still decide equality themselves
     from unittest import mock
+    for lhs, rhs in ((a, b), (a, ()), ((), a), (c, tuple(c)), (a, c)):
+        with pytest.raises(TypeError):
+            lhs < rhs
     with pytest.raises(TypeError):
-        a < b
+        sorted([c, ()])
     assert a == mock.ANY and c == mock.ANY and a != object()
