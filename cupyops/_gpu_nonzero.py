@@ -211,8 +211,8 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
     rows = layout == plan.LAYOUT_ROWS
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
-    # row_stride is the count (the plan writes it into a copy of its packed template), the
-    # last few kept here by count
+    # row_stride is the count (the plan packs it between its template's bytes), the last
+    # few kept here by count
     place = cp.params(plan.MODE_PLACE, layout) if rows else {}
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,

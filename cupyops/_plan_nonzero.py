@@ -292,29 +292,28 @@ def narrow_loads(shape, strides, itemsize, base_address) -> bool:
 # compare, hash and print on every other field, equal no other tuple and have no order (as
 # the frozen dataclasses they were). (``_replace`` would share the memo: plans are never
 # replaced, only planned.)
-def _PLAN_EQ(self, other):
+def _plan_eq(self, other):
     if type(other) is type(self):
         return self[:-1] == other[:-1]
     return False if isinstance(other, tuple) else NotImplemented
 
 
-def _PLAN_NE(self, other):
-    if type(other) is type(self):
-        return self[:-1] != other[:-1]
-    return True if isinstance(other, tuple) else NotImplemented
+def _plan_ne(self, other):
+    equal = _plan_eq(self, other)
+    return equal if equal is NotImplemented else not equal
 
 
-def _PLAN_NO_ORDER(self, other):
+def _plan_no_order(self, other):
     if isinstance(other, tuple):      # (else tuple's own order would take a plan)
         raise TypeError(f"{type(self).__name__} plans have no order")
     return NotImplemented
 
 
-def _PLAN_HASH(self):
+def _plan_hash(self):
     return hash(self[:-1])
 
 
-def _PLAN_REPR(self):
+def _plan_repr(self):
     fields = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields[:-1], self))
     return f"{type(self).__name__}({fields})"
 
@@ -345,8 +344,8 @@ class CoordinatePlan(typing.NamedTuple):
     # new dict per plan, left out of comparisons, hashes and the repr
     memo: dict
 
-    __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
-    __lt__ = __le__ = __gt__ = __ge__ = _PLAN_NO_ORDER
+    __eq__, __ne__, __hash__, __repr__ = _plan_eq, _plan_ne, _plan_hash, _plan_repr
+    __lt__ = __le__ = __gt__ = __ge__ = _plan_no_order
 
     @property
     def size(self) -> int:
@@ -380,10 +379,10 @@ class CoordinatePlan(typing.NamedTuple):
         return p
 
     def _params(self, mode, layout, *, k, fill, row_stride, stats) -> np.void:
-        # the fields that follow from the plan are packed once (the template); each launch's
-        # (mode, layout, k, fill, row_stride, stats) are written into a copy
+        # the fields that follow from the plan are packed once (the template, kept as its
+        # bytes around each launch's (k, fill, row_stride), (mode, layout) and stats_on)
         pieces = self.memo.get("template")
-        if pieces is None:                # the template's bytes around the launch's fields
+        if pieces is None:
             t = self._template()
             pieces = self.memo["template"] = (t[:_AT_K], t[_AT_K + 24:_AT_MODE],
                                               t[_AT_MODE + 8:_AT_STATS], t[_AT_STATS + 4:])
@@ -583,8 +582,8 @@ class CountPlan(typing.NamedTuple):
     block: int
     memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
-    __eq__, __ne__, __hash__, __repr__ = _PLAN_EQ, _PLAN_NE, _PLAN_HASH, _PLAN_REPR
-    __lt__ = __le__ = __gt__ = __ge__ = _PLAN_NO_ORDER
+    __eq__, __ne__, __hash__, __repr__ = _plan_eq, _plan_ne, _plan_hash, _plan_repr
+    __lt__ = __le__ = __gt__ = __ge__ = _plan_no_order
 
     @property
     def units(self) -> int:
