@@ -8,10 +8,10 @@ nothing.
 """
 # _api's functions behind the adapter layer (_adapt): NumPy and CuPy pass straight through,
 # other DLPack arrays (torch, JAX, array_api_strict) come back as their own type
-from ._adapt import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
+from cupyops.interop.dlpack import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
                      nonzero, nonzero_coordinates)
-from ._namespace import array_namespace
-from ._workspace import Workspace
+from cupyops.interop.namespace import array_namespace
+from cupyops.core.workspace import Workspace
 
 __version__ = "0.1.0"
 
@@ -22,11 +22,11 @@ __all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", 
 
 def precompile(families=None, dtypes=None, *, device=None):
     """Compile the kernel modules ahead of time (cold starts, CUDA-graph capture)."""
-    from ._precompile import precompile as _precompile
+    from cupyops.core.precompile import precompile as _precompile
     return _precompile(families, dtypes, device=device)
 
 
 def available_devices():
     """The devices this process can run on, as strings usable for ``device=``."""
-    from ._devices import available_devices as _available
+    from cupyops.core.devices import available_devices as _available
     return _available()

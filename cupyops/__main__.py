@@ -56,7 +56,7 @@ def _to_numpy(a):
 
 def demo(device=None) -> int:
     import cupyops
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     if device:
         dev, source = device, "from --device"
     elif (os.environ.get("CUPYOPS_DEVICE") or "").strip():

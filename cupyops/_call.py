@@ -11,9 +11,10 @@ import sys
 
 import numpy as np
 
-from . import _bf16, _dispatch
-from . import _fastpath as _fast
-from . import _firstcall as _first
+from cupyops.core import dtypes as _bf16
+from cupyops.core import placement as _dispatch
+from cupyops.ops.argreduce import numpy_entries as _fast
+from cupyops.ops.argreduce import first_call as _first
 
 HARDMAX_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -190,7 +191,7 @@ def _check_cupy_alignment(arr, argname, opname):
 def _check_workspace(workspace, placement, opname):
     if workspace is None:
         return None
-    from ._workspace import Workspace
+    from cupyops.core.workspace import Workspace
     if not isinstance(workspace, Workspace):
         raise TypeError(f"{opname}: workspace must be None or a cupyops.Workspace, got "
                         f"{type(workspace).__name__}")
@@ -209,7 +210,7 @@ def _cuda_device(placement):
 
 
 def _kernel_backend(placement):
-    from . import _backend
+    from cupyops.core import backend as _backend
     if placement.kind == "simt":
         return _backend.get_backend("simt")
     return _backend.get_backend("cuda", placement.device_id)
@@ -236,7 +237,7 @@ def _import_cupy():
     try:
         import cupy
     except ImportError as exc:  # pragma: no cover - depends on the machine
-        from ._devices import CUPY_INSTALL_HINT
+        from cupyops.core.devices import CUPY_INSTALL_HINT
         raise RuntimeError(f"device='cuda' needs CuPy: {CUPY_INSTALL_HINT}") from exc
     return cupy
 
@@ -333,7 +334,7 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
                 raise ValueError("All-NaN slice encountered")
             res = xp.zeros(kept_shape, index_dtype)
         elif placement.kind == "cpu":
-            from . import _cpu_argreduce
+            from cupyops.ops.argreduce import numpy_path as _cpu_argreduce
             _fast.remember(fast_key, _fast.cpu_argreduce_entry(
                 x, axes, kind=kind, skip_nan=skip_nan, tie=tie, index_dtype=index_dtype,
                 result_shape=result_shape))
@@ -341,7 +342,7 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
             res = f(_bf16.widen(x) if x.dtype.kind == "V" else x, axes, kind=kind, tie=tie,
                     index_dtype=index_dtype, out=out_kept)
         else:
-            from . import _gpu_argreduce
+            from cupyops.ops.argreduce import launch as _gpu_argreduce
             backend = _kernel_backend(placement)
             datetime = x.dtype.kind in "mM"
             kx = _as_int64_bits(x) if datetime else x
@@ -446,14 +447,14 @@ def _hardmax(x, axis, tie, out, device, workspace, fast_key):
         elif not axes:
             res = xp.ones(x.shape, x.dtype)
         elif placement.kind == "cpu":
-            from . import _cpu_argreduce
+            from cupyops.ops.argreduce import numpy_path as _cpu_argreduce
             if x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
                 res = _bf16.narrow(_cpu_argreduce.hardmax(_bf16.widen(x), axes, tie=tie), x.dtype)
             else:
                 _fast.remember(fast_key, _fast.cpu_hardmax_entry(x, axes, tie=tie))
                 res = _cpu_argreduce.hardmax(x, axes, tie=tie, out=out)
         else:
-            from . import _gpu_argreduce
+            from cupyops.ops.argreduce import launch as _gpu_argreduce
             backend = _kernel_backend(placement)
             kx = _to_kernel_input(x, placement, opname)
             kout = _kernel_out(out, placement) if kx.dtype == x.dtype else None
@@ -560,10 +561,10 @@ def _count_nonzero_distinct(x, axes, placement, opname, fast_key=None, result_sh
                             keepdims=False):
     """count_nonzero over ``axes`` (non-empty) of a non-empty x on its placement."""
     if placement.kind == "cpu":
-        from . import _cpu_nonzero
+        from cupyops.ops.nonzero import numpy_path as _cpu_nonzero
         _fast.remember(fast_key, _fast.cpu_count_entry(x, axes, result_shape=result_shape))
         return _cpu_nonzero.count_nonzero(x, axes)
-    from . import _gpu_nonzero
+    from cupyops.ops.nonzero import launch as _gpu_nonzero
     backend = _kernel_backend(placement)
     kin = _to_kernel_input(x, placement, opname)
     force = _dispatch.force_64bit.get()
@@ -605,10 +606,10 @@ def _argwhere(x, dtype, device, fast_key):
         if x is not x0:
             fast_key = None
         if placement.kind == "cpu":
-            from . import _cpu_nonzero
+            from cupyops.ops.nonzero import numpy_path as _cpu_nonzero
             _fast.remember(fast_key, _fast.cpu_argwhere_entry(x, index_dtype))
             return _cpu_nonzero.argwhere(x, index_dtype)
-        from . import _gpu_nonzero
+        from cupyops.ops.nonzero import launch as _gpu_nonzero
         backend = _kernel_backend(placement)
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
@@ -654,10 +655,10 @@ def _nonzero(x, device, fast_key):
         if x is not x0:
             fast_key = None
         if placement.kind == "cpu":
-            from . import _cpu_nonzero
+            from cupyops.ops.nonzero import numpy_path as _cpu_nonzero
             _fast.remember(fast_key, _fast.cpu_nonzero_entry(x))
             return _cpu_nonzero.nonzero(x, index_dtype)
-        from . import _gpu_nonzero
+        from cupyops.ops.nonzero import launch as _gpu_nonzero
         backend = _kernel_backend(placement)
         kin = _to_kernel_input(x, placement, opname)
         force = _dispatch.force_64bit.get()
@@ -734,11 +735,11 @@ def _nonzero_coordinates(x, size, fill_value, dtype, out, device, workspace, fas
         if x is not x0:
             fast_key = None
         if placement.kind == "cpu":
-            from . import _cpu_nonzero
+            from cupyops.ops.nonzero import numpy_path as _cpu_nonzero
             _fast.remember(fast_key, _fast.cpu_coordinates_entry(x, size, fill_value, index_dtype))
             return _deliver_all(_cpu_nonzero.nonzero_coordinates(x, size, fill_value, index_dtype),
                                 out)
-        from . import _gpu_nonzero
+        from cupyops.ops.nonzero import launch as _gpu_nonzero
         backend = _kernel_backend(placement)
         kernel_out = None
         if out is not None and not (placement.kind == "cuda" and not placement.cupy_input) \

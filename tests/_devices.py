@@ -1,5 +1,5 @@
 """The devices the API-level tests run on: the NumPy path, the CUDA kernels on the SIMT layer
-(the CPU's execution of CUDA) and, when ``cupyops._devices.cuda_status()`` finds a GPU, the
+(the CPU's execution of CUDA) and, when ``cupyops.core.devices.cuda_status()`` finds a GPU, the
 same kernels on it twice: NumPy input with ``device="cuda"``, and CuPy input (the pseudo-device
 ``"cupy"``). ``ops(device)`` gives the cupyops functions as seen from a NumPy test on one of
 them: arguments and results stay NumPy arrays, and for ``"cupy"`` the call itself takes and
@@ -7,7 +7,7 @@ returns CuPy arrays (checked), with ``out=`` passed as CuPy arrays and copied ba
 import numpy as np
 
 import cupyops
-from cupyops._devices import cuda_status
+from cupyops.core.devices import cuda_status
 
 GPU = bool(cuda_status()[0])
 KERNEL_DEVICES = ["simt"] + (["cuda", "cupy"] if GPU else [])

@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
-    from cupyops._devices import cuda_status
+    from cupyops.core.devices import cuda_status
     ok, why = cuda_status()
     if not ok:
         skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")

@@ -4,7 +4,7 @@
 backend with ``recording(args=True)`` and returns the launches as plain descriptors (buffers
 by size, by-value arguments as the objects the launch code passed). ``marshal(launches)``
 rebuilds them, converts the arguments exactly as the CUDA backend does
-(``cupyops._backend.cupy_kernel_args``), wraps each buffer in a ``cupy.ndarray`` over host
+(``cupyops.core.backend.cupy_kernel_args``), wraps each buffer in a ``cupy.ndarray`` over host
 memory (never dereferenced) and calls ``cupy.cuda.function.Function.__call__`` with an explicit null stream: CuPy's own
 ``_pointer`` marshalling runs on every argument, then the launch reaches the driver, which is
 missing here. Any other error is a marshalling failure.
@@ -34,7 +34,7 @@ def _describe(arg):
 def record_sweep() -> list:
     """[(expr, grid, block, shared_mem, [descriptor, ...]), ...] of a sweep on simt."""
     import cupyops
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     from cupyops.testing import force_64bit, recording
 
     split_small = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64,
@@ -126,7 +126,7 @@ def marshal(launches) -> dict:
     import cupy
     from cupy.cuda.function import Function
 
-    from cupyops._backend import cupy_kernel_args
+    from cupyops.core.backend import cupy_kernel_args
 
     ok = 0
     failures = []

@@ -36,7 +36,7 @@ def _plan_options_holder():
     """The module whose PLAN_OPTIONS dict the argreduce planner reads (before and after the
     reshape)."""
     for name in ("cupyops.ops.argreduce.launch", "cupyops.ops.argreduce",
-                 "cupyops._gpu_argreduce"):
+                 "cupyops.ops.argreduce.launch"):
         try:
             mod = importlib.import_module(name)
         except ImportError:

@@ -17,9 +17,11 @@ import math
 import numpy as np
 import pytest
 
-from cupyops import _gpu_argreduce as G
-from cupyops import _modules, _trace, simt
-from cupyops._backend import get_backend
+from cupyops.ops.argreduce import launch as G
+from cupyops import simt
+from cupyops.core import modules as _modules
+from cupyops.core import trace as _trace
+from cupyops.core.backend import get_backend
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

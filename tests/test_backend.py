@@ -1,10 +1,12 @@
-"""cupyops._backend: the SIMT and CUDA backends behind the launch code."""
+"""cupyops.core.backend: the SIMT and CUDA backends behind the launch code."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from cupyops import _backend, _modules, _trace
+from cupyops.core import backend as _backend
+from cupyops.core import modules as _modules
+from cupyops.core import trace as _trace
 
 try:
     from cupyops.simt import RawModule as _SimtRawModule  # noqa: F401
@@ -386,7 +388,7 @@ def test_check_launch_refuses_bad_configurations_before_and_after_good_ones():
     """check_launch memoises accepted configurations and accepted (block, shared) pairs; a bad
     grid, block or shared size is refused with its message whether or not a good
     configuration with the same block came first, and lists are checked like tuples."""
-    from cupyops import _backend as B
+    from cupyops.core import backend as B
     be = B.SimtBackend(B.H100_PROPS)
     for warm in (False, True):
         if warm:

@@ -143,7 +143,7 @@ def test_quick_cpu_run_writes_json(tmp_path, capsys):
     assert ops == {"argmax", "argmin", "hardmax", "argwhere", "nonzero", "count_nonzero",
                    "nonzero_coordinates"}
     numpy_recs = [r for r in records if r["peer"] == "numpy"]
-    if _has("cupyops._cpu_argreduce"):
+    if _has("cupyops.ops.argreduce.numpy_path"):
         assert len(numpy_recs) == 8
     for r in numpy_recs:
         assert r["ok"] is True and r["ratio"] > 0
@@ -171,7 +171,7 @@ def test_bad_arguments():
 
 
 def test_cuda_refused_without_gpu():
-    from cupyops._devices import cuda_status
+    from cupyops.core.devices import cuda_status
     if cuda_status()[0]:
         pytest.skip("a GPU is present")
     assert bench.main(["--device", "cuda", "--tiny", "--no-cold", "--no-overhead", "--quiet"]) == 2
@@ -184,7 +184,7 @@ def test_cold_start_cpu():
     for c in cold:
         assert "error" not in c, c
         assert c["argwhere_first_s"] > 0
-        if _has("cupyops._cpu_argreduce"):
+        if _has("cupyops.ops.argreduce.numpy_path"):
             assert c["argmax_first_s"] > 0
     assert "precompile_s" in cold[2]
 
@@ -213,7 +213,7 @@ def test_thin_script_in_benchmarks_runs_the_package_benchmark(tmp_path):
 
 
 def test_simt_run_reports_traffic(tmp_path):
-    from cupyops._devices import simt_status
+    from cupyops.core.devices import simt_status
     if not simt_status()[0]:
         pytest.skip(simt_status()[1])
     try:
@@ -222,7 +222,7 @@ def test_simt_run_reports_traffic(tmp_path):
         pytest.skip(f"cupyops.simt not importable: {exc}")
     if not hasattr(simt, "record_traffic"):
         pytest.skip("cupyops.simt.record_traffic not in this checkout yet")
-    if not (_has("cupyops._gpu_argreduce") and _has("cupyops._gpu_nonzero")):
+    if not (_has("cupyops.ops.argreduce.launch") and _has("cupyops.ops.nonzero.launch")):
         pytest.skip("kernel paths not in this checkout yet")
     out = tmp_path / "simt.json"
     cases = "|".join(f"^{c}$" for c in (
@@ -248,7 +248,7 @@ def test_simt_run_reports_traffic(tmp_path):
 
 
 def test_simt_allocations_aligned_like_cupy():
-    from cupyops import _backend
+    from cupyops.core import backend as _backend
     be = _backend.get_backend("simt")
     with bench.cupy_like_simt_allocations():
         for a in (be.empty((3, 5), np.float16), be.zeros(7, np.int64), be.full((2,), 9, np.int8)):
@@ -464,7 +464,7 @@ def test_simt_plot_zooms_and_keeps_goals_apart(tmp_path, monkeypatch):
 
 
 def test_unavailable_device_from_the_environment_is_named(monkeypatch, capsys):
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops-bench")
     monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
     assert bench.main(["--tiny", "--no-cold", "--no-overhead", "--quiet"]) == 2
@@ -485,7 +485,7 @@ def test_overhead_section(tmp_path, monkeypatch):
     rows = overhead.run("cpu", repeats=15)
     sections = {r["section"] for r in rows}
     assert sections >= {"cpu-small", "cpu-1M"}
-    from cupyops._devices import simt_status
+    from cupyops.core.devices import simt_status
     if simt_status()[0]:
         assert {"kernel", "kernel-first"} <= sections
         for sec in ("kernel", "kernel-first"):

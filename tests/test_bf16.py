@@ -7,8 +7,12 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import cupyops
-from cupyops import _bf16, _gpu_argreduce as G, _gpu_nonzero as GN, _trace, simt
-from cupyops._backend import get_backend
+from cupyops import simt
+from cupyops.core import dtypes as _bf16
+from cupyops.ops.argreduce import launch as G
+from cupyops.ops.nonzero import launch as GN
+from cupyops.core import trace as _trace
+from cupyops.core.backend import get_backend
 from test_gpu_argreduce import SPLIT_SMALL, fast_hardmax, fast_ref
 from test_gpu_nonzero import check_all as nz_check_all, layouts
 
@@ -167,6 +171,6 @@ def test_input_untouched_and_errors():
 
 
 def test_registered_for_kernels():
-    from cupyops import _modules
+    from cupyops.core import modules as _modules
     assert _modules.ctype(BF16) == "cupyops_bfloat16"
     assert BF16 in G.DTYPES and BF16 in GN.NONZERO_DTYPES

@@ -72,7 +72,7 @@ def _data(rng):
 def test_graph_capture_and_replay(cp, monkeypatch, with_workspace):
     """argmax split across blocks and nonzero_coordinates(size=) captured on a non-default
     stream, replayed with new data and other allocations in between: every replay is right."""
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
     rng = np.random.default_rng(0)
     hx, hmask = _data(rng)
@@ -156,7 +156,7 @@ def test_misaligned_cupy_input_is_refused(cp):
 def test_two_gpus(cp, monkeypatch):
     if cp.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs two GPUs")
-    from cupyops import _api
+    from cupyops import _call as _api
     used = []
     real = _api._kernel_backend
     monkeypatch.setattr(_api, "_kernel_backend",

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _backend, _trace
+from cupyops.core import backend as _backend
+from cupyops.core import trace as _trace
 from cupyops.testing import recording
 
 import cupy_marshal
@@ -157,7 +158,7 @@ def _calls(ws):
 
 @pytest.mark.parametrize("with_workspace", [False, True])
 def test_scratch_outlives_the_call(monkeypatch, with_workspace):
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
     ws = cupyops.Workspace(1 << 20, device="simt") if with_workspace else None
     for name, x, call in _calls(ws):
@@ -177,7 +178,7 @@ def test_scratch_outlives_the_call(monkeypatch, with_workspace):
 
 
 def test_split_plan_really_splits(monkeypatch):
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
     x = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
     with recording() as t:
@@ -275,7 +276,7 @@ def test_complex64_at_4_byte_offset_every_nonzero_op(shape):
 
 
 def test_narrow_loads_planning():
-    from cupyops._plan_nonzero import narrow_loads
+    from cupyops.ops.nonzero.plan import narrow_loads
     assert not narrow_loads((4,), (8,), 8, 0x1000)
     assert narrow_loads((4,), (8,), 8, 0x1004)
     assert narrow_loads((3, 4), (12 * 8 + 4, 8), 8, 0x1000)     # odd row stride
@@ -290,7 +291,7 @@ def test_cupy_input_not_element_aligned_is_refused():
     mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
     for dtype, off in (("float32", 2), ("complex64", 2), ("float64", 4), ("int16", 1)):
         a = cupy.ndarray((4,), dtype, memptr=memory.MemoryPointer(mem, off))
-        from cupyops import _api
+        from cupyops import _call as _api
         with pytest.raises(ValueError, match="not a multiple of"):
             _api._check_cupy_alignment(a, "x", "argmax")
     # complex64 needs 4, not 8
@@ -306,7 +307,8 @@ def test_device_cuda_means_cupys_current_device(monkeypatch):
     """device="cuda" with NumPy input: the CuPy device context is CuPy's current device (no
     device id), "cuda:N" names N."""
     cupy = _cupy_or_skip()
-    from cupyops import _api, _dispatch
+    from cupyops import _call as _api
+    from cupyops.core import placement as _dispatch
     seen = []
 
     class FakeDevice:
@@ -328,7 +330,7 @@ def test_device_cuda_means_cupys_current_device(monkeypatch):
 def test_cupy_strides_not_element_aligned_are_refused():
     cupy = _cupy_or_skip()
     from cupy.cuda import memory
-    from cupyops import _api
+    from cupyops import _call as _api
     host = np.zeros(4096, np.uint8)
     mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
     ptr = memory.MemoryPointer(mem, 0)
@@ -358,7 +360,7 @@ extern "C" __global__ void k(const unsigned char* x, unsigned long long* out, in
     out[0] = v.w[0] + v.w[1];
 }
 '''
-    from cupyops import _modules
+    from cupyops.core import modules as _modules
     code = _modules.inline_includes(src, "t.cu")
     fn = simt.RawModule(code=code).get_function("k")
     x = np.zeros(64, np.uint8)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _dispatch
+from cupyops.core import placement as _dispatch
 
 
 def test_numpy_and_array_likes_stay_numpy():
@@ -20,7 +20,7 @@ def test_numpy_and_array_likes_stay_numpy():
 
 
 def test_detection_does_not_import_cupy():
-    code = ("import sys, numpy as np; from cupyops import _dispatch; "
+    code = ("import sys, numpy as np; from cupyops.core import placement as _dispatch; "
             "assert not _dispatch.is_cupy_array(np.zeros(2)); "
             "assert 'cupy' not in sys.modules; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -124,7 +124,7 @@ def _call_op(op, x, device):
 
 def _device_or_skip(device):
     if device == "simt":
-        from cupyops._devices import simt_status
+        from cupyops.core.devices import simt_status
         ok, why = simt_status()
         if not ok:
             pytest.skip(why)
@@ -177,7 +177,7 @@ def test_out_may_be_given_with_a_subclass_input():
 
 @pytest.fixture
 def fresh_cuda_status():
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     _devices.cuda_status.cache_clear()
     yield
     _devices.cuda_status.cache_clear()
@@ -217,7 +217,7 @@ def test_precompile_without_cupy_says_what_to_install(device, monkeypatch, fresh
 
 
 def test_precompile_simt_without_compiler_is_clear(monkeypatch):
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops")
     with pytest.raises(RuntimeError, match="device='simt' asks for the CPU emulation.*"
                                            "no-such-compiler-cupyops"):
@@ -236,7 +236,7 @@ def _write_script(path, body):
 def test_simt_needs_a_compiler_that_works(tmp_path, monkeypatch):
     """A compiler on PATH that cannot compile is not enough: the probe compiles a trivial
     program, once per compiler (cached)."""
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     calls = tmp_path / "calls"
     broken = _write_script(tmp_path / "broken-cxx",
                            f'echo run >> "{calls}"\necho "fatal error: no such thing" >&2\nexit 1\n')
@@ -259,7 +259,7 @@ def test_simt_needs_a_compiler_that_works(tmp_path, monkeypatch):
 
 def test_simt_available_with_the_real_compiler():
     import shutil
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     if shutil.which(_devices.simt_compiler()) is None:
         pytest.skip("no g++ here")
     ok, why = _devices.simt_status()
@@ -282,7 +282,7 @@ def test_demo_says_simt_is_missing(tmp_path, monkeypatch, capsys):
 def test_progress_notice_only_when_slow():
     import io
     import time
-    from cupyops import _progress
+    from cupyops.core import progress as _progress
     s = io.StringIO()
     with _progress.Notice("compiling X", after=0.05, stream=s) as n:
         time.sleep(0.3)
@@ -297,7 +297,7 @@ def test_progress_notice_only_when_slow():
 
 def test_progress_once_per_process(monkeypatch, capsys):
     import time
-    from cupyops import _progress
+    from cupyops.core import progress as _progress
     monkeypatch.setattr(_progress, "THRESHOLD_S", 0.05)
     monkeypatch.setattr(_progress, "_announced", False)
     monkeypatch.delenv("CUPYOPS_PROGRESS", raising=False)

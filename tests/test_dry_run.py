@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _modules
+from cupyops.core import modules as _modules
 from cupyops.testing import dry_run, recording
 
 

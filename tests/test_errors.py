@@ -115,7 +115,7 @@ def test_index_dtype_boundary_uint32_without_reading():
 
 
 def test_index_dtype_refused_before_any_work(monkeypatch):
-    import cupyops._cpu_argreduce as impl
+    import cupyops.ops.argreduce.numpy_path as impl
 
     def boom(*a, **k):
         raise AssertionError("work started before the index dtype was checked")
@@ -206,7 +206,7 @@ def test_import_does_not_import_cupy_or_compile():
 
 
 def test_cuda_device_without_gpu_is_a_clear_error():
-    from cupyops._devices import cuda_status
+    from cupyops.core.devices import cuda_status
     if cuda_status()[0]:
         pytest.skip("a GPU is present")
     x = np.ones(3, np.float32)
@@ -224,7 +224,7 @@ def test_axis_error_names_the_op_once(op, x):
 
 
 def test_out_dtype_error_lists_every_accepted_dtype(x):
-    from cupyops._api import INDEX_DTYPES
+    from cupyops._call import INDEX_DTYPES
     names = [d.name for d in INDEX_DTYPES]
     assert len(names) >= 4
     for kw in ({}, {"dtype": np.int32}):
@@ -242,7 +242,7 @@ def test_out_dtype_error_lists_every_accepted_dtype(x):
 
 @pytest.fixture
 def fresh_cuda_status():
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     _devices.cuda_status.cache_clear()
     yield
     _devices.cuda_status.cache_clear()

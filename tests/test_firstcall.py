@@ -1,4 +1,4 @@
-"""First call of a new layout (cupyops._firstcall): a new shape of a C-contiguous input in a
+"""First call of a new layout (cupyops.ops.argreduce.first_call): a new shape of a C-contiguous input in a
 layout class seen before skips the argument rules that do not read the shape, gets the right
 answer and the plan of its own layout, and hands every shape rule back to the slow path, which
 fails with its usual message."""
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _dispatch, _fastpath, _firstcall
+from cupyops.core import placement as _dispatch
+from cupyops.ops.argreduce import numpy_entries as _fastpath
+from cupyops.ops.argreduce import first_call as _firstcall
 from cupyops.testing import recording
 
 
@@ -262,8 +264,8 @@ def test_nonzero_family_new_shapes_take_the_class_route(name, kw, monkeypatch):
 def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
     """A dimension too long for the index dtype (int8 here: the public ops take 32-bit and
     wider, whose limits no test can reach) and empty inputs are the slow path's."""
-    from cupyops import _backend
-    from cupyops._dispatch import Placement
+    from cupyops.core import backend as _backend
+    from cupyops.core.placement import Placement
     built = []
     first = _firstcall.nonzero_family_class(
         _backend.get_backend("simt"), Placement("simt", False, None),
@@ -292,7 +294,7 @@ def test_a_layout_is_cached_on_its_second_call(op, kw, monkeypatch):
     """A class entry serves a new layout's first call without storing anything for it (no
     fast-path entry, no plan in the backend's cache); the second call stores both; the third
     is a fast-path hit, which neither plans nor reaches the class entry."""
-    from cupyops import _backend
+    from cupyops.core import backend as _backend
     _fastpath.clear()
     f = getattr(cupyops, op)
     f(np.ones((4, 9), np.float32), device="simt", **kw)          # the class

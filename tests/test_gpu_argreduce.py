@@ -1,4 +1,4 @@
-"""argmin / argmax / hardmax kernels (cupyops._gpu_argreduce) run on the CPU through the SIMT
+"""argmin / argmax / hardmax kernels (cupyops.ops.argreduce.launch) run on the CPU through the SIMT
 backend, against references: every dtype, each layout case (checked through _trace), tie x NaN
 x kind, group sizes around warp and block multiples, groups split across blocks, several thread
 schedules, 64-bit indexing on small inputs and on offsets past 2**31, the one-hot output, the
@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from cupyops import _gpu_argreduce as G
-from cupyops import _trace, simt
-from cupyops._backend import get_backend
+from cupyops.ops.argreduce import launch as G
+from cupyops import simt
+from cupyops.core import trace as _trace
+from cupyops.core.backend import get_backend
 from ref_argreduce import ref_argreduce, ref_hardmax
 
 BE = get_backend("simt")
@@ -740,7 +741,7 @@ def test_decode_shapes_one_launch_over_half_the_sms(shape):
 
 
 def test_decode_plan_for_h100():
-    from cupyops._plan_argreduce import plan_argreduce
+    from cupyops.ops.argreduce.plan import plan_argreduce
     props = BE.props
     for shape, blocks in (((1, 131072), 128), ((8, 131072), 264)):
         p = plan_argreduce(shape, (shape[1] * 4, 4), 4, (1,), props)

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _backend, _trace, simt
-from cupyops import _gpu_nonzero as G
-from cupyops import _plan_nonzero as P
+from cupyops import simt
+from cupyops.core import backend as _backend
+from cupyops.core import trace as _trace
+from cupyops.ops.nonzero import launch as G
+from cupyops.ops.nonzero import plan as P
 
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
                                 np.uint32, np.int64, np.uint64, np.float16, np.float32,

@@ -1,4 +1,4 @@
-"""Per-call host cost (cupyops._fastpath, the per-backend plan caches): the caches never give
+"""Per-call host cost (cupyops.ops.argreduce.numpy_entries, the per-backend plan caches): the caches never give
 one layout's plan or entry to another, stay bounded, hold no memory, and a cached call on bad
 input fails exactly as an uncached one. Speed itself is the benchmark's (overhead section)."""
 import threading
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _backend, _cache, _fastpath
+from cupyops.core import backend as _backend
+from cupyops.core import lru as _cache
+from cupyops.ops.argreduce import numpy_entries as _fastpath
 from cupyops.testing import dry_run, recording
 
 DEVICES = ["cpu", "simt"]
@@ -77,7 +79,7 @@ def test_device_properties_are_part_of_the_key():
     few = _backend.SimtBackend(props=_backend.DeviceProps(**{
         **_backend.H100_PROPS.__dict__, "name": "small", "sm_count": 2}))
     many = _backend.get_backend("simt")
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     x = np.empty((1, 1 << 20), np.float32)      # planned only, never run
     for _ in range(2):
         la = G.prepare(many, x, (1,), hardmax=False, kind="max", tie="first", out_dtype="int64")
@@ -158,7 +160,7 @@ def test_environment_device_is_part_of_the_key(monkeypatch):
 @pytest.mark.parametrize("op", ["argmax", "hardmax", "argwhere", "count_nonzero"])
 def test_a_cached_simt_call_fails_once_the_compiler_is_gone(op, tmp_path, monkeypatch):
     """The slow path checks that the SIMT compiler works; a call cached under one compiler
-    (its exact layout, or its layout class: cupyops._firstcall) is no answer under another."""
+    (its exact layout, or its layout class: cupyops.ops.argreduce.first_call) is no answer under another."""
     fn = getattr(cupyops, op)
     for shape in ((5,), (7,)):        # (7,): a new layout of a class the first call cached
         x = np.ones(shape, np.float64)
@@ -252,7 +254,7 @@ def test_a_named_or_nested_tuple_argument_is_never_served_from_the_cache(device)
     a key (P(0, 2) == P(False, 2)): such calls take the slow path every time, so a cached call
     cannot let a refused item type through (found by a review)."""
     import collections
-    from cupyops import _fastpath
+    from cupyops.ops.argreduce import numpy_entries as _fastpath
     axes = collections.namedtuple("axes", "a b")
     x = np.arange(24.0).reshape(2, 3, 4)
     want = cupyops.argmax(x, axis=(0, 2), device=device)
@@ -298,9 +300,10 @@ def test_several_all_nan_groups_raise_the_nan_error_on_every_device(shape, axis)
 # ------------------------------------------------------------------ what the fast paths reuse
 
 def test_packer_matches_a_field_by_field_fill():
-    """cupyops._pack packs the parameter structs in one call: the same bytes as NumPy's own
+    """cupyops.core.structs packs the parameter structs in one call: the same bytes as NumPy's own
     field stores, padding and all, for ArParams and a dtype with odd padding."""
-    from cupyops import _gpu_argreduce, _pack
+    from cupyops.ops.argreduce import launch as _gpu_argreduce
+    from cupyops.core import structs as _pack
     rng = np.random.default_rng(0)
     odd = np.dtype([("a", np.int8), ("b", np.int64), ("c", np.int16, (3,)), ("d", np.uint32),
                     ("e", np.float64)], align=True)
@@ -341,7 +344,7 @@ def test_packer_matches_a_field_by_field_fill():
 
 
 def test_argreduce_params_hold_the_plan_field_by_field():
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     props = _backend.get_backend("simt").props
     x = np.zeros((3, 5, 7, 2), np.float32)[:, ::-1, :, :1]
     for axes, hardmax in (((1, 2), False), ((0, 2), True), ((1,), True)):
@@ -377,7 +380,7 @@ def test_cached_nonzero_with_new_counts_every_call():
 
 
 def test_dry_run_keeps_only_the_recent_launches():
-    from cupyops import _trace
+    from cupyops.core import trace as _trace
     x = np.zeros((4, 8), np.float32)
     with dry_run() as rec:
         for i in range(_trace.DRY_RUN_KEEP + 5):
@@ -387,7 +390,7 @@ def test_dry_run_keeps_only_the_recent_launches():
 
 
 def test_simt_arena_is_kept_on_its_backend():
-    from cupyops import _workspace
+    from cupyops.core import workspace as _workspace
     be = _backend.get_backend("simt")
     a = _workspace.holder_for(be)
     assert a is _workspace.holder_for(be) is _workspace._arenas[(be.name, be.device_id, 0)]
@@ -431,7 +434,7 @@ def test_launches_prepared_for_an_aligned_out_refuse_a_narrower_one():
     """hardmax launches prepared without out= store whole 16-byte complex128 values; run into
     an out at 8 mod 16 they would fault on a GPU: a ValueError instead (review finding). The
     same out given when preparing gets the narrow stores and the right answer."""
-    from cupyops import _gpu_argreduce as G
+    from cupyops.ops.argreduce import launch as G
     be = _backend.get_backend("simt")
     rng = np.random.default_rng(4)
     x = (rng.integers(0, 3, (4, 9)) + 1j * rng.integers(0, 3, (4, 9))).astype(np.complex128)
@@ -451,7 +454,8 @@ def test_split_and_decode_partials_take_a_power_of_two_of_slots():
     """The partials of a decode or split plan get the next power of two of n_out * nchunks
     slots, so layouts whose chunk counts share a power of two carve the same scratch views
     (a first call of each new shape then reuses them); the answers stay NumPy's."""
-    from cupyops import _gpu_argreduce as G, _workspace
+    from cupyops.ops.argreduce import launch as G
+    from cupyops.core import workspace as _workspace
     be = _backend.get_backend("simt")
     rng = np.random.default_rng(5)
     seen = {}

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import cupyops
-from cupyops import _adapt, _api, _bf16
+from cupyops.interop import dlpack as _adapt
+from cupyops import _call as _api
+from cupyops.core import dtypes as _bf16
 
 xps = pytest.importorskip("array_api_strict")
 _StrictArray = type(xps.asarray(0))

@@ -1,11 +1,11 @@
-"""cupyops._modules: C++ types, name expressions, include inlining, the module cache."""
+"""cupyops.core.modules: C++ types, name expressions, include inlining, the module cache."""
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from cupyops import _modules as m
+from cupyops.core import modules as m
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,8 +311,8 @@ def test_unknown_backend(selftest_family):
 def test_import_does_not_import_cupy():
     import subprocess
     import sys
-    code = ("import sys, cupyops, cupyops._modules, cupyops._backend, cupyops._precompile, "
-            "cupyops._nvrtc; print('cupy' in sys.modules)")
+    code = ("import sys, cupyops, cupyops.core.modules, cupyops.core.backend, cupyops.core.precompile, "
+            "cupyops.tools.nvrtc; print('cupy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -341,7 +341,8 @@ def test_cuda_compile_error_carries_log(selftest_family):
 # ------------------------------------------------------------------------------------------
 
 def test_precompile_simt_with_fake_modules(fake_backend, monkeypatch):
-    from cupyops import _backend, _precompile
+    from cupyops.core import backend as _backend
+    from cupyops.core import precompile as _precompile
 
     state = {"modules": 0}
 
@@ -367,7 +368,7 @@ def test_precompile_simt_with_fake_modules(fake_backend, monkeypatch):
 
 
 def test_precompile_arguments(selftest_family):
-    from cupyops import _precompile
+    from cupyops.core import precompile as _precompile
     assert _precompile.precompile(device="cpu") == []
     with pytest.raises(KeyError):
         _precompile.precompile(["no-such-family"], device="simt")

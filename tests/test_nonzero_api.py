@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import cupyops
-import cupyops._cpu_nonzero as cpu_nonzero
+import cupyops.ops.nonzero.numpy_path as cpu_nonzero
 from ref_nonzero import ref_argwhere, ref_count_nonzero
 from strategies import COMPLEX_DTYPES, DATETIME_DTYPES, REAL_DTYPES, arrays, axis_args
 from _devices import NONZERO_KERNEL_DEVICES, ops

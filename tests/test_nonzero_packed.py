@@ -10,9 +10,11 @@ reads, and the traffic goals of issue 15 (sectors / minimum, cupyops/bench/traff
 import numpy as np
 import pytest
 
-from cupyops import _backend, _trace, simt
-from cupyops import _gpu_nonzero as G
-from cupyops import _modules
+from cupyops import simt
+from cupyops.core import backend as _backend
+from cupyops.core import trace as _trace
+from cupyops.ops.nonzero import launch as G
+from cupyops.core import modules as _modules
 from ref_nonzero import ref_argwhere, ref_count_nonzero
 
 NARROW = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.float16)]
@@ -301,7 +303,7 @@ def _memory_order_views(a):
 def _check_t(be, x, sizes, index_dtype=np.int64, expect=True, **kw):
     """`check`, and that nonzero_tiles_t ran (`expect`), or the element path where the
     memory-innermost runs are shorter than a sector (`expect=None`: whichever the plan says)."""
-    from cupyops import _plan_nonzero as P
+    from cupyops.ops.nonzero import plan as P
     if expect is None:
         expect = bool(P.transposed_tiles(P.reading_dims(x.shape, x.strides), x.itemsize))
     n = check(be, x, packed=False, sizes=sizes, index_dtype=index_dtype, **kw)
@@ -342,7 +344,7 @@ def test_memory_order_tiles_schedules(be, sched):
 
 def test_memory_order_plan():
     """The memory-innermost dim, K (runs of 32..128 bytes, a power of two) and the tiles."""
-    from cupyops import _plan_nonzero as P
+    from cupyops.ops.nonzero import plan as P
     p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64)
     m, k, inner, chunks = p.tr[:4]
     assert (m, k, inner, chunks) == (0, 32, 1024, 8) and p.num_tiles == 8
@@ -544,7 +546,7 @@ def test_count_plan_32bit_margin():
     past the last element: the plan keeps 32-bit indexing only while (red_size - 1 + 32) * st
     fits. The packed path adds the kept offset to a chunk's end (and 32 elements of ragged-end
     lanes). The other paths form the offsets of in-range elements only (no margin)."""
-    from cupyops import _plan_nonzero as P
+    from cupyops.ops.nonzero import plan as P
     I32 = 2**31 - 1
 
     def plan(shape, strides, itemsize, axes):

@@ -4,7 +4,7 @@ subnormal-flushing instructions, and enough occupancy on sm_80 and sm_90.
 
 One module is compiled per (family, dtype, arch), all of them up front in a process pool of 2
 (session fixture), and the results are cached in the user's cache directory
-(``cupyops._nvrtc.default_cache_dir()``) keyed by a hash of the inlined source, options, name
+(``cupyops.tools.nvrtc.default_cache_dir()``) keyed by a hash of the inlined source, options, name
 expressions, arch and NVRTC version, so an unchanged kernel is not compiled again. ``CUPYOPS_NVRTC_ARCHS`` picks the architectures: ``required`` (75, 80, 86, 89, 90, 100, 120;
 the default, which keeps a cold CI run near 8 minutes on 2 cores), a list such as ``80,90``, or
 ``all``: every architecture NVRTC supports from sm_75 up (sm_70 too with an NVRTC 12).
@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pytest
 
-from cupyops import _modules
+from cupyops.core import modules as _modules
 
 try:
     import cuda.bindings.nvrtc  # noqa: F401
@@ -25,7 +25,7 @@ except ImportError as e:   # the test extra installs cuda-bindings; a bare insta
     HAVE_NVRTC = False
     WHY = f"cuda-bindings is not importable ({e}); pip install -e .[test]"
 
-from cupyops import _nvrtc
+from cupyops.tools import nvrtc as _nvrtc
 
 if HAVE_NVRTC:
     ok, why = _nvrtc.available()

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from cupyops import _layout
-from cupyops._backend import H100_PROPS, DeviceProps
-from cupyops._plan_argreduce import (LIMIT_32, ArgreducePlan, partial_index_bound,
+from cupyops.core import layout as _layout
+from cupyops.core.backend import H100_PROPS, DeviceProps
+from cupyops.ops.argreduce.plan import (LIMIT_32, ArgreducePlan, partial_index_bound,
                                      partial_index_width, plan_argreduce, step_digits)
 from ref_argreduce import ref_argreduce, ref_hardmax
 
@@ -445,7 +445,7 @@ def test_contiguous_planner_gives_the_general_plan():
     """plan_argreduce_contiguous (the first-call planner of C-contiguous inputs) against the
     general sort-and-merge planner: the same plan, field by field, for every set of axes, value
     size, hardmax, 64-bit switch, base alignment, device and test option."""
-    from cupyops._plan_argreduce import plan_argreduce_contiguous
+    from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
     option_sets = [{}, dict(min_split_elements=0, min_work_per_thread=1),
                    dict(min_split_elements=0, min_block_team_vecs=1, min_decode_block_vecs=1),
                    dict(min_scratch_ratio=0, min_split_elements=0, min_decode_block_vecs=0)]
@@ -481,7 +481,7 @@ def test_contiguous_planner_gives_the_general_plan():
 def test_contiguous_planner_refuses_what_the_general_one_refuses():
     """Too many dimensions a side after merging (alternating kept and reduced axes): the same
     ValueError from both planners."""
-    from cupyops._plan_argreduce import plan_argreduce_contiguous
+    from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
     shape = (2,) * 18
     strides = [4 * 2 ** (17 - i) for i in range(18)]
     for axes in (tuple(range(0, 18, 2)), tuple(range(1, 18, 2))):

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from cupyops import _plan_nonzero as P
+from cupyops.ops.nonzero import plan as P
 
 KERNELS = pathlib.Path(__file__).resolve().parents[1] / "kernels"
 

@@ -196,7 +196,7 @@ def _simt():
         pytest.skip(f"cupyops.simt not importable: {exc}")
     if not hasattr(simt, "record_traffic") or not hasattr(simt, "RawModule"):
         pytest.skip("cupyops.simt.record_traffic / RawModule not in this checkout yet")
-    from cupyops._devices import simt_status
+    from cupyops.core.devices import simt_status
     ok, why = simt_status()
     if not ok:
         pytest.skip(why)
@@ -323,9 +323,9 @@ def test_decode_shapes_modelled_time(rows):
     """argmax over the last axis of (1, 131072) and (8, 131072) float32 (decode shapes): one
     launch, modelled H100 time within 1.3x of the minimum traffic plus one launch."""
     simt = _simt()
-    from cupyops import _gpu_argreduce as G
-    from cupyops import _trace
-    from cupyops._backend import get_backend
+    from cupyops.ops.argreduce import launch as G
+    from cupyops.core import trace as _trace
+    from cupyops.core.backend import get_backend
     x = aligned((rows, 131072), np.float32)
     x[...] = np.random.default_rng(rows).integers(0, 4, x.shape)
     with simt.record_traffic() as rec, _trace.recording() as t:
@@ -365,7 +365,7 @@ def test_argreduce_traffic_goal(op, layout, shape, axis, dtype):
     width) stored and loaded coalesced keep it there (16-byte partials cost 1.31x for int8)."""
     simt = _simt()
     import cupyops
-    from cupyops import _trace
+    from cupyops.core import trace as _trace
     from cupyops.bench import bench
     dt = np.dtype(dtype)
     x = aligned(shape, dt)

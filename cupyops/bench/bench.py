@@ -130,7 +130,7 @@ def decode_cases():
     out = []
     for name in DECODE_DTYPES:
         if name == "bfloat16":
-            from .. import _bf16
+            from cupyops.core import dtypes as _bf16
             dt = _bf16.dtype()
             if dt is None:
                 continue
@@ -401,7 +401,7 @@ def cupy_like_simt_allocations(align=256):
     only 16-byte aligned, which would make a warp's 128-byte store straddle 5 sectors instead of
     4 and charge the kernel for the emulator's allocator). Benchmark-local: the backend object
     gets instance attributes that shadow its methods, removed afterwards."""
-    from cupyops import _backend
+    from cupyops.core import backend as _backend
     be = _backend.get_backend("simt")
 
     def empty(shape, dtype):
@@ -434,7 +434,7 @@ def _run_simt_case(case, base, x, ours, ref):
     """One call on the emulator, under the traffic recorder and the launch trace: its result is
     checked, its launches give the traffic fields. (Its time means nothing and may include
     compiling the module on first use.)"""
-    from cupyops import _trace
+    from cupyops.core import trace as _trace
     rt = _record_traffic()
     rec = None
     try:
@@ -976,12 +976,12 @@ def _paths_available():
         except Exception:
             return False
     return {
-        "cpu_argreduce": has("cupyops._cpu_argreduce"),
-        "cpu_nonzero": has("cupyops._cpu_nonzero"),
-        "gpu_argreduce": has("cupyops._gpu_argreduce"),
-        "gpu_nonzero": has("cupyops._gpu_nonzero"),
+        "cpu_argreduce": has("cupyops.ops.argreduce.numpy_path"),
+        "cpu_nonzero": has("cupyops.ops.nonzero.numpy_path"),
+        "gpu_argreduce": has("cupyops.ops.argreduce.launch"),
+        "gpu_nonzero": has("cupyops.ops.nonzero.launch"),
         "simt_record_traffic": _record_traffic() is not None,
-        "precompile": has("cupyops._precompile"),
+        "precompile": has("cupyops.core.precompile"),
     }
 
 
@@ -1132,7 +1132,7 @@ def main(argv=None) -> int:
             print(c.id, "x".join(map(str, c.shape)))
         return 0
 
-    from cupyops import _devices
+    from cupyops.core import devices as _devices
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "mode": mode, "budget_s": budget,

@@ -4,9 +4,9 @@ The traffic model (:mod:`cupyops.bench.traffic`) counts sectors; it cannot see a
 limited by the instructions it issues per element rather than by memory. This model reads the
 kernels' real machine code:
 
-1. every kernel instantiation (family x dtype x name expression, :mod:`cupyops._modules`) is
+1. every kernel instantiation (family x dtype x name expression, :mod:`cupyops.core.modules`) is
    compiled with NVRTC to a cubin for ``sm_90`` (and ``sm_80``) with the CuPy path's options
-   (:func:`cupyops._nvrtc.cupy_options`);
+   (:func:`cupyops.tools.nvrtc.cupy_options`);
 2. the cubin is disassembled with ``cuobjdump -sass`` from the pip packages
    ``nvidia-cuda-cuobjdump`` + ``nvidia-cuda-nvdisasm`` (no driver, no GPU);
 3. in each entry function, **the path that reads the input** is found:
@@ -192,9 +192,9 @@ def _nvdisasm_for(cuobjdump: str) -> str | None:
 def available() -> tuple[bool, str]:
     """(True, "") when NVRTC and cuobjdump + nvdisasm are usable; else (False, why)."""
     try:
-        from cupyops import _nvrtc
+        from cupyops.tools import nvrtc as _nvrtc
     except Exception as e:   # pragma: no cover
-        return False, f"cupyops._nvrtc: {e}"
+        return False, f"cupyops.tools.nvrtc: {e}"
     ok, why = _nvrtc.available()
     if not ok:
         return False, f"NVRTC not usable ({why}); install the test extra"
@@ -567,9 +567,9 @@ def default_cache_dir() -> Path:
 def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
              *, cache_dir=None, filename: str = "kernel.cu") -> tuple[str, dict]:
     """(SASS text, lowered names) of ``source`` compiled for ``sm_<arch>`` with ``options``
-    (the full list, as :func:`cupyops._nvrtc.compile_cubin` takes it); cached on disk keyed by
+    (the full list, as :func:`cupyops.tools.nvrtc.compile_cubin` takes it); cached on disk keyed by
     source, options, arch, name expressions and the NVRTC and cuobjdump versions."""
-    from cupyops import _nvrtc
+    from cupyops.tools import nvrtc as _nvrtc
     exe = find_cuobjdump()
     if exe is None:
         raise RuntimeError(available()[1])
@@ -602,7 +602,8 @@ def model_source(source: str, arch: int, name_expressions: tuple, itemsize, *,
                  options: tuple | None = None, cache_dir=None) -> dict:
     """Model every name expression of a source (for tests and one-off kernels).
     ``itemsize``: an int for all, or ``expr -> int``. Returns ``expr -> model dict``."""
-    from cupyops import _nvrtc, _modules
+    from cupyops.tools import nvrtc as _nvrtc
+    from cupyops.core import modules as _modules
     if options is None:
         options = _nvrtc.cupy_options(_modules.NVRTC_OPTIONS)
     sass, lowered = sass_for(source, arch, options, tuple(name_expressions), cache_dir=cache_dir)
@@ -620,7 +621,8 @@ NON_INPUT_KERNELS = ("argreduce_finish",)
 
 def _family_job(job):
     family_name, dtype_str, arch, cache_dir = job
-    from cupyops import _nvrtc, _modules
+    from cupyops.tools import nvrtc as _nvrtc
+    from cupyops.core import modules as _modules
     _nvrtc.load_family_modules()
     fam = _modules.get_family(family_name)
     dt = _dtype_from_str(dtype_str)
@@ -644,7 +646,7 @@ def _family_job(job):
 
 def _dtype_from_str(s: str) -> np.dtype:
     if s == "bfloat16":
-        from cupyops import _bf16
+        from cupyops.core import dtypes as _bf16
         return _bf16.dtype()
     return np.dtype(s)
 
@@ -652,7 +654,8 @@ def _dtype_from_str(s: str) -> np.dtype:
 def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_dir=None,
                          progress=None) -> list:
     """One row (dict) per family x dtype x name expression x arch: the model's figures."""
-    from cupyops import _nvrtc, _modules
+    from cupyops.tools import nvrtc as _nvrtc
+    from cupyops.core import modules as _modules
     _nvrtc.load_family_modules()
     fams = [_modules.get_family(f) for f in families] if families else \
         list(_modules.families().values())
@@ -737,7 +740,7 @@ def render_markdown(rows: list) -> str:
         f"{H100_SMS} SMs x {H100_CLOCK_HZ / 1e9:.2f} GHz. Goal: >= {GOAL:.0%}. "
         "`argreduce_finish` reads partials, not the input: not modelled. The sm_80 "
         "section weighs sm_80's code with the same cc 9.0 table and H100 figures. "
-        "(`python -m cupyops._nvrtc --table` rewrites the rest of this page and keeps this block.)",
+        "(`python -m cupyops.tools.nvrtc --table` rewrites the rest of this page and keeps this block.)",
         "",
     ]
     for a, s in summary(rows).items():

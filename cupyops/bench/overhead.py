@@ -254,7 +254,7 @@ def gpu_full_calls(repeats=15):
 def run(device="cpu", repeats=15):
     """Every overhead row for this machine: the kernel path on ``simt`` (and on ``cuda`` with
     CuPy input when a GPU is there) and the CPU path."""
-    from cupyops._devices import cuda_status, simt_status
+    from cupyops.core.devices import cuda_status, simt_status
     rows = []
     if simt_status()[0]:
         rows += kernel_path("simt", repeats)

@@ -9,7 +9,7 @@ Launch code is written once against :class:`Backend`::
     fn(grid, block, (x, out, params), shared_mem=0)
     count = be.read_scalar(count_arr)             # the only device-to-host read
 
-``kernel()`` returns a launcher that records the launch in :mod:`cupyops._trace` and then runs
+``kernel()`` returns a launcher that records the launch in :mod:`cupyops.core.trace` and then runs
 it: on the current CuPy stream for ``"cuda"``, synchronously on the CPU for ``"simt"``.
 CuPy is imported only when the ``"cuda"`` backend is asked for.
 """
@@ -22,8 +22,9 @@ import threading
 
 import numpy as np
 
-from cupyops import _modules, _trace
-from cupyops._cache import LRU
+from cupyops.core import modules as _modules
+from cupyops.core import trace as _trace
+from cupyops.core.lru import LRU
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
            "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "data_ptr"]

@@ -1,6 +1,6 @@
 """A small thread-safe LRU map for what is derived from a layout (plans, packed parameters).
 
-Never for memory: scratch belongs to a Workspace or a stream's arena (cupyops._workspace),
+Never for memory: scratch belongs to a Workspace or a stream's arena (cupyops.core.workspace),
 because a captured CUDA graph keeps writing it after any cache would have dropped it.
 """
 from __future__ import annotations

@@ -61,7 +61,7 @@ CTYPES: dict = {
     # datetime64 / timedelta64 of every unit run as this one (int64 counts, NaT = INT64_MIN)
     np.dtype("m8[ns]"): "cupyops_datetime",          # struct defined in kernels/common.cuh
 }
-from . import _bf16  # noqa: E402
+from cupyops.core import dtypes as _bf16  # noqa: E402
 if _bf16.dtype() is not None:   # bfloat16 (ml_dtypes, optional): bits only, kernels/common.cuh
     CTYPES[_bf16.dtype()] = "cupyops_bfloat16"
 
@@ -130,7 +130,7 @@ class KernelFamily:
         dtype holds. Build them with :func:`name_expression`.
     options: extra compile options, e.g. ``("-DFOO=1",)``.
 
-    Metadata for the compile checks (``cupyops._nvrtc``), optional:
+    Metadata for the compile checks (``cupyops.tools.nvrtc``), optional:
 
     block_sizes: the block sizes launch code uses: a tuple for every expression, or
         ``expr -> tuple``. The occupancy check runs each entry function at each of them.
@@ -290,7 +290,7 @@ def module_source(family_name: str) -> str:
 #: Options every backend gets. The CUDA path passes them to ``cupy.RawModule``, which adds
 #: ``-ftz=true``, ``-arch=sm_XX`` (the current device, capped at what NVRTC knows),
 #: ``--device-as-default-execution-space`` and its include directories (bundled CCCL, CuPy's
-#: headers, the CUDA headers). ``cupyops._nvrtc`` mirrors that list (:data:`CUPY_ADDED_OPTIONS`).
+#: headers, the CUDA headers). ``cupyops.tools.nvrtc`` mirrors that list (:data:`CUPY_ADDED_OPTIONS`).
 NVRTC_OPTIONS: tuple = ("--std=c++17",)
 
 #: What ``cupy.RawModule`` appends after our options (CuPy 13/14, NVRTC backend), besides the

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from . import _progress
+from cupyops.core import progress as _progress
 
 DEVICES = ("cpu", "cuda", "simt")
 
@@ -94,10 +94,10 @@ def place(x, device):
         x = np.asarray(x)
     kind, dev_id, asked = resolve_device(device)
     if kind == "cuda":
-        from ._devices import require
+        from cupyops.core.devices import require
         require("cuda", asked)
     elif kind == "simt":
-        from ._devices import require, simt_compiler_found
+        from cupyops.core.devices import require, simt_compiler_found
         if not simt_compiler_found():
             require("simt", asked)
     if kind != "cpu":

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from cupyops import _modules
+from cupyops.core import modules as _modules
 
 __all__ = ["precompile"]
 
@@ -42,7 +42,7 @@ def _resolve_device(device):
 
 
 def _load_families():
-    from cupyops import _nvrtc
+    from cupyops.tools import nvrtc as _nvrtc
     _nvrtc.load_family_modules()
 
 
@@ -57,9 +57,12 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
     Raises ``RuntimeError`` when the device is not available here (no CuPy, no GPU, no working
     C++ compiler: the same message as the functions give), ``KeyError`` for an unknown family,
     ``TypeError`` for a dtype that none of the chosen families serves, and
-    ``cupyops._modules.KernelCompileError`` (with the compiler log) if a module does not compile.
+    ``cupyops.core.modules.KernelCompileError`` (with the compiler log) if a module does not compile.
     """
-    from cupyops import _backend, _devices, _dispatch, _progress
+    from cupyops.core import backend as _backend
+    from cupyops.core import devices as _devices
+    from cupyops.core import placement as _dispatch
+    from cupyops.core import progress as _progress
 
     if device is None:
         kind, dev_id, asked = _dispatch.resolve_device(None)

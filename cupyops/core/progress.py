@@ -10,7 +10,7 @@ compile is quick. When one takes longer than :data:`THRESHOLD_S`:
 * ``precompile`` prints one line for its whole batch and one when the batch is done.
 
 ``CUPYOPS_PROGRESS=0`` silences both. The compiles are seen through the module factories of
-``cupyops._modules`` (:func:`install` wraps them once; a wrapped factory just times the call).
+``cupyops.core.modules`` (:func:`install` wraps them once; a wrapped factory just times the call).
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def install() -> None:
     global _factories
     factories = _factories
     if factories is None:
-        from . import _modules
+        from cupyops.core import modules as _modules
         factories = _factories = getattr(_modules, "_factories", None) or {}
     for name in ("simt", "cuda"):
         inner = factories.get(name)
@@ -115,7 +115,7 @@ def install() -> None:
                     factories[name] = _wrap(name, inner)
 
 
-_factories = None     # cupyops._modules._factories, once imported
+_factories = None     # cupyops.core.modules._factories, once imported
 
 
 class batch:

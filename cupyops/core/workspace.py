@@ -104,7 +104,7 @@ class Workspace(_Holder):
 
     def __init__(self, nbytes: int = 1 << 20, *, device=None):
         super().__init__()
-        from . import _dispatch
+        from cupyops.core import placement as _dispatch
         if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
             raise TypeError(f"Workspace: nbytes must be an int, got {nbytes!r}")
         nbytes = int(nbytes)
@@ -117,7 +117,8 @@ class Workspace(_Holder):
         if kind == "cpu":
             raise ValueError("Workspace: device must be 'cuda', 'cuda:N' or 'simt' (the NumPy "
                              "path needs no scratch), got 'cpu'")
-        from . import _backend, _devices
+        from cupyops.core import backend as _backend
+        from cupyops.core import devices as _devices
         _devices.require(kind, f"Workspace(device={device!r})")
         self._backend = _backend.get_backend(kind, dev_id)
         self.device = (f"cuda:{self._backend.device_id}" if kind == "cuda" else "simt")

@@ -33,7 +33,9 @@ from functools import partial
 
 import numpy as np
 
-from . import _api, _bf16, _dispatch
+from cupyops import _call as _api
+from cupyops.core import dtypes as _bf16
+from cupyops.core import placement as _dispatch
 
 __all__ = ["is_dask_array", "call"]
 

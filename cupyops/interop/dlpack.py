@@ -1,4 +1,4 @@
-"""How an input enters and how results leave: the one adapter layer around cupyops._api.
+"""How an input enters and how results leave: the one adapter layer around cupyops._call.
 
 Every public function is ``_api``'s function behind a wrapper with the same signature whose
 first statement passes a plain ``numpy.ndarray`` or ``cupy.ndarray`` straight through, so those
@@ -6,7 +6,7 @@ calls keep ``_api``'s rules and pay one type test. Everything else is sorted her
 
 * NumPy subclasses, NumPy scalars, lists and other array-likes: straight through as well
   (``_api`` converts them with ``numpy.asarray``: plain NumPy out).
-* Dask arrays (only once ``dask.array`` is imported): ``cupyops._dask``, a lazy Dask result.
+* Dask arrays (only once ``dask.array`` is imported): ``cupyops.interop.dask``, a lazy Dask result.
 * CuPy arrays of a subclass: straight through (``_api`` runs them on their GPU).
 * Any other object with ``__dlpack__`` (torch, JAX, array_api_strict, ...): taken zero-copy
   through DLPack. Host memory becomes a NumPy view and follows the ``device=`` rules of NumPy
@@ -28,7 +28,8 @@ import sys
 
 import numpy as np
 
-from . import _api, _bf16
+from cupyops import _call as _api
+from cupyops.core import dtypes as _bf16
 
 __all__ = ["wrap", "library_of", "DLPACK_DEVICES"]
 
@@ -131,7 +132,7 @@ def _import_cupy(x, argname, opname):
     try:
         import cupy
     except ImportError:
-        from ._devices import CUPY_INSTALL_HINT
+        from cupyops.core.devices import CUPY_INSTALL_HINT
         raise RuntimeError(f"{opname}: {argname} is a {_type_name(x)} in CUDA memory, which "
                            f"cupyops runs on its GPU through CuPy, and CuPy is not installed; "
                            f"{CUPY_INSTALL_HINT}") from None
@@ -181,7 +182,7 @@ def _bf16_from_bits(bits, call):
 def _cuda_view(x, call, argname, opname, device):
     cupy = _import_cupy(x, argname, opname)
     if device is not None:
-        from ._dispatch import _parse_device_name
+        from cupyops.core.placement import _parse_device_name
         kind, dev_id = _parse_device_name(device)
         if kind != "cuda" or (dev_id is not None and dev_id != call.dev_id):
             raise ValueError(f"{opname}: device={device!r} was asked for a {_type_name(x)} on "
@@ -340,9 +341,9 @@ def _has_bits_out(v):
 def _slow(fn, x, args, kw):
     """Everything that is not a plain NumPy or CuPy array."""
     _see_cupy()
-    da = sys.modules.get("dask.array")   # Dask arrays: lazy Dask results (cupyops._dask)
+    da = sys.modules.get("dask.array")   # Dask arrays: lazy Dask results (cupyops.interop.dask)
     if da is not None and isinstance(x, da.Array):
-        from . import _dask
+        from cupyops.interop import dask as _dask
         return _dask.call(fn, x, args, kw)
     lib = library_of(x)
     if lib is None:
@@ -351,7 +352,7 @@ def _slow(fn, x, args, kw):
 
 
 def wrap(fn):
-    """The public function of ``fn`` (a function of cupyops._api whose first parameter is x,
+    """The public function of ``fn`` (a function of cupyops._call whose first parameter is x,
     positional-only): same signature, docstring and defaults."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
@@ -383,7 +384,7 @@ def wrap(fn):
            f"{{{', '.join(kw_items)}}})\n")
     ns = dict(defaults, _ndarray=_ndarray, _cupy_ndarray=_cupy_ndarray, _fn=fn, _slow=_slow)
     _WRAPPER_GLOBALS.append(ns)
-    exec(compile(src, f"<cupyops._adapt.wrap({fn.__name__})>", "exec"), ns)
+    exec(compile(src, f"<cupyops.interop.dlpack.wrap({fn.__name__})>", "exec"), ns)
     w = ns[fn.__name__]
     w.__doc__ = fn.__doc__
     w.__module__ = "cupyops"

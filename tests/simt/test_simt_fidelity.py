@@ -434,7 +434,7 @@ def test_shuffle_offsets_use_low_5_bits(mod):
 
 
 def test_ftz_option_passed_through():
-    from cupyops import _modules
+    from cupyops.core import modules as _modules
     from cupyops.simt import _build
     assert _build.ftz_option(_modules.CUPY_ADDED_OPTIONS)
     mod = _modules._simt_factory(SRC, ("--std=c++17",), (), 0)

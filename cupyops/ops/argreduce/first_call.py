@@ -1,6 +1,6 @@
 """First call of a new layout in a layout class seen before.
 
-:mod:`cupyops._fastpath` serves a call that repeats a layout. A call with a *new* layout may
+:mod:`cupyops.ops.argreduce.numpy_entries` serves a call that repeats a layout. A call with a *new* layout may
 still repeat a *layout class*: a C-contiguous input with every other part of the fast-path key
 seen before (operator, arguments as given, input type, dtype, number of dimensions, device,
 data pointer mod 16, workspace type, ``force_64bit``). The slow path accepted those very
@@ -14,7 +14,7 @@ nothing behind.
 Class entries hold the validated arguments and the backend: no plan, no memory. Only kernel
 paths (simt; CuPy input), and only where the slow path stored a fast-path entry too. Every
 public op: argmin/argmax/nanarg*/hardmax plan with the contiguous planner
-(cupyops._plan_argreduce.plan_argreduce_contiguous, any set of axes); the nonzero family's
+(cupyops.ops.argreduce.plan.plan_argreduce_contiguous, any set of axes); the nonzero family's
 runners plan through their own planners (cached from the second call).
 """
 from __future__ import annotations
@@ -23,12 +23,12 @@ import functools
 
 import numpy as np
 
-from . import _fastpath as _fast
-from . import _gpu_argreduce as _G
-from . import _gpu_nonzero as _N
-from . import _plan_argreduce as _P
-from ._backend import data_ptr as _data_ptr
-from ._cache import LRU
+from cupyops.ops.argreduce import numpy_entries as _fast
+from cupyops.ops.argreduce import launch as _G
+from cupyops.ops.nonzero import launch as _N
+from cupyops.ops.argreduce import plan as _P
+from cupyops.core.backend import data_ptr as _data_ptr
+from cupyops.core.lru import LRU
 
 __all__ = ["lookup", "serve", "remember", "argreduce_class", "count_class", "coordinates_class",
            "clear"]

@@ -1,7 +1,7 @@
 """Kernel path of argmin / argmax / hardmax (backend-generic launch code).
 
-Plans with :func:`cupyops._plan_argreduce.plan_argreduce`, records the plan in
-:mod:`cupyops._trace`, packs the plan into the ``ArParams`` struct of ``kernels/argreduce.cu``
+Plans with :func:`cupyops.ops.argreduce.plan.plan_argreduce`, records the plan in
+:mod:`cupyops.core.trace`, packs the plan into the ``ArParams`` struct of ``kernels/argreduce.cu``
 and launches at most two kernels. No host synchronisation, no copy of the input.
 
 Family ``"argreduce"`` (registered at import): per value dtype, the kernels ``argreduce_row``,
@@ -29,10 +29,12 @@ import typing
 
 import numpy as np
 
-from . import _modules, _trace, _workspace
-from ._pack import Packer
-from ._backend import data_ptr
-from ._plan_argreduce import (MAX_DIMS, ArgreducePlan, plan_argreduce,
+from cupyops.core import modules as _modules
+from cupyops.core import trace as _trace
+from cupyops.core import workspace as _workspace
+from cupyops.core.structs import Packer
+from cupyops.core.backend import data_ptr
+from cupyops.ops.argreduce.plan import (MAX_DIMS, ArgreducePlan, plan_argreduce,
                               plan_argreduce_contiguous, step_digits)
 
 __all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressions",
@@ -118,7 +120,7 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
                  finish: bool = False, nan_skip: bool = False,
                  narrow_out: bool = False) -> np.void:
     """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``, packed
-    in one call (cupyops._pack), its fields in PARAMS_DTYPE's order (checked at import)."""
+    in one call (cupyops.core.structs), its fields in PARAMS_DTYPE's order (checked at import)."""
     last = tie == "last"
     kept, red, write = plan.kept, plan.red, plan.write
     k_size, k_in, k_out = zip(*kept) if kept else _NONE3
@@ -336,7 +338,7 @@ def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
 def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
     ``launches`` bound once. ``entry=(prep, reshape)`` makes it a fast-path entry
-    (cupyops._fastpath.kernel_prep) in the same call: it records the plan as the slow path
+    (cupyops.ops.argreduce.numpy_entries.kernel_prep) in the same call: it records the plan as the slow path
     does, reads ``prep(x)`` (prep None: x) and returns the result reshaped to ``reshape``
     (None: as it is).
 

@@ -22,10 +22,11 @@ import sys
 
 import numpy as np
 
-from . import _dispatch, _trace
-from ._backend import numpy_data_ptr as _data_ptr
-from ._cpu_nonzero import count_all as _count_all
-from ._cache import LRU
+from cupyops.core import placement as _dispatch
+from cupyops.core import trace as _trace
+from cupyops.core.backend import numpy_data_ptr as _data_ptr
+from cupyops.ops.nonzero.numpy_path import count_all as _count_all
+from cupyops.core.lru import LRU
 
 __all__ = ["key", "layout_class", "lookup", "remember", "clear", "kernel_prep", "kernel_entry",
            "CPU_SMALL"]
@@ -46,7 +47,7 @@ def _env_reader(name):
 
 _env_device = _env_reader("CUPYOPS_DEVICE")
 # the SIMT layer's compiler: a kernel-path call on NumPy input checks on the slow path that it
-# works (cupyops._devices.require), so a key made under one compiler is no key under another
+# works (cupyops.core.devices.require), so a key made under one compiler is no key under another
 _env_simt_cxx = _env_reader("CUPYOPS_SIMT_CXX")
 _force_64bit = _dispatch.force_64bit
 
@@ -57,9 +58,9 @@ CPU_SMALL = 4096
 _entries = LRU(4096)
 _get, _move_to_end = _entries._d.get, _entries._d.move_to_end
 
-# tests' planner options (cupyops._gpu_argreduce.PLAN_OPTIONS, the same dict object for the
+# tests' planner options (cupyops.ops.argreduce.launch.PLAN_OPTIONS, the same dict object for the
 # process's life: tests mutate it or monkeypatch the attribute) turn the fast path off
-from . import _gpu_argreduce as _G  # noqa: E402
+from cupyops.ops.argreduce import launch as _G  # noqa: E402
 
 
 _tuple = tuple
@@ -124,7 +125,7 @@ def key(x, device, workspace, out, *args):
 
 def layout_class(k):
     """The key ``k`` of a kernel-path call without its shape and strides, with the number of
-    dimensions instead (cupyops._firstcall): ``(args, kinds, [type,] shape, strides, ...)``
+    dimensions instead (cupyops.ops.argreduce.first_call): ``(args, kinds, [type,] shape, strides, ...)``
     as :func:`key` builds it, NumPy input (9 items) or CuPy input (11); None for the CPU path
     (6 items)."""
     n = len(k)
@@ -162,9 +163,9 @@ def remember(k, entry) -> None:
 
 
 def clear() -> None:
-    """Forget every entry, and every layout class of cupyops._firstcall."""
+    """Forget every entry, and every layout class of cupyops.ops.argreduce.first_call."""
     _entries.clear()
-    from . import _firstcall
+    from cupyops.ops.argreduce import first_call as _firstcall
     _firstcall.clear()
 
 
@@ -287,14 +288,14 @@ def _row_tails_serve(rows: int, n: int) -> bool:
     last_extreme_rows: many rows, none longer than a chunk. A few long rows keep the engine,
     whose blocks of ~sqrt(16 n) read a long row once (the tails searched from the end would
     read the part after each row's first extreme twice)."""
-    from ._cpu_argreduce import CHUNK_ELEMS, SAMPLE_ROWS
+    from cupyops.ops.argreduce.numpy_path import CHUNK_ELEMS, SAMPLE_ROWS
     return rows >= 2 * SAMPLE_ROWS and n <= CHUNK_ELEMS
 
 
 def _last_extreme_entry(x, kind, index_dtype, result_shape):
     """argmin/argmax with tie "last" along the last axis of a large C-contiguous input (a
     view), where :func:`_row_tails_serve`; else None."""
-    from ._cpu_argreduce import last_extreme_rows
+    from cupyops.ops.argreduce.numpy_path import last_extreme_rows
     n = x.shape[-1]
     if not _row_tails_serve(x.size // n, n):
         return None
@@ -354,7 +355,7 @@ def _rows_hardmax_entry(x, tie):
     n = shape[-1]
     rows = x.size // n
     if tie == "last":
-        from ._cpu_argreduce import last_extreme_rows
+        from cupyops.ops.argreduce.numpy_path import last_extreme_rows
         if not _row_tails_serve(rows, n):
             return None
 
@@ -372,7 +373,7 @@ def _rows_hardmax_entry(x, tie):
 
 
 def cpu_count_entry(x, axes, *, result_shape):
-    """A whole-array count (cupyops._cpu_nonzero.count_all): any size over all axes (bounded
+    """A whole-array count (cupyops.ops.nonzero.numpy_path.count_all): any size over all axes (bounded
     memory); np.count_nonzero over some axes: small inputs."""
     if x.dtype.kind not in "biufcmM" or not x.dtype.isnative or not axes or x.size == 0:
         return None

@@ -2,7 +2,7 @@
 the device properties. No GPU is needed, so the SIMT backend plans exactly as an H100 would and
 the planner is tested anywhere (tests/test_plan_argreduce.py).
 
-Vocabulary (all lists innermost first, strides in elements; see cupyops._layout):
+Vocabulary (all lists innermost first, strides in elements; see cupyops.core.layout):
 
 * ``kept``  — the kept (output) dimensions after normalisation: ``(size, in_stride, out_stride)``.
   ``out_stride`` is the stride of the result array (argmin/argmax: a C-contiguous array of the
@@ -60,8 +60,8 @@ import functools
 import math
 import typing
 
-from . import _layout
-from ._layout import Dim
+from cupyops.core import layout as _layout
+from cupyops.core.layout import Dim
 
 __all__ = ["ArgreducePlan", "plan_argreduce", "plan_argreduce_contiguous", "MAX_DIMS", "LIMIT_32"]
 

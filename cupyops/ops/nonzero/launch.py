@@ -1,8 +1,8 @@
 """Kernel path of the nonzero family: argwhere, nonzero, nonzero_coordinates, count_nonzero.
 
-Launch code written once against :mod:`cupyops._backend` (CuPy on a GPU, or ``cupyops.simt``
+Launch code written once against :mod:`cupyops.core.backend` (CuPy on a GPU, or ``cupyops.simt``
 on the CPU); the kernels are in ``kernels/nonzero.cu``, planned by
-:mod:`cupyops._plan_nonzero`.
+:mod:`cupyops.ops.nonzero.plan`.
 
 * Exact size (``argwhere``, ``nonzero``, ``nonzero_coordinates(size=None)``): pass 1 (SCAN)
   counts each tile by warp ballots and scans the tile counts with a decoupled look-back; the
@@ -24,9 +24,11 @@ import operator
 
 import numpy as np
 
-from . import _modules, _trace, _workspace
-from ._backend import data_ptr
-from . import _plan_nonzero as plan
+from cupyops.core import modules as _modules
+from cupyops.core import trace as _trace
+from cupyops.core import workspace as _workspace
+from cupyops.core.backend import data_ptr
+from cupyops.ops.nonzero import plan as plan
 
 __all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "FAMILY",
            "NONZERO_DTYPES", "expressions"]
@@ -146,7 +148,7 @@ def _count_run(state, x, workspace=None):
 
 def _plan(backend, x, index_dtype, force_64bit, cache_plan=True):
     """The plan of ``x``'s layout, cached per backend (``cache_plan=False``: a first call of a
-    new layout (cupyops._firstcall), planned without a look in the cache, nor a store)."""
+    new layout (cupyops.ops.argreduce.first_call), planned without a look in the cache, nor a store)."""
     if cache_plan:
         key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16,
                np.dtype(index_dtype).itemsize, bool(force_64bit))
@@ -204,7 +206,7 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     read of the count, PLACE; everything but the count bound once. Returns ``result``'s form.
     ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
     count in the call's scratch instead of a fresh array. ``cache_plan=False``: a first call
-    (cupyops._firstcall): the plan is neither looked up in the backend's cache nor stored."""
+    (cupyops.ops.argreduce.first_call): the plan is neither looked up in the backend's cache nor stored."""
     cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))

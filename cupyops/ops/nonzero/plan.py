@@ -8,7 +8,7 @@ Two planners:
   the coordinate divisors, and the launch grids of the three modes (SCAN + PLACE for the exact
   forms, FIXED for ``size=k``).
 * :func:`plan_count` for ``count_nonzero_axes``: kept dims (merged, order kept), reduced dims
-  normalised through :mod:`cupyops._layout` (sorted by stride, flipped, merged), a warp or a
+  normalised through :mod:`cupyops.core.layout` (sorted by stride, flipped, merged), a warp or a
   thread per output, and how the reduced range is split over chunks.
 
 The C structs ``nz_fastdiv``, ``nz_params`` and ``nz_count_params`` (kernels/nonzero.cuh) are
@@ -24,7 +24,7 @@ import typing
 
 import numpy as np
 
-from . import _layout
+from cupyops.core import layout as _layout
 
 NZ_BLOCK = 256
 NZ_WARPS = NZ_BLOCK // 32
@@ -509,7 +509,7 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
 def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_64bit=False,
                                 base_address=0) -> CoordinatePlan:
     """:func:`plan_coordinates` of a C-contiguous input (the array's own int ``shape`` and
-    ``strides``; size > 0, ndim >= 1), a first call's planner (cupyops._gpu_nonzero._plan):
+    ``strides``; size > 0, ndim >= 1), a first call's planner (cupyops.ops.nonzero.launch._plan):
     its elements are one reading run, so the packed path is the 1-/2-byte types', no
     transposed tiles, narrow loads only off an 8-byte boundary, and the largest offset is the
     last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
