@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import pathlib
 import posixpath
 import re
 import threading
@@ -218,12 +219,25 @@ def get_family(name: str) -> KernelFamily:
 KERNELS_PACKAGE = "cupyops.kernels"
 
 
+@functools.lru_cache(maxsize=1)
+def kernels_root():
+    """Where the kernel sources are: ``cupyops/kernels`` of an installed copy, else the
+    ``kernels/`` folder beside the package in a checkout (a bare ``git archive`` tree run with
+    ``PYTHONPATH=.``, or the editable install of this checkout), else the ``cupyops.kernels``
+    package wherever the import system finds it."""
+    package_dir = pathlib.Path(__file__).resolve().parent.parent
+    for candidate in (package_dir / "kernels", package_dir.parent / "kernels"):
+        if (candidate / "common.cuh").is_file() and (candidate / "__init__.py").is_file():
+            return candidate
+    return importlib.resources.files(KERNELS_PACKAGE)
+
+
 def read_kernel_file(name: str) -> str:
-    """Text of ``kernels/<name>`` (a path relative to the kernels package, ``/``-separated)."""
+    """Text of ``kernels/<name>`` (a path relative to the kernels folder, ``/``-separated)."""
     name = posixpath.normpath(name)
     if name.startswith("../") or name == ".." or name.startswith("/"):
         raise ValueError(f"kernel file {name!r} is outside the kernels package")
-    res = importlib.resources.files(KERNELS_PACKAGE)
+    res = kernels_root()
     for part in name.split("/"):
         res = res.joinpath(part)
     try:
