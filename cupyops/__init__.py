@@ -6,27 +6,23 @@ argmax / argmin / hardmax over any set of axes with a tie direction, and the non
 same kernels on the CPU's emulation of CUDA. Importing cupyops imports no cupy and compiles
 nothing.
 """
-# _api's functions behind the adapter layer (_adapt): NumPy and CuPy pass straight through,
-# other DLPack arrays (torch, JAX, array_api_strict) come back as their own type
-from cupyops.interop.dlpack import (argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax, nanargmin,
-                     nonzero, nonzero_coordinates)
-from cupyops.interop.namespace import array_namespace
+from cupyops._call import (PUBLIC, argmax, argmin, argwhere, count_nonzero, hardmax, nanargmax,
+                           nanargmin, nonzero, nonzero_coordinates)
+from cupyops.core.devices import available_devices
+from cupyops.core.precompile import precompile
 from cupyops.core.workspace import Workspace
+from cupyops.interop import namespace as _namespace
 
 __version__ = "0.1.0"
 
 __all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
-           "count_nonzero",
-           "nonzero_coordinates", "array_namespace", "precompile", "available_devices", "Workspace"]
+           "count_nonzero", "nonzero_coordinates", "array_namespace", "precompile",
+           "available_devices", "Workspace"]
 
 
-def precompile(families=None, dtypes=None, *, device=None):
-    """Compile the kernel modules ahead of time (cold starts, CUDA-graph capture)."""
-    from cupyops.core.precompile import precompile as _precompile
-    return _precompile(families, dtypes, device=device)
-
-
-def available_devices():
-    """The devices this process can run on, as strings usable for ``device=``."""
-    from cupyops.core.devices import available_devices as _available
-    return _available()
+def array_namespace(*arrays, api_version=None):
+    """The array-API namespace of ``arrays`` (NumPy, CuPy, torch, array_api_strict, ... as
+    array-api-compat knows them) whose argmax, argmin, nonzero and count_nonzero (plus
+    nanargmax, nanargmin, hardmax, argwhere, nonzero_coordinates) are cupyops'; every other
+    name is the library's own. Arrays of different libraries are a ``TypeError``."""
+    return _namespace.array_namespace(arrays, api_version, PUBLIC)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 
 from cupyops.core.placement import force_64bit as _force_64bit
-from cupyops.core.trace import recording  # noqa: F401  (re-exported: plans, launches, device-to-host reads)
+from cupyops.core.trace import dry_running
+from cupyops.core.trace import recording  # plans, launches, device-to-host reads
+
+__all__ = ["force_64bit", "dry_run", "recording"]
 
 
 @contextlib.contextmanager
@@ -26,6 +29,5 @@ def dry_run(count: int = 1):
     Nothing is compiled. Results have the right shape, dtype and type; their contents are
     unspecified. A device-to-host read of a count (argwhere, nonzero,
     ``nonzero_coordinates(size=None)``) returns ``count``, so both passes are planned."""
-    from cupyops.core.trace import dry_running
     with dry_running(count) as rec:
         yield rec

@@ -35,6 +35,7 @@ def record_sweep() -> list:
     """[(expr, grid, block, shared_mem, [descriptor, ...]), ...] of a sweep on simt."""
     import cupyops
     from cupyops.ops.argreduce import launch as G
+    from cupyops.ops.argreduce import plan as GP
     from cupyops.testing import force_64bit, recording
 
     split_small = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs": 64,
@@ -54,11 +55,11 @@ def record_sweep() -> list:
     base = rng.integers(0, 3, (33, 40, 3))
     layouts = {"C": lambda a: a, "F": np.asfortranarray, "neg": lambda a: a[::-1, :, ::-2],
                "T": lambda a: a.transpose(2, 0, 1)}
-    saved = dict(G.PLAN_OPTIONS)
+    saved = dict(GP.PLAN_OPTIONS)
     try:
         for split in (False, True):
-            G.PLAN_OPTIONS.clear()
-            G.PLAN_OPTIONS.update(split_small if split else saved)
+            GP.PLAN_OPTIONS.clear()
+            GP.PLAN_OPTIONS.update(split_small if split else saved)
             for wide in (False, True):
                 with force_64bit(wide):
                     for dt in ar_dtypes:
@@ -75,8 +76,8 @@ def record_sweep() -> list:
                                 if np.dtype(dt).kind in "fc":
                                     run(lambda: cupyops.nanargmax(x, axis=axis, device="simt"))
     finally:
-        G.PLAN_OPTIONS.clear()
-        G.PLAN_OPTIONS.update(saved)
+        GP.PLAN_OPTIONS.clear()
+        GP.PLAN_OPTIONS.update(saved)
     # datetime argreduce; complex one-hot into an out that is only element-aligned
     t = (base.reshape(-1)[:99] * 1000).astype("datetime64[s]")
     run(lambda: cupyops.argmax(t, device="simt"))

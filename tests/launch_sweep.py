@@ -35,7 +35,7 @@ DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint
 def _plan_options_holder():
     """The module whose PLAN_OPTIONS dict the argreduce planner reads (before and after the
     reshape)."""
-    for name in ("cupyops.ops.argreduce.launch", "cupyops.ops.argreduce",
+    for name in ("cupyops.ops.argreduce.plan", "cupyops.ops.argreduce.launch",
                  "cupyops.ops.argreduce.launch"):
         try:
             mod = importlib.import_module(name)

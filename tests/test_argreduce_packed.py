@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 from cupyops.ops.argreduce import launch as G
+
+from cupyops.ops.argreduce import plan as GP
 from cupyops import simt
 from cupyops.core import modules as _modules
 from cupyops.core import trace as _trace
@@ -501,7 +503,7 @@ def test_split_and_decode_chunks(dtype, monkeypatch):
     assert t.plans[0].case == "decode" and packed(t.plans[0])
     np.testing.assert_array_equal(r, ref(x, (1,), "max", "last"))
     check(x, (1,))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     y = aligned(background(dtype, (700, 8 * (4 // dtype.itemsize)), rng))
     seen = check(y, (0,)) | check(x[:2, :4000], (1,))
     assert "split" in {c for c, _ in seen}

@@ -10,6 +10,7 @@ import cupyops
 from cupyops import simt
 from cupyops.core import dtypes as _bf16
 from cupyops.ops.argreduce import launch as G
+from cupyops.ops.argreduce import plan as GP
 from cupyops.ops.nonzero import launch as GN
 from cupyops.core import trace as _trace
 from cupyops.core.backend import get_backend
@@ -72,7 +73,7 @@ def test_kernels_every_case(monkeypatch):
     assert check_kernels(np.ascontiguousarray(a.T), (0,)) == {"column"}
     assert check_kernels(a[::-1, ::-2], (1,)) == {"general"}
     assert check_kernels(a, (0, 1)) == {"row"}
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     assert check_kernels(tiny_bf16(rng, (4099,)), (0,)) == {"split"}
     assert check_kernels(np.ascontiguousarray(a.T), (0,)) == {"split"}
 
@@ -80,7 +81,7 @@ def test_kernels_every_case(monkeypatch):
 def test_compact_partials(monkeypatch):
     """Split plans keep bf16 partial keys in 2 bytes (NaN's all-ones key truncates above every
     number's) and relative indices in 1 or 2: NaN, infinities and ties across chunks."""
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(2)
     widths = set()
     for x, axes in ((tiny_bf16(rng, (1025, 8), nan=0.001), (0,)),
@@ -101,7 +102,7 @@ def test_kernels_schedules(schedule, monkeypatch):
     with simt.schedule(schedule):
         check_kernels(x, (1,), hardmax=False)
         check_kernels(x[:, :40], (1,))
-        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
         assert check_kernels(x, (0, 1), hardmax=False) == {"split"}
 
 
@@ -173,4 +174,6 @@ def test_input_untouched_and_errors():
 def test_registered_for_kernels():
     from cupyops.core import modules as _modules
     assert _modules.ctype(BF16) == "cupyops_bfloat16"
-    assert BF16 in G.DTYPES and BF16 in GN.NONZERO_DTYPES
+    from cupyops.ops.argreduce.family import DTYPES
+    from cupyops.ops.nonzero.family import NONZERO_DTYPES
+    assert BF16 in DTYPES and BF16 in NONZERO_DTYPES

@@ -552,7 +552,7 @@ def test_large_tie_last_last_axis_takes_the_row_tails(monkeypatch):
     elements (a matrix, or a C-contiguous input) is served by last_extreme_rows from the
     second call on (the fast-path entry); other layouts keep the engine."""
     import cupyops
-    from cupyops.ops.argreduce import numpy_entries as _fastpath
+    from cupyops import _call as _fastpath
     calls = []
     real = car.last_extreme_rows
     monkeypatch.setattr(car, "last_extreme_rows", lambda x2, kind: calls.append(x2.shape) or
@@ -586,7 +586,7 @@ def test_large_hardmax_over_the_last_axis_scatters_rows(monkeypatch, tie):
     for ties, NaN (the maximum), -0.0 == 0.0, bool and integers; other layouts, and tie "last"
     over too few rows, keep the engine."""
     import cupyops
-    from cupyops.ops.argreduce import numpy_entries as _fastpath
+    from cupyops import _call as _fastpath
     engine = []
     real = car.hardmax
     monkeypatch.setattr(car, "hardmax", lambda *a, **k: engine.append(a[0].shape) or
@@ -626,7 +626,7 @@ def test_large_last_axis_cached_calls_stay_bounded(case, tie):
     than the chunked engine would: far below the input size (NumPy's argmax copies reversed
     or padded rows whole; the entries avoid both)."""
     import cupyops
-    from cupyops.ops.argreduce import numpy_entries as _fastpath
+    from cupyops import _call as _fastpath
     _fastpath.clear()
     rng = np.random.default_rng(11)
     if case == "ties":                                # 32 MiB inputs

@@ -73,7 +73,8 @@ def test_graph_capture_and_replay(cp, monkeypatch, with_workspace):
     """argmax split across blocks and nonzero_coordinates(size=) captured on a non-default
     stream, replayed with new data and other allocations in between: every replay is right."""
     from cupyops.ops.argreduce import launch as G
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
+    from cupyops.ops.argreduce import plan as GP
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT))
     rng = np.random.default_rng(0)
     hx, hmask = _data(rng)
     x, mask = cp.asarray(hx), cp.asarray(hmask)
@@ -156,10 +157,11 @@ def test_misaligned_cupy_input_is_refused(cp):
 def test_two_gpus(cp, monkeypatch):
     if cp.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs two GPUs")
-    from cupyops import _call as _api
+    from cupyops.core import backend as _backend
+    from cupyops.ops.argreduce import calls as _calls
     used = []
-    real = _api._kernel_backend
-    monkeypatch.setattr(_api, "_kernel_backend",
+    real = _backend.backend_for
+    monkeypatch.setattr(_calls, "backend_for",
                         lambda p: used.append(real(p).device_id) or real(p))
     hx = np.random.default_rng(2).integers(0, 3, (33, 1025)).astype(np.float32)
     want = np.argmax(hx, axis=1)

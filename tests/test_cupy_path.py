@@ -159,7 +159,8 @@ def _calls(ws):
 @pytest.mark.parametrize("with_workspace", [False, True])
 def test_scratch_outlives_the_call(monkeypatch, with_workspace):
     from cupyops.ops.argreduce import launch as G
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
+    from cupyops.ops.argreduce import plan as GP
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT))
     ws = cupyops.Workspace(1 << 20, device="simt") if with_workspace else None
     for name, x, call in _calls(ws):
         with recording(args=True) as t:
@@ -179,7 +180,8 @@ def test_scratch_outlives_the_call(monkeypatch, with_workspace):
 
 def test_split_plan_really_splits(monkeypatch):
     from cupyops.ops.argreduce import launch as G
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT))
+    from cupyops.ops.argreduce import plan as GP
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT))
     x = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
     with recording() as t:
         r = cupyops.argmax(x, axis=0, device="simt")
@@ -285,18 +287,18 @@ def test_narrow_loads_planning():
 
 
 def test_cupy_input_not_element_aligned_is_refused():
+    from cupyops.core.arrays import check_cupy_alignment
     cupy = _cupy_or_skip()
     from cupy.cuda import memory
     host = np.zeros(64, np.uint8)
     mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
     for dtype, off in (("float32", 2), ("complex64", 2), ("float64", 4), ("int16", 1)):
         a = cupy.ndarray((4,), dtype, memptr=memory.MemoryPointer(mem, off))
-        from cupyops import _call as _api
         with pytest.raises(ValueError, match="not a multiple of"):
-            _api._check_cupy_alignment(a, "x", "argmax")
+            check_cupy_alignment(a, "x", "argmax")
     # complex64 needs 4, not 8
     ok = cupy.ndarray((4,), "complex64", memptr=memory.MemoryPointer(mem, 4))
-    _api._check_cupy_alignment(ok, "x", "argmax")
+    check_cupy_alignment(ok, "x", "argmax")
 
 
 # ------------------------------------------------------------------------------------------
@@ -307,8 +309,8 @@ def test_device_cuda_means_cupys_current_device(monkeypatch):
     """device="cuda" with NumPy input: the CuPy device context is CuPy's current device (no
     device id), "cuda:N" names N."""
     cupy = _cupy_or_skip()
-    from cupyops import _call as _api
     from cupyops.core import placement as _dispatch
+    from cupyops.core.placement import device_context
     seen = []
 
     class FakeDevice:
@@ -322,28 +324,28 @@ def test_device_cuda_means_cupys_current_device(monkeypatch):
             return False
 
     monkeypatch.setattr(cupy.cuda, "Device", FakeDevice)
-    _api._device_ctx(_dispatch.Placement("cuda", False, None))
-    _api._device_ctx(_dispatch.Placement("cuda", False, 1))
+    device_context(_dispatch.Placement("cuda", False, None))
+    device_context(_dispatch.Placement("cuda", False, 1))
     assert seen == [(), (1,)]
 
 
 def test_cupy_strides_not_element_aligned_are_refused():
     cupy = _cupy_or_skip()
     from cupy.cuda import memory
-    from cupyops import _call as _api
+    from cupyops.core.arrays import check_cupy_alignment
     host = np.zeros(4096, np.uint8)
     mem = memory.UnownedMemory(host.ctypes.data, host.nbytes, host, 0)
     ptr = memory.MemoryPointer(mem, 0)
     # float64 stepping by 12 bytes (a [:, :2] view of float32 data seen as float64)
     bad = cupy.ndarray((4, 1), "float64", memptr=ptr, strides=(12, 8))
     with pytest.raises(ValueError, match="strides"):
-        _api._check_cupy_alignment(bad, "x", "count_nonzero")
+        check_cupy_alignment(bad, "x", "count_nonzero")
     # a unit dimension's stride is never used
-    _api._check_cupy_alignment(cupy.ndarray((1, 4), "float64", memptr=ptr, strides=(12, 8)),
+    check_cupy_alignment(cupy.ndarray((1, 4), "float64", memptr=ptr, strides=(12, 8)),
                                "x", "argmax")
     # complex64 at a stride of 12 is element-aligned (4 bytes): taken (narrow loads / a copy
     # through its real view)
-    _api._check_cupy_alignment(cupy.ndarray((4,), "complex64", memptr=ptr, strides=(12,)),
+    check_cupy_alignment(cupy.ndarray((4,), "complex64", memptr=ptr, strides=(12,)),
                                "x", "argmax")
 
 

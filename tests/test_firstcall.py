@@ -1,4 +1,4 @@
-"""First call of a new layout (cupyops.ops.argreduce.first_call): a new shape of a C-contiguous input in a
+"""First call of a new layout (cupyops._call's class entries, built by the ops' calls modules): a new shape of a C-contiguous input in a
 layout class seen before skips the argument rules that do not read the shape, gets the right
 answer and the plan of its own layout, and hands every shape rule back to the slow path, which
 fails with its usual message."""
@@ -7,8 +7,8 @@ import pytest
 
 import cupyops
 from cupyops.core import placement as _dispatch
-from cupyops.ops.argreduce import numpy_entries as _fastpath
-from cupyops.ops.argreduce import first_call as _firstcall
+from cupyops import _call
+from cupyops.ops.nonzero import calls as _nonzero_calls
 from cupyops.testing import recording
 
 
@@ -51,7 +51,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,kw", CASES)
 def test_a_new_shape_of_a_seen_class_takes_the_class_route(name, kw, monkeypatch):
-    _fastpath.clear()
+    _call.clear()
     rng = np.random.default_rng(0)
     f = getattr(cupyops, name)
     ndim = 3 if kw.get("axis") in ((1, 2), (0, 2)) else 2
@@ -99,7 +99,7 @@ def test_a_new_shape_of_a_seen_class_takes_the_class_route(name, kw, monkeypatch
 @pytest.mark.parametrize("tie", ["first", "last"])
 def test_hardmax_new_shapes_take_the_class_route(tie, no_slow_path, monkeypatch):
     rng = np.random.default_rng(1)
-    _fastpath.clear()
+    _call.clear()
     monkeypatch.undo()
     cupyops.hardmax(rng.integers(0, 3, (5, 40)).astype(np.int8), axis=1, tie=tie,
                     device="simt")
@@ -116,10 +116,10 @@ def test_hardmax_new_shapes_take_the_class_route(tie, no_slow_path, monkeypatch)
 
 def _same_failure(call, warm):
     """``call()`` fails the same way with cold caches and after ``warm()`` filled the class."""
-    _fastpath.clear()
+    _call.clear()
     with pytest.raises(Exception) as cold:
         call()
-    _fastpath.clear()
+    _call.clear()
     warm()
     with pytest.raises(type(cold.value)) as hot:
         call()
@@ -139,7 +139,7 @@ def test_shape_rules_go_back_to_the_slow_path():
         lambda: cupyops.nanargmax(np.full((2, 7), np.nan, np.float32), axis=1, device="simt"),
         lambda: cupyops.nanargmax(ones(2, 5), axis=1, device="simt"))
     # an empty output: the slow path's trivial branch, as without the class
-    _fastpath.clear()
+    _call.clear()
     cupyops.argmax(ones(3, 5), axis=1, device="simt")
     got = cupyops.argmax(ones(0, 5), axis=1, device="simt")
     assert got.shape == (0,) and got.dtype == np.int64
@@ -149,7 +149,7 @@ def test_shape_rules_go_back_to_the_slow_path():
 
 def test_a_failed_first_call_stores_nothing():
     """nanargmax of a new all-NaN shape raises; the same shape with numbers then answers."""
-    _fastpath.clear()
+    _call.clear()
     cupyops.nanargmax(np.ones((2, 5), np.float32), axis=1, device="simt")
     bad = np.full((2, 9), np.nan, np.float32)
     with pytest.raises(ValueError, match="All-NaN"):
@@ -163,7 +163,7 @@ def test_other_classes_do_not_borrow_an_entry(monkeypatch):
     """Inputs that differ from the warmed class in contiguity, rank, pointer alignment, dtype
     or force_64bit take the slow path."""
     from cupyops.testing import force_64bit
-    _fastpath.clear()
+    _call.clear()
     base = np.arange(12 * 40, dtype=np.float32).reshape(12, 40) % 7
     cupyops.argmax(base, axis=1, device="simt")
     calls = []
@@ -194,10 +194,10 @@ def test_other_classes_do_not_borrow_an_entry(monkeypatch):
 
 def test_class_entries_hold_no_arrays():
     """The class cache holds validated arguments and the backend: no plan, no array."""
-    _fastpath.clear()
+    _call.clear()
     for f in (cupyops.argmax, cupyops.hardmax):
         f(np.ones((4, 9), np.float32), axis=1, device="simt")
-    entries = list(_firstcall._classes._d.values())
+    entries = _call._classes.values()
     assert len(entries) == 2
     for first in entries:
         for cell in first.__closure__ or ():
@@ -236,7 +236,7 @@ def _ref_nonzero(name, x, kw):
 
 @pytest.mark.parametrize("name,kw", NONZERO_CASES)
 def test_nonzero_family_new_shapes_take_the_class_route(name, kw, monkeypatch):
-    _fastpath.clear()
+    _call.clear()
     rng = np.random.default_rng(3)
     f = getattr(cupyops, name)
     f(rng.integers(0, 2, (6, 40)).astype(np.int8), device="simt", **kw)
@@ -267,17 +267,17 @@ def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
     from cupyops.core import backend as _backend
     from cupyops.core.placement import Placement
     built = []
-    first = _firstcall.nonzero_family_class(
-        _backend.get_backend("simt"), Placement("simt", False, None),
-        lambda kx, f, keep: built.append(kx.shape) or ((lambda kx, ws: "ran"), None),
+    first = _nonzero_calls.family_class(
+        Placement("simt", False, None),
+        lambda kx, f: built.append(kx.shape) or ((lambda kx, ws: "ran"), None),
         index_dtype=np.int8)      # build -> (run, reshape)
-    assert first(np.ones((3, 129), np.int8), None, None) is None
-    assert first(np.ones((0, 5), np.int8), None, None) is None
+    assert first(np.ones((3, 129), np.int8), None, False) is None
+    assert first(np.ones((0, 5), np.int8), None, False) is None
     assert built == []
-    assert first(np.ones((3, 128), np.int8), None, None) == "ran"
+    assert first(np.ones((3, 128), np.int8), None, False) == ("ran", None)
     assert built == [(3, 128)]
     ones = lambda *s: np.ones(s, np.int8)          # noqa: E731
-    _fastpath.clear()
+    _call.clear()
     for f, want in ((cupyops.argwhere, (0, 2)), (cupyops.count_nonzero, ())):
         f(ones(3, 5), device="simt")
         got = f(ones(0, 5), device="simt")
@@ -292,16 +292,14 @@ def test_nonzero_family_shape_rules_go_back_to_the_slow_path():
                                    ("nonzero", {}), ("nonzero_coordinates", dict(size=5))])
 def test_a_layout_is_cached_on_its_second_call(op, kw, monkeypatch):
     """A class entry serves a new layout's first call without storing anything for it (no
-    fast-path entry, no plan in the backend's cache); the second call stores both; the third
-    is a fast-path hit, which neither plans nor reaches the class entry."""
-    from cupyops.core import backend as _backend
-    _fastpath.clear()
+    cached entry); the second call stores one; the third is a hit, which neither plans nor
+    reaches the class entry."""
+    _call.clear()
     f = getattr(cupyops, op)
     f(np.ones((4, 9), np.float32), device="simt", **kw)          # the class
-    plans = _backend.get_backend("simt").plans
     x = np.arange(5 * 11, dtype=np.float32).reshape(5, 11) % 3
     want = [f(x, device="cpu", **kw)]
-    entries, cached = len(_fastpath._entries), len(plans)
+    entries = len(_call._entries)
     for call in range(3):
         with recording() as t:
             got = f(x, device="simt", **kw)
@@ -315,9 +313,7 @@ def test_a_layout_is_cached_on_its_second_call(op, kw, monkeypatch):
             np.testing.assert_array_equal(got, want[0])
         assert t.plans, call
         if call == 0:
-            assert len(_fastpath._entries) == entries, "a first call stored an entry"
-            if op not in ("argmax", "hardmax"):           # (argreduce never caches plans here)
-                assert len(plans) == cached, "a first call cached its plan"
+            assert len(_call._entries) == entries, "a first call stored an entry"
         elif call == 1:
-            assert len(_fastpath._entries) == entries + 1
-            monkeypatch.setattr(_firstcall, "lookup", lambda k, x: pytest.fail("class route"))
+            assert len(_call._entries) == entries + 1
+            monkeypatch.setattr(_call, "_road", lambda *a: pytest.fail("class route"))

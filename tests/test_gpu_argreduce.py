@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from cupyops.ops.argreduce import launch as G
+
+from cupyops.ops.argreduce import plan as GP
 from cupyops import simt
 from cupyops.core import trace as _trace
 from cupyops.core.backend import get_backend
@@ -148,7 +150,7 @@ def aligned(a, alignment=256):
 
 @pytest.fixture
 def split_small(monkeypatch):
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
 
 
 # ---------------------------------------------------------------------------- the reference
@@ -177,7 +179,7 @@ def test_every_dtype_every_case(dtype, monkeypatch):
     assert check_all(a[::-1, ::-2], (1,)) == {"general"}
     assert check_all(a, (0, 1)) == {"row"}
     b = tiny_values(rng, (4099,), dtype)
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     assert check_all(b, (0,)) == {"split"}
     assert check_all(np.ascontiguousarray(a.T), (0,)) == {"split"}
 
@@ -295,7 +297,7 @@ def test_column_loads_several_groups_per_thread(dtype, monkeypatch):
     r, t = run(a[:, :, 1:], (0,))        # misaligned rows: one group per thread
     assert t.plans[0].vec == 1
     check_all(a[:, :, 1:], (0,))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     b = aligned(tiny_values(rng, (700, 8), dtype))
     r, t = run(b, (0,))
     assert t.plans[0].case == "split" and t.plans[0].kernel == "col" and t.plans[0].vec > 1
@@ -312,7 +314,7 @@ def test_group_sizes(n, dtype, monkeypatch):
     check_all(x, (1,))
     check_all(np.ascontiguousarray(x.T), (0,))
     check_all(np.asfortranarray(x), (0, 1), hardmax=False)
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     cases = check_all(x, (1,)) | check_all(np.ascontiguousarray(x.T), (0,))
     if n > 256:
         assert cases == {"split"}
@@ -337,7 +339,7 @@ def test_schedules(schedule, monkeypatch):
         check_all(x, (1,))                                   # block teams
         check_all(np.ascontiguousarray(x.T), (0,))           # column combine across y
         check_all(x[:, :40], (1,))                           # warp teams
-        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
         assert check_all(x, (0, 1)) == {"split"}
         assert check_all(np.ascontiguousarray(x.T), (0,)) == {"split"}
 
@@ -353,7 +355,7 @@ def test_force_64bit_on_small_inputs(monkeypatch):
         np.testing.assert_array_equal(r, fast_ref(xx, axes, "max", "last"))
         h, t = run_hm(xx, axes, "first", force_64bit=True)
         np.testing.assert_array_equal(h, fast_hardmax(xx, axes, "first"))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     y = tiny_values(rng, (5, 1501), np.float32)
     for xx, axes in ((y, (0, 1)), (y.T, (0,)), (np.ascontiguousarray(y.T), (0,))):
         r, t = run(xx, axes, "min", "first", force_64bit=True)
@@ -419,7 +421,7 @@ def test_hardmax_fused_is_one_launch_and_writes_out():
 @pytest.mark.parametrize("dtype", ["uint8", "float32", "complex128"])
 def test_hardmax_writes_each_output_once_in_whole_sectors(dtype, split, monkeypatch):
     if split:
-        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(11)
     a = aligned(tiny_values(rng, (512, 64), dtype))
     for x, axes in ((a, (0,)), (a, (1,)), (a, (0, 1)), (a.reshape(64, 512), (1,))):
@@ -550,7 +552,7 @@ def test_nanarg_every_case(dtype, monkeypatch):
     assert check_nan(a, (1,)) == {"row"}
     assert check_nan(np.ascontiguousarray(a.T), (0,)) == {"column"}
     assert check_nan(a[::-1, ::-2], (1,)) == {"general"}
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     b = nan_values(rng, (3, 1101), dtype)
     assert check_nan(b, (1,)) == {"split"}
     assert check_nan(np.ascontiguousarray(b.T), (0,)) == {"split"}
@@ -560,7 +562,7 @@ def test_nanarg_every_case(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "float32", "complex64", "complex128"])
 def test_nanarg_all_nan_group_raises(dtype, split, monkeypatch):
     if split:
-        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(22)
     x = nan_values(rng, (4, 601), dtype)
     x[2] = np.nan
@@ -591,7 +593,7 @@ def test_new_dtypes_under_schedules(schedule, monkeypatch):
             check_all(x, (1,))
             check_all(np.ascontiguousarray(x.T), (0,))
         check_nan(nan_values(rng, (3, 300), "complex64"), (1,))
-        monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+        monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
         x = tiny_values(rng, (2, 1500), "complex128")
         assert check_all(x, (0, 1)) == {"split"}
         assert check_nan(nan_values(rng, (2, 1501), "float32"), (1,)) == {"split"}
@@ -605,7 +607,7 @@ def test_new_dtypes_group_sizes(n, dtype, monkeypatch):
     check_all(x, (1,))
     check_all(np.ascontiguousarray(x.T), (0,))
     check_all(x[:, ::-1], (1,))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     cases = check_all(x, (1,)) | check_all(np.ascontiguousarray(x.T), (0,))
     if n > 256:
         assert cases == {"split"}
@@ -647,7 +649,7 @@ def test_every_index_dtype_stored_at_its_width(index_dtype, monkeypatch):
     r, t = run(y, (0,), "min", "first", index_dtype)
     assert t.plans[0].case == "column" and r.dtype == index_dtype
     np.testing.assert_array_equal(r.astype(np.int64), fast_ref(y, (0,), "min", "first"))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     r, t = run(x, (1,), "max", "last", index_dtype)
     assert (t.plans[0].case == "split") == (n > 256)
     assert r.tolist() == [n - 1] * 3
@@ -678,7 +680,7 @@ def test_complex_only_element_aligned_uses_narrow_loads(dtype, offset, monkeypat
     r, t = run_hm(aligned(a), (1,), "first", out=out)
     assert r is out
     np.testing.assert_array_equal(out, fast_hardmax(a, (1,), "first"))
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     b = _offset_view(tiny_values(rng, (2, 1200), dtype), offset)
     assert check_all(b, (1,)) == {"split"}
     assert check_nan(nan_values(rng, (2, 1200), dtype)[:, :600], (1,))
@@ -888,7 +890,7 @@ def _compact_layouts(rng, dtype):
 
 @pytest.mark.parametrize("dtype", COMPACT_DTYPES)
 def test_compact_partials_every_narrow_dtype(dtype, monkeypatch):
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(40)
     widths = set()
     for x, axes in _compact_layouts(rng, dtype):
@@ -900,7 +902,7 @@ def test_compact_partials_every_narrow_dtype(dtype, monkeypatch):
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
 def test_compact_partials_under_schedules(schedule, monkeypatch):
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(41)
     with simt.schedule(schedule):
         for dtype in ("int8", "float16", "uint16"):
@@ -916,7 +918,7 @@ def test_compact_partials_chunk_boundaries(n, dtype, monkeypatch):
     can make with one position per thread): the winner and its ties on either side of a chunk
     boundary."""
     opts = dict(SPLIT_SMALL)
-    monkeypatch.setattr(G, "PLAN_OPTIONS", opts)
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", opts)
     rng = np.random.default_rng(n)
     x = aligned(tiny_values(rng, (n, 128), dtype))    # 8 threads along y: chunks of n / 8
     _, plan = split_run(x, (0,))
@@ -936,7 +938,7 @@ def test_compact_partials_chunk_boundaries(n, dtype, monkeypatch):
 def test_compact_partials_nanarg_all_nan_chunks(dtype, monkeypatch):
     """nanargmin/nanargmax: chunks of only NaN (key 0 at the value's width) lose to any number
     of another chunk; a group of only NaN still raises."""
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(42)
     x = aligned(nan_values(rng, (1025, 4), dtype, frac=0.2))
     x[:, 0] = np.nan
@@ -957,7 +959,7 @@ def test_compact_partials_nanarg_all_nan_chunks(dtype, monkeypatch):
 
 
 def test_compact_partials_64bit_indexing(monkeypatch):
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(43)
     widths = set()
     for dtype in ("int8", "float16", "float64"):
@@ -979,7 +981,7 @@ def test_compact_partials_stored_coalesced(monkeypatch):
     """The column kernel's partials (4 groups a thread for int8) are stored from shared memory
     one group a lane: each warp's store covers the fewest sectors, and the finish reads them
     the same way."""
-    monkeypatch.setattr(G, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
     rng = np.random.default_rng(44)
     x = aligned(tiny_values(rng, (1025, 256), np.int8))
     with simt.record_traffic() as rec, _trace.recording() as t:

@@ -9,6 +9,7 @@ import cupyops
 from cupyops import simt
 from cupyops.core import backend as _backend
 from cupyops.core import trace as _trace
+from cupyops.ops.nonzero import family as GF
 from cupyops.ops.nonzero import launch as G
 from cupyops.ops.nonzero import plan as P
 
@@ -110,11 +111,11 @@ def test_every_dtype(be, dtype):
 def test_registered_expressions():
     """Bool and integers share an unsigned instantiation per size: 9 value types x 3 kernels x
     {32, 64}-bit = 54 distinct instantiations behind the 14 dtype modules."""
-    exprs = {e for dt in DTYPES for e in G.FAMILY.expressions_for(dt)}
-    assert len(exprs) == 54 and all(len(G.FAMILY.expressions_for(dt)) == 6 for dt in DTYPES)
-    assert G.expressions(np.int32) == G.expressions(np.uint32)
-    assert G.expressions(np.bool_) == G.expressions(np.int8)
-    assert "nonzero_tiles<float, true>" in G.expressions(np.float32)
+    exprs = {e for dt in DTYPES for e in GF.FAMILY.expressions_for(dt)}
+    assert len(exprs) == 54 and all(len(GF.FAMILY.expressions_for(dt)) == 6 for dt in DTYPES)
+    assert GF.expressions(np.int32) == GF.expressions(np.uint32)
+    assert GF.expressions(np.bool_) == GF.expressions(np.int8)
+    assert "nonzero_tiles<float, true>" in GF.expressions(np.float32)
 
 
 def test_zero_rules():

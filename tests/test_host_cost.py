@@ -9,7 +9,7 @@ import pytest
 import cupyops
 from cupyops.core import backend as _backend
 from cupyops.core import lru as _cache
-from cupyops.ops.argreduce import numpy_entries as _fastpath
+from cupyops import _call as _fastpath
 from cupyops.testing import dry_run, recording
 
 DEVICES = ["cpu", "simt"]
@@ -254,7 +254,7 @@ def test_a_named_or_nested_tuple_argument_is_never_served_from_the_cache(device)
     a key (P(0, 2) == P(False, 2)): such calls take the slow path every time, so a cached call
     cannot let a refused item type through (found by a review)."""
     import collections
-    from cupyops.ops.argreduce import numpy_entries as _fastpath
+    from cupyops import _call as _fastpath
     axes = collections.namedtuple("axes", "a b")
     x = np.arange(24.0).reshape(2, 3, 4)
     want = cupyops.argmax(x, axis=(0, 2), device=device)
@@ -300,55 +300,64 @@ def test_several_all_nan_groups_raise_the_nan_error_on_every_device(shape, axis)
 # ------------------------------------------------------------------ what the fast paths reuse
 
 def test_packer_matches_a_field_by_field_fill():
-    """cupyops.core.structs packs the parameter structs in one call: the same bytes as NumPy's own
-    field stores, padding and all, for ArParams and a dtype with odd padding."""
-    from cupyops.ops.argreduce import launch as _gpu_argreduce
-    from cupyops.core import structs as _pack
+    """cupyops.core.structs packs a parameter struct in one call: the same bytes as NumPy's own
+    field stores, padding and all, for ArParams, nz_params (nested divisor structs) and a
+    struct with odd padding; the generated packer equals the plain loop, which names what is
+    wrong."""
+    from cupyops.core.structs import Struct
+    from cupyops.ops.argreduce.params import AR_PARAMS
+    from cupyops.ops.nonzero.params import FASTDIV, NZ_PARAMS, fastdiv
     rng = np.random.default_rng(0)
-    odd = np.dtype([("a", np.int8), ("b", np.int64), ("c", np.int16, (3,)), ("d", np.uint32),
-                    ("e", np.float64)], align=True)
-    for dt in (_gpu_argreduce.PARAMS_DTYPE, odd):
-        packer = _pack.Packer(dt)
+    odd = Struct("odd", [("a", "i1"), ("b", "<i8"), ("c", "<i2", 3), ("d", "<u4"),
+                         ("e", "<f8")])
+    for layout in (AR_PARAMS, NZ_PARAMS, odd):
+        dt = layout.dtype
         for _ in range(20):
             ref = np.zeros((), dt)
-            scalars, arrays = [], []
-            for name in dt.names:
-                ft = dt.fields[name][0]
-                base, shape = ft.subdtype if ft.subdtype else (ft, ())
+            values = []
+            for f in layout.fields:
+                if f.type is FASTDIV:
+                    n = int(rng.integers(0, f.count + 1)) if f.count else 1
+                    ds = [int(d) for d in rng.integers(1, 2**40, n)]
+                    packed = [fastdiv(d) for d in ds] + [fastdiv(f.fill or 1)] * (
+                        (f.count or 1) - n)
+                    ref[f.name] = packed if f.count else packed[0]
+                    values.append(ds if f.count else ds[0])
+                    continue
+                base = np.dtype(f.type)
                 info = np.iinfo(base) if base.kind in "iu" else None
                 draw = (lambda n: [int(v) for v in rng.integers(max(info.min, -2**40),
                                                                 min(info.max, 2**40), n,
                                                                 dtype=np.int64)]) if info \
                     else (lambda n: [float(v) for v in rng.normal(size=n)])
-                if shape:
-                    vals = draw(int(rng.integers(0, shape[0] + 1)))
-                    ref[name][:len(vals)] = vals
-                    arrays.append(vals)
+                if f.count:
+                    vals = draw(int(rng.integers(0, f.count + 1)))
+                    ref[f.name][:len(vals)] = vals
+                    values.append(vals)
                 else:
                     (v,) = draw(1)
-                    ref[name] = v
-                    scalars.append(v)
-            got = packer.pack(scalars, arrays)
+                    ref[f.name] = v
+                    values.append(v)
+            got = layout.pack(values)
             assert got.dtype == dt and got.tobytes() == ref[()].tobytes()
-        with pytest.raises(ValueError, match="scalars"):
-            packer.pack(scalars[:-1], arrays)
-        if packer.array_lengths:
-            too_long = [list(range(n + 1)) for n in packer.array_lengths]
+            assert layout.pack_bytes(values) == layout.packer.pack_loop(values) == got.tobytes()
+        with pytest.raises(ValueError, match="field values expected"):
+            layout.pack(values[:-1])
+        arrays = [i for i, f in enumerate(layout.fields) if f.count]
+        for extra in (1, 9, 10, 40):            # one array too long, by any count
+            one = list(values)
+            one[arrays[-1]] = list(range(1, layout.fields[arrays[-1]].count + extra + 1))
             with pytest.raises(ValueError, match="an array of"):
-                packer.pack(scalars, too_long)
-            for extra in (1, 9, 10, 40):            # one array too long, by any count
-                one = list(arrays)
-                one[-1] = list(range(packer.array_lengths[-1] + extra))
-                with pytest.raises(ValueError, match="an array of"):
-                    packer.pack(scalars, one)
+                layout.pack(one)
 
 
 def test_argreduce_params_hold_the_plan_field_by_field():
-    from cupyops.ops.argreduce import launch as G
+    from cupyops.ops.argreduce import params as G
+    from cupyops.ops.argreduce.plan import plan_argreduce, step_digits
     props = _backend.get_backend("simt").props
     x = np.zeros((3, 5, 7, 2), np.float32)[:, ::-1, :, :1]
     for axes, hardmax in (((1, 2), False), ((0, 2), True), ((1,), True)):
-        plan = G.plan_argreduce(x.shape, x.strides, 4, axes, props, hardmax=hardmax)
+        plan = plan_argreduce(x.shape, x.strides, 4, axes, props, hardmax=hardmax)
         p = G.build_params(plan, kind="min", tie="last", mode=2, out_width=2, finish=True,
                            nan_skip=True)
         assert (p["n_out"], p["group"], p["chunk"], p["nchunks"]) == (
@@ -361,7 +370,7 @@ def test_argreduce_params_hold_the_plan_field_by_field():
         assert list(p["k_out"][:len(plan.kept)]) == [d[2] for d in plan.kept]
         assert not p["d_size"][len(plan.red):].any()
         assert list(p["w_step"][:len(plan.write)]) == list(
-            G.step_digits(plan.finish_block[1], [d[0] for d in plan.write]))
+            step_digits(plan.finish_block[1], [d[0] for d in plan.write]))
 
 
 def test_cached_nonzero_with_new_counts_every_call():

@@ -1,4 +1,5 @@
-"""The nonzero family's planner (cupyops/_plan_nonzero.py), without a GPU: struct layouts,
+"""The nonzero family's planner (cupyops/ops/nonzero/plan.py) and parameter structs
+(cupyops/ops/nonzero/params.py), without a GPU: struct layouts,
 magic-number division, tiles and grids, reading / coordinate dimensions, the 64-bit choice,
 and count_nonzero's split of kept and reduced dimensions. The kernels' index arithmetic is
 emulated in Python from the planned numbers and compared with NumPy."""
@@ -11,6 +12,7 @@ import re
 import numpy as np
 import pytest
 
+from cupyops.ops.nonzero import params as PP
 from cupyops.ops.nonzero import plan as P
 
 KERNELS = pathlib.Path(__file__).resolve().parents[1] / "kernels"
@@ -18,27 +20,16 @@ KERNELS = pathlib.Path(__file__).resolve().parents[1] / "kernels"
 
 # ------------------------------------------------------------------------------ structs
 
-def _static_assert_sizes():
-    text = (KERNELS / "nonzero.cuh").read_text()
-    out = {}
-    for name, expr in re.findall(r"static_assert\(sizeof\((\w+)\) ==\s*([^,]+),", text):
-        out[name] = eval(expr.replace("\n", " "))   # plain integer arithmetic
-    return out
-
-
-def test_struct_sizes_match_the_kernel_header():
-    sizes = _static_assert_sizes()
-    assert sizes == {"nz_fastdiv": P.FASTDIV_SIZE, "nz_params": P.PARAMS_SIZE,
-                     "nz_count_params": P.COUNT_PARAMS_SIZE}
-    assert P.FASTDIV_DTYPE.itemsize == P.FASTDIV_SIZE
-    assert P.PARAMS_DTYPE.itemsize == P.PARAMS_SIZE
-    assert P.COUNT_PARAMS_DTYPE.itemsize == P.COUNT_PARAMS_SIZE
-    assert P.PARAMS_DTYPE.alignment == 8 and P.COUNT_PARAMS_DTYPE.alignment == 8
+def test_struct_sizes_and_alignment():
+    """(The kernel source's static_asserts are compared with the definitions in
+    tests/test_structs.py.)"""
+    assert PP.FASTDIV_DTYPE.itemsize == 24
+    assert PP.PARAMS_DTYPE.alignment == 8 and PP.COUNT_PARAMS_DTYPE.alignment == 8
 
 
 def test_struct_field_order_matches_the_kernel_header():
     text = (KERNELS / "nonzero.cuh").read_text()
-    for cname, dt in (("nz_params", P.PARAMS_DTYPE), ("nz_count_params", P.COUNT_PARAMS_DTYPE)):
+    for cname, dt in (("nz_params", PP.PARAMS_DTYPE), ("nz_count_params", PP.COUNT_PARAMS_DTYPE)):
         body = re.search(r"struct %s \{(.*?)\};" % cname, text, re.S).group(1)
         fields = re.findall(r"^\s*\w+\s+(\w+)(?:\[[^\]]*\])?;", body, re.M)
         assert tuple(fields) == dt.names, cname
@@ -62,7 +53,7 @@ def test_fastdiv_is_exact(bits):
     for d in divisors:
         if d >= top or d >= 2**63:
             continue
-        f = P.fastdiv(d)
+        f = PP.fastdiv(d)
         assert 0 < f[1] < 2**64 and 0 <= f[2] < 2**32         # the struct's field widths
         # the textbook form of the multipliers
         ell = (d - 1).bit_length()
@@ -72,14 +63,14 @@ def test_fastdiv_is_exact(bits):
         ns += [rng.randrange(top) for _ in range(20)]
         for n in ns:
             if 0 <= n < top:
-                assert P.fastdiv_apply(n, f, bits) == n // d, (n, d)
+                assert PP.fastdiv_apply(n, f, bits) == n // d, (n, d)
 
 
 def test_fastdiv_range():
     with pytest.raises(ValueError):
-        P.fastdiv(0)
-    assert P.fastdiv(2**40)[2] == 0          # no 32-bit multiplier past 2**32
-    assert P.fastdiv(1)[3:] == (0, 0)
+        PP.fastdiv(0)
+    assert PP.fastdiv(2**40)[2] == 0          # no 32-bit multiplier past 2**32
+    assert PP.fastdiv(1)[3:] == (0, 0)
 
 
 # ------------------------------------------------------------------------------ coordinates
@@ -124,8 +115,8 @@ def _emulate_offset(cp, L, bits):
     off = 0
     dims = cp.read_dims
     for i in range(len(dims) - 1, 0, -1):
-        f = P.fastdiv(dims[i][0])
-        q = P.fastdiv_apply(L, f, bits)
+        f = PP.fastdiv(dims[i][0])
+        q = PP.fastdiv_apply(L, f, bits)
         off += (L - q * dims[i][0]) * dims[i][1]
         L = q
     return off + L * dims[0][1]
@@ -136,8 +127,8 @@ def _emulate_coordinate(cp, L, col, bits):
         return 0
     k = bin(~cp.unit_mask & ((1 << col) - 1) & (2**64 - 1)).count("1")
     n, suffix = cp.coord_dims[k]
-    q = P.fastdiv_apply(L, P.fastdiv(suffix), bits)
-    return q - P.fastdiv_apply(q, P.fastdiv(n), bits) * n
+    q = PP.fastdiv_apply(L, PP.fastdiv(suffix), bits)
+    return q - PP.fastdiv_apply(q, PP.fastdiv(n), bits) * n
 
 
 @pytest.mark.parametrize("name", list(_views()))
@@ -165,12 +156,12 @@ def test_tiles_grids_and_fill():
     assert cp.fill_rows() == 8192
     assert cp.grid(P.MODE_FIXED, 0) == 8
     assert cp.grid(P.MODE_FIXED, 8192) == 9 and cp.grid(P.MODE_FIXED, 8193) == 10
-    p = cp.params(P.MODE_FIXED, P.LAYOUT_ROWS, k=7, fill=-1, stats=True)
+    p = PP.coordinate_params(cp, P.MODE_FIXED, P.LAYOUT_ROWS, k=7, fill=-1, stats=True)
     assert (p["mode"], p["layout"], p["k"], p["fill"], p["stats_on"]) == (2, 0, 7, -1, 1)
     assert (p["size"], p["num_tiles"], p["in_ndim"], p["out_ndim"]) == (15000, 8, 1, 2)
     assert p["ndim_div"]["d"] == 2 and p["co_suffix"][0]["d"] == 5000
     assert p["co_shape"][1]["d"] == 5000 and p["in_div"][1]["d"] == 1
-    big = cp.params(P.MODE_FIXED, k=1, fill=2**64 - 1)
+    big = PP.coordinate_params(cp, P.MODE_FIXED, k=1, fill=2**64 - 1)
     assert big["fill"] == -1                       # uint64 fill: same bits
 
 
@@ -250,7 +241,7 @@ def test_count_plan_modes_and_chunks():
     neg = np.zeros((6, 7), np.int8)[::-1, ::-1]
     cn = P.plan_count(neg.shape, neg.strides, 1, (0, 1))
     assert cn.base == -41 and cn.red_dims == ((42, 1),)
-    p = full.params()
+    p = PP.count_params(full)
     assert (p["mode"], p["atomic"], p["split_div"]["d"], p["units"]) == (0, 1, 128, 128)
     assert P.plan_count((2**31 + 5,), (1,), 1, (0,)).wide
     assert not P.plan_count((2**20,), (1,), 1, (0,)).wide
@@ -267,14 +258,14 @@ def test_packed_path_choice_and_head():
     assert p.vec and p.head == 0 and p.num_tiles == 1
     p = P.plan_coordinates((4096,), (1,), 1, np.int64, base_address=64 + 5)
     assert p.vec and p.head == 5 and p.num_tiles == 2
-    assert p.params(P.MODE_FIXED, k=3)["vec"] == 1 and p.params(P.MODE_FIXED, k=3)["head"] == 5
+    assert PP.coordinate_params(p, P.MODE_FIXED, k=3)["vec"] == 1 and PP.coordinate_params(p, P.MODE_FIXED, k=3)["head"] == 5
     p = P.plan_coordinates((8, 512), (1024, 2), 2, np.int64, base_address=6)
     assert p.vec and p.head == 3 and p.num_tiles == 2             # rows merge into one run
     assert not P.plan_coordinates((8, 512), (2, 16), 2, np.int64).vec        # F-order
     assert not P.plan_coordinates((4096,), (-1,), 1, np.int64).vec           # reversed
     assert not P.plan_coordinates((4096,), (4,), 4, np.int64).vec            # 4-byte type
     c = P.plan_count((7, 300), (300, 1), 1, (1,), base_address=3)
-    assert c.vec and c.mode == 0 and c.params()["align"] == 3 and c.params()["vec"] == 1
+    assert c.vec and c.mode == 0 and PP.count_params(c)["align"] == 3 and PP.count_params(c)["vec"] == 1
     assert not P.plan_count((300, 7), (7, 1), 1, (0,)).vec                  # strided run
 
 
@@ -282,17 +273,17 @@ def test_packed_path_choice_and_head():
 
 def _fill_coordinate_params(plan, mode, layout, k, fill, row_stride, stats):
     """nz_params filled field by field from the plan (the packer's reference)."""
-    p = np.zeros((), P.PARAMS_DTYPE)
+    p = np.zeros((), PP.PARAMS_DTYPE)
     for i in range(P.MAX_DIMS):
         n, s = plan.read_dims[i] if i < len(plan.read_dims) else (1, 0)
-        p["in_div"][i] = P.fastdiv(n)
+        p["in_div"][i] = PP.fastdiv(n)
         p["in_stride"][i] = s
         n, suffix = plan.coord_dims[i] if i < len(plan.coord_dims) else (1, 1)
-        p["co_suffix"][i] = P.fastdiv(suffix)
-        p["co_shape"][i] = P.fastdiv(n)
-    p["ndim_div"] = P.fastdiv(max(plan.ndim, 1))
+        p["co_suffix"][i] = PP.fastdiv(suffix)
+        p["co_shape"][i] = PP.fastdiv(n)
+    p["ndim_div"] = PP.fastdiv(max(plan.ndim, 1))
     m, kk, inner, chunks, vec = plan.tr or (0, 1, 0, 1, False)
-    p["tr_chunks"] = P.fastdiv(chunks)
+    p["tr_chunks"] = PP.fastdiv(chunks)
     fill = int(fill) % 2**64
     for name, v in (("unit_mask", plan.unit_mask), ("size", plan.size),
                     ("num_tiles", plan.num_tiles), ("k", k),
@@ -308,13 +299,13 @@ def _fill_coordinate_params(plan, mode, layout, k, fill, row_stride, stats):
 
 
 def _fill_count_params(plan):
-    p = np.zeros((), P.COUNT_PARAMS_DTYPE)
+    p = np.zeros((), PP.COUNT_PARAMS_DTYPE)
     for side, dims in (("kept", plan.kept_dims), ("red", plan.red_dims)):
         for i in range(P.MAX_DIMS):
             n, s = dims[i] if i < len(dims) else (1, 0)
-            p[f"{side}_div"][i] = P.fastdiv(n)
+            p[f"{side}_div"][i] = PP.fastdiv(n)
             p[f"{side}_stride"][i] = s
-    p["split_div"] = P.fastdiv(plan.n_chunks if plan.mode == 0 else plan.n_out)
+    p["split_div"] = PP.fastdiv(plan.n_chunks if plan.mode == 0 else plan.n_out)
     for name in ("n_out", "red_size", "chunk_len", "n_chunks", "units", "base", "mode",
                  "atomic", "narrow_loads", "vec", "align"):
         p[name] = int(getattr(plan, name))
@@ -323,7 +314,7 @@ def _fill_count_params(plan):
 
 
 def test_packed_params_equal_a_field_by_field_fill():
-    """StructPacker's one struct.pack gives the very bytes of NumPy field stores (padding
+    """The struct packer's one struct.pack gives the very bytes of NumPy field stores (padding
     zero), for random layouts of every value size, both planners and every mode."""
     rng = random.Random(3)
     compared = set()
@@ -344,24 +335,24 @@ def test_packed_params_equal_a_field_by_field_fill():
         for args in ((P.MODE_SCAN, P.LAYOUT_ROWS, 0, 0, 0, False),
                      (P.MODE_FIXED, P.LAYOUT_COLS, 7, -1, 3, True),
                      (P.MODE_FIXED, P.LAYOUT_ROWS, 100, 2**64 - 1, 0, False)):
-            got = plan.params(args[0], args[1], k=args[2], fill=args[3], row_stride=args[4],
+            got = PP.coordinate_params(plan, args[0], args[1], k=args[2], fill=args[3], row_stride=args[4],
                               stats=args[5])
-            assert got.dtype == P.PARAMS_DTYPE
+            assert got.dtype == PP.PARAMS_DTYPE
             assert got.tobytes() == _fill_coordinate_params(plan, *args).tobytes(), plan
         compared.add(("coords", bool(plan.vec), bool(plan.tr), plan.wide))
         if math.prod(shape) > 1:
             axes = tuple(sorted(rng.sample(range(nd), rng.randint(1, nd))))
             c = P.plan_count(shape, tuple(strides), item, axes, force_64bit=f64,
                              base_address=base)
-            assert c.params().tobytes() == _fill_count_params(c).tobytes(), c
+            assert PP.count_params(c).tobytes() == _fill_count_params(c).tobytes(), c
             compared.add(("count", c.mode, bool(c.vec), c.wide))
     # the paths the packer serves all came up
     assert {("coords", True, False), ("coords", False, True), ("coords", False, False)} <= \
         {k[:3] for k in compared}
     assert {("count", 0, True), ("count", 0, False), ("count", 1, False)} <= \
         {k[:3] for k in compared}
-    with pytest.raises(ValueError, match="values for a field of 8"):
-        P.StructPacker(P.COUNT_PARAMS_DTYPE).pack([list(range(1, 10))] + [0] * 18)
+    with pytest.raises(ValueError, match="an array of 9 values for a field of 8"):
+        PP.NZ_COUNT_PARAMS.pack([list(range(1, 10))] + [0] * 18)
 
 
 def test_contiguous_shortcuts_give_the_general_dims():
@@ -421,8 +412,8 @@ def test_contiguous_coordinate_planner_gives_the_general_plan():
                         got = P.plan_coordinates_contiguous(shape, strides, item, np.dtype(idx),
                                                             force_64bit=f64, base_address=base)
                         assert got == want, (shape, item, base)
-                        assert got.params(P.MODE_SCAN).tobytes() == \
-                            want.params(P.MODE_SCAN).tobytes()
+                        assert PP.coordinate_params(got, P.MODE_SCAN).tobytes() == \
+                            PP.coordinate_params(want, P.MODE_SCAN).tobytes()
                         seen += 1
     assert seen > 10000
 
@@ -436,7 +427,7 @@ def test_plans_compare_hash_and_print_without_their_memo():
     a = P.plan_coordinates(shape, strides, 4, np.int64)
     b = P.plan_coordinates_contiguous(shape, strides, 4, np.dtype(np.int64))
     assert a.memo is not b.memo and not a.memo and not b.memo
-    a.params(P.MODE_SCAN)
+    PP.coordinate_params(a, P.MODE_SCAN)
     assert a.memo and not b.memo
     assert a == b and not (a != b) and hash(a) == hash(b) and repr(a) == repr(b)
     assert "memo" not in repr(a) and repr(a).startswith("CoordinatePlan(shape=(8, 3000), ")
@@ -444,7 +435,7 @@ def test_plans_compare_hash_and_print_without_their_memo():
     assert a != P.plan_coordinates(shape, strides, 4, np.int32)      # index_bytes differs
     c = P.plan_count(shape, strides, 4, (1,))
     d = P.plan_count(shape, strides, 4, (1,))
-    c.params()
+    PP.count_params(c)
     assert c.memo and not d.memo and c == d and hash(c) == hash(d) and "memo" not in repr(c)
     assert c != P.plan_count(shape, strides, 4, (0,)) and {c: 1}[d] == 1
     # no order; other objects still decide equality themselves

@@ -24,7 +24,8 @@ import numpy as np
 
 from cupyops.core import modules as _modules
 from cupyops.core import trace as _trace
-from cupyops.core.lru import LRU
+from cupyops.core.arrays import data_ptr  # noqa: F401  (re-exported)
+from cupyops.core.fastread import numpy_data_ptr
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
            "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "data_ptr"]
@@ -97,38 +98,9 @@ def _grid_out_of_range(grid) -> bool:
 
 _ALIGN = 256                   # Backend.ALLOC_ALIGN
 _U8 = np.dtype(np.uint8)
+_dry_run_state = _trace.dry_run_state
 
 
-def _numpy_data_ptr_reader():
-    """A fast reader of a NumPy array's data pointer. ``__array_interface__`` builds a dict
-    (about 1 µs, a sixth of a cached call's whole budget); the pointer is the field after the
-    object header of CPython's ``PyArrayObject`` (NumPy's public struct layout), read here
-    through ctypes in about 0.1 µs. Used only if it agrees with ``__array_interface__`` on
-    probes at import; otherwise the slow, documented way."""
-    import ctypes
-    import sys
-    read = ctypes.c_void_p.from_address
-    offset = object.__basicsize__            # ob_refcnt, ob_type
-
-    def fast(a):
-        return read(id(a) + offset).value or 0
-
-    def slow(a):
-        return a.__array_interface__["data"][0]
-    try:
-        if sys.implementation.name != "cpython":
-            return slow
-        probes = [np.empty(n, np.uint8) for n in (1, 100, 10000)]
-        probes.append(probes[2][3:].view())
-        probes.append(np.arange(12.0).reshape(3, 4)[1:, ::-2])
-        if all(fast(p) == slow(p) for p in probes):
-            return fast
-    except Exception:  # pragma: no cover - an exotic interpreter
-        pass
-    return slow  # pragma: no cover
-
-
-numpy_data_ptr = _numpy_data_ptr_reader()
 
 
 class Backend:
@@ -143,14 +115,15 @@ class Backend:
     def __init__(self):
         self._kernels: dict = {}
         self._lock = threading.Lock()
-        #: what launch code derives from a layout (plans, packed parameters), per backend, so
-        #: the device's properties are part of every key; never memory (see _cache)
-        self.plans = LRU(1024)
         self._dry_by_key: dict = {}
+        self._dry_kernels: dict = {}
         #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
         #: layouts mostly repeat a configuration seen before
         self._launches_checked: dict = {}
         self._blocks_checked: dict = {}     # (block, shared_mem) -> checked (block, smem)
+        #: the scratch arena of a backend with one stream (simt), kept here by
+        #: cupyops.core.workspace.arena_for; None otherwise
+        self.only_arena = None
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -169,7 +142,7 @@ class Backend:
         trace, checks the launch configuration against ``props`` and launches."""
         family = getattr(family, "name", family)       # a KernelFamily or its name
         key = (family, np.dtype(value_dtype), expr)
-        if _trace._dry.get() is not None:
+        if _dry_run_state.get() is not None:
             return self._dry_launcher(key)
         k = self._kernels.get(key)
         if k is None:
@@ -183,7 +156,7 @@ class Backend:
         launches whose ``(grid, block, shared_mem)`` came from :meth:`check_launch` (the
         cached launch plans of the hot path)."""
         key = (family, value_dtype, expr)
-        if _trace._dry.get() is not None:
+        if _dry_run_state.get() is not None:
             k = self._dry_by_key.get(key)
             if k is None:
                 k = self._dry_by_key[key] = self._dry_launcher(
@@ -250,31 +223,40 @@ class Backend:
     def _launcher(self, raw, expr):
         raise NotImplementedError
 
+    def _checked(self, expr, unchecked, raw=None):
+        """``launch(grid, block, args, shared_mem=0)``: the launch configuration checked, then
+        ``unchecked``; ``launch.unchecked`` skips the check (configurations checked before)."""
+        check = self._check_launch
+
+        def launch(grid, block, args, shared_mem=0):
+            grid, block, shared_mem = check(expr, grid, block, shared_mem)
+            return unchecked(grid, block, args, shared_mem)
+
+        launch.__name__ = f"launch[{expr}]"
+        launch.raw = raw
+        launch.unchecked = unchecked
+        return launch
+
     def _dry_launcher(self, key):
         """A launcher for ``cupyops.testing.dry_run``: the expression is checked against its
         family's declared list (nothing is compiled), the launch configuration is checked as
         usual, and the launch is handed to the recorder instead of running."""
-        k = self._dry_kernels.get(key) if hasattr(self, "_dry_kernels") else None
+        k = self._dry_kernels.get(key)
         if k is not None:
             return k
         family, dtype, expr = key
         if expr not in _modules.get_family(family).expressions_for(dtype):
             raise KeyError(f"{expr!r} is not an expression of kernel family {family!r} for {dtype}")
-        check = self._check_launch
 
         def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
-            rec = _trace._dry.get()
+            rec = _dry_run_state.get()
             if rec is not None:
                 rec.launches.append((expr, grid, block, shared_mem, tuple(args)))
 
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            unchecked(grid, block, args, shared_mem)
-
+        launch = self._checked(expr, unchecked)
         launch.__name__ = f"dry_launch[{expr}]"
-        launch.unchecked = unchecked
-        self.__dict__.setdefault("_dry_kernels", {})[key] = launch
+        self._dry_kernels[key] = launch
         return launch
 
     # -- arrays ----------------------------------------------------------------------------
@@ -327,7 +309,7 @@ class Backend:
         """Read a one-element flag the kernels set (nanarg*'s all-NaN flag) to the host. In a
         dry run, 0; during CUDA-graph capture, a ``ValueError`` (a capture cannot hold a host
         read) naming ``what`` needs it."""
-        if _trace._dry.get() is not None:
+        if _dry_run_state.get() is not None:
             return False
         if self.stream_capturing():
             raise ValueError(f"{what} reads a flag to the host after its kernel (to raise on an "
@@ -367,24 +349,14 @@ class SimtBackend(Backend):
         self.device_id = 0
 
     def _launcher(self, raw, expr):
-        check = self._check_launch
-
         def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
-
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            return unchecked(grid, block, args, shared_mem)
-
-        launch.__name__ = f"launch[{expr}]"
-        launch.raw = raw
-        launch.unchecked = unchecked
-        return launch
+        return self._checked(expr, unchecked, raw)
 
     def read_scalar(self, arr) -> int:
         _trace.record_d2h()
-        dry = _trace._dry.get()
+        dry = _dry_run_state.get()
         if dry is not None:          # a dry run: the count the caller asked for
             dry.d2h_reads += 1
             return dry.count
@@ -432,7 +404,6 @@ class CupyBackend(Backend):
         return self._cupy.cuda.Device(self.device_id)
 
     def _launcher(self, raw, expr):
-        check = self._check_launch
         Device = self._cupy.cuda.Device
         device_id = self.device_id
         default_max = self.props.max_shared_per_block
@@ -448,14 +419,7 @@ class CupyBackend(Backend):
                     optin_set[expr] = shared_mem
                 return raw(grid, block, args, shared_mem=shared_mem)
 
-        def launch(grid, block, args, shared_mem=0):
-            grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            return unchecked(grid, block, args, shared_mem)
-
-        launch.__name__ = f"launch[{expr}]"
-        launch.raw = raw
-        launch.unchecked = unchecked
-        return launch
+        return self._checked(expr, unchecked, raw)
 
     def empty(self, shape, dtype):
         with self._device():
@@ -494,7 +458,7 @@ class CupyBackend(Backend):
     def read_scalar(self, arr) -> int:
         """``int(arr.get())``: the one implicit synchronisation the library makes."""
         _trace.record_d2h()
-        dry = _trace._dry.get()
+        dry = _dry_run_state.get()
         if dry is not None:          # a dry run: the count the caller asked for
             dry.d2h_reads += 1
             return dry.count
@@ -518,13 +482,6 @@ class CupyBackend(Backend):
     def asnumpy(self, arr):
         with self._device():
             return self._cupy.asnumpy(arr)
-
-
-def data_ptr(x) -> int:
-    """The data pointer of a CuPy or NumPy array (planners need its alignment)."""
-    if isinstance(x, np.ndarray):   # (not .data, a memoryview, which refuses ml_dtypes' bfloat16)
-        return numpy_data_ptr(x)
-    return int(x.data.ptr)              # CuPy
 
 
 def cupy_kernel_args(args) -> tuple:
@@ -630,3 +587,11 @@ def get_backend(name: str, device_id: int | None = None) -> Backend:
             be = SimtBackend() if name == "simt" else CupyBackend(key[1])
             _backends[key] = be
     return be
+
+
+def backend_for(placement) -> Backend:
+    """The backend of a kernel-path placement (cupyops.core.placement): simt, or the CUDA
+    device it names (None: CuPy's current device)."""
+    if placement.kind == "simt":
+        return get_backend("simt")
+    return get_backend("cuda", placement.device_id)

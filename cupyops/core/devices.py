@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 #: How to get CuPy: cupyops is not on a package index, so from the checkout, with a CUDA extra.
@@ -112,3 +113,44 @@ def require(kind: str, asked: str) -> None:
     what = "a CUDA GPU through CuPy" if kind == "cuda" else "the CPU emulation of CUDA"
     raise RuntimeError(f"{asked} asks for {what}, which is not available here: {why}. "
                        f"To run without it, {instead}.")
+
+
+# --------------------------------------------------------------------------- device names
+
+DEVICES = ("cpu", "cuda", "simt")
+
+
+def parse_device_name(device, argname="device"):
+    """Return (kind, device_id or None) from "cpu", "cuda", "cuda:N", "simt" or a cupy Device."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(device, cupy.cuda.Device):
+        return "cuda", int(device.id)
+    if not isinstance(device, str):
+        raise TypeError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
+    name = device.strip().lower()
+    if name in DEVICES:
+        return name, None
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return "cuda", int(name[5:])
+    raise ValueError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
+
+
+def default_device() -> str:
+    env = os.environ.get("CUPYOPS_DEVICE")
+    if env is None or env.strip() == "":
+        return "cpu"
+    kind, _ = parse_device_name(env, "CUPYOPS_DEVICE")
+    return env
+
+
+def resolve_device(device):
+    """``(kind, device id or None, asked)`` for a ``device=`` argument: ``None`` takes
+    ``$CUPYOPS_DEVICE``, else "cpu". ``asked`` names where the choice came from, as the user
+    wrote it (``device='cuda'`` or ``CUPYOPS_DEVICE='cuda'``), for error messages."""
+    if device is None:
+        name = default_device()
+        kind, dev_id = parse_device_name(name, "CUPYOPS_DEVICE")
+        asked = f"CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
+        return kind, dev_id, asked
+    kind, dev_id = parse_device_name(device)
+    return kind, dev_id, f"device={device!r}"

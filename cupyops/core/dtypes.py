@@ -1,4 +1,7 @@
-"""bfloat16: the dtype, when ml_dtypes is installed, and the CPU path's exact widening.
+"""Dtype helpers every layer shares: bfloat16, datetime bits, element alignment, and the
+dtype sets of the common argument rules (docs/api.md).
+
+bfloat16: the dtype, when ml_dtypes is installed, and the CPU path's exact widening.
 
 ml_dtypes is not a dependency of cupyops: :func:`dtype` imports it on first use and gives
 ``None`` without it. A bfloat16 value is the upper half of a float32, so the NumPy path widens
@@ -48,3 +51,31 @@ def narrow_bits(f: np.ndarray) -> np.ndarray:
 def narrow(f: np.ndarray, dt) -> np.ndarray:
     """``narrow_bits`` viewed as the bf16 dtype ``dt``."""
     return narrow_bits(f).view(dt)
+
+
+def datetime_as_int64(x):
+    """A datetime64 / timedelta64 array (any unit, any byte order) viewed as int64 of the same
+    bits: the kernels and the nonzero test read these (NaT = INT64_MIN: nonzero, and the
+    extreme of argmin/argmax)."""
+    bo = x.dtype.byteorder
+    return x.view(np.dtype(np.int64).newbyteorder(bo if bo in "<>" else "="))
+
+
+def element_alignment(dtype) -> int:
+    """The alignment every element of ``dtype`` has on a GPU: its size, half of it for complex
+    (two floats)."""
+    dt = np.dtype(dtype)
+    return dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
+
+
+#: every value dtype of the common rules but bfloat16 (ml_dtypes) and datetime64 /
+#: timedelta64 (any unit), which the rules name separately
+VALUE_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+DATETIME_NAMES = ("datetime64", "timedelta64")
+#: index dtypes of argmin / argmax / nanargmin / nanargmax: every integer dtype (as CuPy)
+INTEGER_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64, np.int8,
+                                             np.int16, np.uint8, np.uint16))
+#: DirectML's four index dtypes (the coordinates of the nonzero family)
+DIRECTML_INDEX_DTYPES = INTEGER_DTYPES[:4]

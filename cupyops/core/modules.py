@@ -3,7 +3,7 @@
 This is the one place that
 
 * turns NumPy dtypes into the C++ type names the kernels are templated on (:data:`CTYPES`),
-* builds name expressions such as ``"argreduce_row<float, true, false>"``
+* builds name expressions such as ``"kernel<float, true, 4>"``
   (:func:`name_expression`),
 * reads ``kernels/*.cu`` through :mod:`importlib.resources` and inlines their quoted
   ``#include "x.cuh"`` headers (:func:`module_source`) — CuPy's on-disk kernel cache hashes the
@@ -13,7 +13,7 @@ This is the one place that
   (:func:`get_module`, :func:`get_function`).
 
 A *kernel family* (:class:`KernelFamily`) is one ``.cu`` file plus the list of every name
-expression a module for one value dtype holds. Launch code (``cupyops/_gpu_*.py``) registers its
+expression a module for one value dtype holds. Each op (``cupyops/ops/<op>/family.py``) registers its
 families at import with :func:`register_family`; ``precompile()`` and the NVRTC compile checks
 iterate over exactly those lists, so a launch that asks for an expression its family did not
 declare is an error (:func:`get_function` raises ``KeyError``).
@@ -32,6 +32,9 @@ import threading
 from typing import Callable, Union
 
 import numpy as np
+
+from cupyops.core import dtypes as _bf16
+from cupyops.core import progress as _progress
 
 __all__ = [
     "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "KernelCompileError",
@@ -62,7 +65,6 @@ CTYPES: dict = {
     # datetime64 / timedelta64 of every unit run as this one (int64 counts, NaT = INT64_MIN)
     np.dtype("m8[ns]"): "cupyops_datetime",          # struct defined in kernels/common.cuh
 }
-from cupyops.core import dtypes as _bf16  # noqa: E402
 if _bf16.dtype() is not None:   # bfloat16 (ml_dtypes, optional): bits only, kernels/common.cuh
     CTYPES[_bf16.dtype()] = "cupyops_bfloat16"
 
@@ -447,7 +449,8 @@ def get_module(backend_name: str, family_name: str, dtype, device_id: int = 0):
         source = module_source(family_name)
         options = compile_options(fam)
         try:
-            mod = factory(source, options, exprs, key[1])
+            with _progress.compiling(backend_name):
+                mod = factory(source, options, exprs, key[1])
         except Exception as e:
             if _is_compile_exception(e):
                 raise _compile_error(backend_name, fam, dt, options, source, e) from e

@@ -5,84 +5,51 @@ Detection follows array-api-compat: look the input's type up in ``sys.modules`` 
 """
 from __future__ import annotations
 
-import os
 import sys
+
+import contextlib
+import contextvars
+import functools
 
 import numpy as np
 
-from cupyops.core import progress as _progress
+from cupyops.core import trace as _trace
+from cupyops.core.arrays import check_cupy_alignment, is_cupy_array
+from cupyops.core.devices import (CUPY_INSTALL_HINT, parse_device_name, require,
+                                  resolve_device, simt_compiler_found)
 
-DEVICES = ("cpu", "cuda", "simt")
-
-
-def is_cupy_array(x) -> bool:
-    cupy = sys.modules.get("cupy")
-    return cupy is not None and isinstance(x, cupy.ndarray)
 
 
 class Placement:
     """Where one call runs: ``kind`` is "cpu", "cuda" or "simt"; ``cupy_input`` tells whether the
-    caller gave a CuPy array (results then stay CuPy arrays on its device)."""
+    caller gave a CuPy array (results then stay CuPy arrays on its device); ``asked`` says who
+    chose the device, as the user wrote it (``device='cuda'``, ``CUPYOPS_DEVICE='cuda'``)."""
 
-    __slots__ = ("kind", "cupy_input", "device_id")
+    __slots__ = ("kind", "cupy_input", "device_id", "asked")
 
-    def __init__(self, kind: str, cupy_input: bool, device_id: int | None):
+    def __init__(self, kind: str, cupy_input: bool, device_id: int | None, asked: str = ""):
         self.kind = kind
         self.cupy_input = cupy_input
         self.device_id = device_id
+        self.asked = asked
 
     def __repr__(self):
         return f"Placement({self.kind!r}, cupy_input={self.cupy_input}, device_id={self.device_id})"
 
 
-def _parse_device_name(device, argname="device"):
-    """Return (kind, device_id or None) from "cpu", "cuda", "cuda:N", "simt" or a cupy Device."""
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and isinstance(device, cupy.cuda.Device):
-        return "cuda", int(device.id)
-    if not isinstance(device, str):
-        raise TypeError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
-    name = device.strip().lower()
-    if name in DEVICES:
-        return name, None
-    if name.startswith("cuda:") and name[5:].isdigit():
-        return "cuda", int(name[5:])
-    raise ValueError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
-
-
-def default_device() -> str:
-    env = os.environ.get("CUPYOPS_DEVICE")
-    if env is None or env.strip() == "":
-        return "cpu"
-    kind, _ = _parse_device_name(env, "CUPYOPS_DEVICE")
-    return env
-
-
-def resolve_device(device):
-    """``(kind, device id or None, asked)`` for a ``device=`` argument: ``None`` takes
-    ``$CUPYOPS_DEVICE``, else "cpu". ``asked`` names where the choice came from, as the user
-    wrote it (``device='cuda'`` or ``CUPYOPS_DEVICE='cuda'``), for error messages."""
-    if device is None:
-        name = default_device()
-        kind, dev_id = _parse_device_name(name, "CUPYOPS_DEVICE")
-        asked = f"CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
-        return kind, dev_id, asked
-    kind, dev_id = _parse_device_name(device)
-    return kind, dev_id, f"device={device!r}"
-
-
 def place(x, device):
-    """Convert ``x`` for the call and decide where it runs. Returns (array, Placement)."""
+    """Convert ``x`` for the call and decide where it runs. Returns (array, Placement). Whether
+    that device is available here is :func:`require_available`'s to say, after the argument
+    rules (a bad argument gets its own error on any machine)."""
     if is_cupy_array(x):
         held = int(x.device.id)
         if device is not None:
-            kind, dev_id = _parse_device_name(device)
+            kind, dev_id = parse_device_name(device)
             if kind != "cuda" or (dev_id is not None and dev_id != held):
                 raise ValueError(
                     f"device={device!r} was asked for a CuPy array on cuda:{held}; cupyops makes no "
                     "hidden transfers: move the array yourself or leave device=None")
-        _progress.install()
-        return x, Placement("cuda", True, held)
+        return x, Placement("cuda", True, held, "a CuPy array")
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError("masked arrays are not supported: their mask has no meaning here; "
                         "pass x.filled(...) or x.data")
@@ -93,19 +60,157 @@ def place(x, device):
         # never reach the NumPy path, and results are plain ndarrays.
         x = np.asarray(x)
     kind, dev_id, asked = resolve_device(device)
-    if kind == "cuda":
-        from cupyops.core.devices import require
-        require("cuda", asked)
-    elif kind == "simt":
-        from cupyops.core.devices import require, simt_compiler_found
-        if not simt_compiler_found():
-            require("simt", asked)
-    if kind != "cpu":
-        _progress.install()     # a word on stderr if the first compile keeps the user waiting
-    return x, Placement(kind, False, dev_id)
+    return x, Placement(kind, False, dev_id, asked)
+
+
+def require_available(placement) -> None:
+    """``RuntimeError`` when the placement's device cannot run here (no CuPy or GPU; no C++
+    compiler for simt), naming who asked for it."""
+    kind = placement.kind
+    if kind == "cpu":
+        return
+    if kind == "cuda" and not placement.cupy_input:
+        require("cuda", placement.asked)
+    elif kind == "simt" and not simt_compiler_found():
+        require("simt", placement.asked)
+
 
 
 # Tests set this (cupyops.testing.force_64bit) to run the kernels' 64-bit indexing on small inputs.
-import contextvars  # noqa: E402
-
 force_64bit: contextvars.ContextVar[bool] = contextvars.ContextVar("cupyops_force_64bit", default=False)
+
+
+# --------------------------------------------------------------------------- kernel paths
+
+def cuda_device(placement):
+    """The CuPy device of a "cuda" placement: the one named, else CuPy's current device."""
+    cupy = import_cupy()
+    if placement.device_id is None:
+        return cupy.cuda.Device()
+    return cupy.cuda.Device(placement.device_id)
+
+
+def to_kernel_input(x, placement, opname=""):
+    """The array the kernel path reads: native byte order; NumPy input for device='cuda' goes to
+    the GPU. Only a non-native or unaligned NumPy array is copied (a GPU cannot read either)."""
+    if placement.cupy_input:
+        check_cupy_alignment(x, "x", opname)
+        return x
+    if not x.dtype.isnative or not x.flags.aligned:
+        x = x.astype(x.dtype.newbyteorder("="), copy=True)
+    if placement.kind == "cuda":
+        cupy = import_cupy()
+        with cuda_device(placement):
+            return cupy.asarray(x)
+    view = x.view()
+    view.flags.writeable = False  # SIMT then reports any kernel write to the input
+    return view
+
+
+def import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        raise RuntimeError(f"device='cuda' needs CuPy: {CUPY_INSTALL_HINT}") from exc
+    return cupy
+
+
+def from_kernel_result(res, placement):
+    if placement.kind == "cuda" and not placement.cupy_input:
+        if isinstance(res, tuple):
+            return tuple(r.get() for r in res)
+        return res.get()
+    return res
+
+
+def device_context(placement):
+    if placement.kind == "cuda":
+        return cuda_device(placement)
+    return contextlib.nullcontext()
+
+
+def deliver(res, out):
+    """Copy a result into out when the implementation did not write it there."""
+    if out is None or res is out:
+        return res
+    out[...] = res
+    return out
+
+
+def kernel_out(out, placement):
+    """The out the kernel implementation may write directly: a C-contiguous array on the same
+    device. Anything else is filled afterwards by one copy."""
+    if out is None or (placement.kind == "cuda" and not placement.cupy_input):
+        return None
+    return out if out.flags.c_contiguous and element_aligned(out) else None
+
+
+def element_aligned(out) -> bool:
+    """A NumPy out need not be element-aligned (np.ndarray(buffer, offset=4)), and a kernel's
+    store there would fault on a GPU (and is reported by simt): such outs take the copy path.
+    CuPy outs were checked by _check_out (CuPy's flags have no ``aligned``)."""
+    return not isinstance(out, np.ndarray) or out.flags.aligned
+
+
+def array_module(placement):
+    if placement.cupy_input:
+        return sys.modules["cupy"]
+    return np
+
+
+def deliver_all(results, outs):
+    """``deliver`` for a tuple of results."""
+    if outs is None:
+        return results
+    return tuple(deliver(r, o) for r, o in zip(results, outs))
+
+
+# --------------------------------------------------------------------------- reusable runners
+
+#: the NumPy path's compositions of NumPy routines serve inputs of at most this many elements
+#: where they would copy (larger ones keep the chunked paths, whose extra memory is bounded)
+CPU_SMALL = 4096
+
+
+def entry_prep(placement, x, kx):
+    """``(True, prep)`` where the kernel-path runner of a call on ``x`` can serve later calls
+    on arrays laid out like it: ``prep(x)`` gives the array the kernels read (None: x itself,
+    as for CuPy input; :func:`read_only_view` for NumPy input on simt). ``kx`` is what the
+    call passed the kernels. ``(False, None)`` for NumPy input on "cuda" (host-to-device and
+    back each call) and inputs the call copied (byte order, alignment)."""
+    if placement.kind == "cuda" and not placement.cupy_input:
+        return False, None
+    if placement.cupy_input:
+        return kx is x, None
+    if not (kx.base is x or kx.base is x.base) or kx.dtype != x.dtype:
+        return False, None
+    return True, read_only_view
+
+
+def kernel_entry(placement, x, kx, run, *, reshape=None):
+    """``entry(x, workspace)`` running ``run(kx, workspace)`` on later arrays laid out like
+    ``x``, or None where :func:`entry_prep` says no."""
+    ok, prep = entry_prep(placement, x, kx)
+    if not ok:
+        return None
+    # (a partial, not a closure: fewer objects per cached entry for the garbage collector)
+    return functools.partial(_kernel_entry_call, run, prep, reshape)
+
+
+def _kernel_entry_call(run, prep, reshape, x, workspace):
+    res = run(x if prep is None else prep(x), workspace)
+    return res if reshape is None else res.reshape(reshape)
+
+
+_dry_run_state = _trace.dry_run_state
+
+
+def read_only_view(x):
+    """A read-only view of NumPy input: SIMT then reports any kernel write to it. In a dry run
+    no kernel runs: the input itself (the cached call then costs what it does on a GPU, where
+    CuPy input is passed as it is)."""
+    if _dry_run_state.get() is not None:
+        return x
+    v = x.view()
+    v.flags.writeable = False
+    return v

@@ -14,7 +14,10 @@ import os
 
 import numpy as np
 
+from cupyops.core import backend as _backend
+from cupyops.core import devices as _devices
 from cupyops.core import modules as _modules
+from cupyops.core import progress as _progress
 
 __all__ = ["precompile"]
 
@@ -41,13 +44,9 @@ def _resolve_device(device):
     raise TypeError(f"device must be None, a str, an int or a cupy.cuda.Device, got {device!r}")
 
 
-def _load_families():
-    from cupyops.tools import nvrtc as _nvrtc
-    _nvrtc.load_family_modules()
-
-
 def precompile(families=None, dtypes=None, *, device=None, max_workers: int | None = None):
-    """Compile every module of ``families`` (names; default: all registered) for ``dtypes``
+    """Compile every module of ``families`` (names; default: all registered, which importing
+    cupyops does) for ``dtypes``
     (default: every dtype each family serves) on ``device``: ``None`` means what it means for
     every function (``$CUPYOPS_DEVICE``, else ``"cpu"``); ``"cuda"`` is CuPy's current device,
     ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Returns
@@ -59,13 +58,9 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
     ``TypeError`` for a dtype that none of the chosen families serves, and
     ``cupyops.core.modules.KernelCompileError`` (with the compiler log) if a module does not compile.
     """
-    from cupyops.core import backend as _backend
-    from cupyops.core import devices as _devices
-    from cupyops.core import placement as _dispatch
-    from cupyops.core import progress as _progress
 
     if device is None:
-        kind, dev_id, asked = _dispatch.resolve_device(None)
+        kind, dev_id, asked = _devices.resolve_device(None)
         device = "cpu" if kind == "cpu" else kind if dev_id is None else f"{kind}:{dev_id}"
     else:
         asked = f"device={device!r}"
@@ -74,7 +69,6 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
         return []
     if backend_name == "cuda" or not _devices.simt_compiler_found():
         _devices.require(backend_name, asked)     # the functions' message, naming `asked`
-    _load_families()
     registry = _modules.families()
     if isinstance(families, str):
         families = (families,)

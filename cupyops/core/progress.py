@@ -9,8 +9,8 @@ compile is quick. When one takes longer than :data:`THRESHOLD_S`:
   once per process (later compiles stay silent: the user knows what the pause is);
 * ``precompile`` prints one line for its whole batch and one when the batch is done.
 
-``CUPYOPS_PROGRESS=0`` silences both. The compiles are seen through the module factories of
-``cupyops.core.modules`` (:func:`install` wraps them once; a wrapped factory just times the call).
+``CUPYOPS_PROGRESS=0`` silences both. cupyops.core.modules runs each compile inside
+:func:`compiling`.
 """
 from __future__ import annotations
 
@@ -84,38 +84,33 @@ class Notice:
         return False
 
 
-def _wrap(backend_name: str, inner):
-    def factory(source, options, name_expressions, device_id):
+class _Compiling:
+    """One module's compile: a :class:`Notice` unless a compile was announced before in this
+    process or a precompile batch runs."""
+
+    def __init__(self, backend_name: str):
+        self.notice = None
+        if not (_announced or _batches):
+            self.notice = Notice(_WHAT.get(backend_name, f"compiling kernels for {backend_name}"))
+
+    def __enter__(self):
+        if self.notice is not None:
+            self.notice.__enter__()
+        return self
+
+    def __exit__(self, *exc):
         global _announced
-        if _announced or _batches:
-            return inner(source, options, name_expressions, device_id)
-        with Notice(_WHAT.get(backend_name, f"compiling kernels for {backend_name}")) as notice:
-            mod = inner(source, options, name_expressions, device_id)
-        if notice.fired:
+        if self.notice is None:
+            return False
+        self.notice.__exit__(*exc)
+        if self.notice.fired:
             _announced = True
-        return mod
-    factory.cupyops_progress_inner = inner
-    return factory
+        return False
 
 
-def install() -> None:
-    """Wrap the SIMT and CUDA module factories (cheap when they already are: a dict lookup each;
-    a factory put in later, e.g. by a test, is wrapped at the next call)."""
-    global _factories
-    factories = _factories
-    if factories is None:
-        from cupyops.core import modules as _modules
-        factories = _factories = getattr(_modules, "_factories", None) or {}
-    for name in ("simt", "cuda"):
-        inner = factories.get(name)
-        if inner is not None and not hasattr(inner, "cupyops_progress_inner"):
-            with _lock:
-                inner = factories.get(name)
-                if inner is not None and not hasattr(inner, "cupyops_progress_inner"):
-                    factories[name] = _wrap(name, inner)
-
-
-_factories = None     # cupyops.core.modules._factories, once imported
+def compiling(backend_name: str) -> _Compiling:
+    """``with compiling("simt"):`` around the compile of one kernel module."""
+    return _Compiling(backend_name)
 
 
 class batch:
@@ -128,7 +123,6 @@ class batch:
 
     def __enter__(self):
         global _batches
-        install()
         with _lock:
             _batches += 1
         self.notice.__enter__()

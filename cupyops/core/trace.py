@@ -75,18 +75,20 @@ class DryRun:
     d2h_reads: int = 0
 
 
-_dry: contextvars.ContextVar[DryRun | None] = contextvars.ContextVar("cupyops_dry_run", default=None)
+#: the DryRun of the dry run in progress in this context, or None (read on the hot path)
+dry_run_state: contextvars.ContextVar[DryRun | None] = contextvars.ContextVar(
+    "cupyops_dry_run", default=None)
 
 
 def dry_run_active() -> DryRun | None:
-    return _dry.get()
+    return dry_run_state.get()
 
 
 @contextlib.contextmanager
 def dry_running(count: int = 1):
     rec = DryRun(count=int(count))
-    token = _dry.set(rec)
+    token = dry_run_state.set(rec)
     try:
         yield rec
     finally:
-        _dry.reset(token)
+        dry_run_state.reset(token)

@@ -21,7 +21,10 @@ import threading
 
 import numpy as np
 
-__all__ = ["Workspace", "holder_for", "arena_for", "ALIGN"]
+from cupyops.core import backend as _backend
+from cupyops.core import devices as _devices
+
+__all__ = ["Workspace", "holder_for", "arena_for", "check_workspace", "ALIGN"]
 
 #: every carved array starts on this boundary (as CuPy's allocator does)
 ALIGN = 256
@@ -59,7 +62,8 @@ class _Holder:
     """Common part: a lock, and ``take(*specs)`` returning arrays carved from one buffer."""
 
     def __init__(self):
-        self._lock = threading.RLock()
+        #: held over a call's carve-and-launch section (see the module docstring)
+        self.lock = threading.RLock()
         self._carved: dict = {}
 
     def take(self, *specs) -> list:
@@ -104,21 +108,18 @@ class Workspace(_Holder):
 
     def __init__(self, nbytes: int = 1 << 20, *, device=None):
         super().__init__()
-        from cupyops.core import placement as _dispatch
         if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
             raise TypeError(f"Workspace: nbytes must be an int, got {nbytes!r}")
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"Workspace: nbytes must be non-negative, got {nbytes}")
         if device is None:
-            env = _dispatch.default_device()
-            device = env if _dispatch._parse_device_name(env)[0] != "cpu" else "cuda"
-        kind, dev_id = _dispatch._parse_device_name(device)
+            env = _devices.default_device()
+            device = env if _devices.parse_device_name(env)[0] != "cpu" else "cuda"
+        kind, dev_id = _devices.parse_device_name(device)
         if kind == "cpu":
             raise ValueError("Workspace: device must be 'cuda', 'cuda:N' or 'simt' (the NumPy "
                              "path needs no scratch), got 'cpu'")
-        from cupyops.core import backend as _backend
-        from cupyops.core import devices as _devices
         _devices.require(kind, f"Workspace(device={device!r})")
         self._backend = _backend.get_backend(kind, dev_id)
         self.device = (f"cuda:{self._backend.device_id}" if kind == "cuda" else "simt")
@@ -184,7 +185,7 @@ _arenas_lock = threading.Lock()
 
 
 def arena_for(backend) -> _Arena:
-    arena = backend.__dict__.get("_only_arena")
+    arena = backend.only_arena
     if arena is not None:          # a backend with one stream (simt): its arena, kept on it
         return arena
     key = (backend.name, backend.device_id, backend.stream_key())
@@ -195,16 +196,27 @@ def arena_for(backend) -> _Arena:
             if arena is None:
                 arena = _arenas[key] = _Arena(backend, key[2])
                 if getattr(backend, "one_stream", False):
-                    backend._only_arena = arena
+                    backend.only_arena = arena
     return arena
 
 
 def holder_for(backend, workspace=None):
     """The scratch holder of one call: ``workspace`` (checked against the backend and its
-    current stream), else the arena of that stream. Hold its ``_lock`` over the call's
+    current stream), else the arena of that stream. Hold its ``lock`` over the call's
     carve-and-launch section."""
     if workspace is not None:
         workspace.check(backend)
         return workspace
     return arena_for(backend)
 
+
+def check_workspace(workspace, placement, opname):
+    if workspace is None:
+        return None
+    if not isinstance(workspace, Workspace):
+        raise TypeError(f"{opname}: workspace must be None or a cupyops.Workspace, got "
+                        f"{type(workspace).__name__}")
+    if placement.kind == "cpu":
+        raise ValueError(f"{opname}: workspace= holds kernel scratch, but this call runs on the "
+                         f"NumPy path (device='cpu'); leave it out or run on 'cuda' / 'simt'")
+    return workspace

@@ -1,9 +1,10 @@
 """Dask arrays in, lazy Dask arrays out (issue 16).
 
-``cupyops.<op>(dask_array, ...)`` lands here from the adapter layer (``_adapt._slow``), only when
-``dask.array`` is already imported and ``x`` is its ``Array``: dask is never imported by
-cupyops itself. Every argument is checked when the graph is built, by ``_api``'s own checks
-(same messages as the single-array call). Each chunk then runs ``_api``'s path for its type
+``cupyops.<op>(dask_array, ...)`` lands here from cupyops._call, only when ``dask.array`` is
+already imported and ``x`` is its ``Array``: dask is never imported by cupyops itself. Every
+argument is checked when the graph is built, by the common argument rules (cupyops.core.args:
+the same messages as the single-array call). Each chunk then runs the public function for its
+type
 (NumPy path or ``device=`` for NumPy chunks, the CUDA kernels for CuPy chunks), and the
 per-chunk results are combined so that the answer is the single-array call's on the computed
 array:
@@ -33,11 +34,11 @@ from functools import partial
 
 import numpy as np
 
-from cupyops import _call as _api
+from cupyops.core import args as _args
 from cupyops.core import dtypes as _bf16
-from cupyops.core import placement as _dispatch
+from cupyops.core import devices as _dispatch
 
-__all__ = ["is_dask_array", "call"]
+__all__ = ["is_dask_array", "call", "use_public"]
 
 _INT64_MIN = np.iinfo(np.int64).min
 
@@ -47,9 +48,35 @@ def is_dask_array(x) -> bool:
     return da is not None and isinstance(x, da.Array)
 
 
-def call(fn, x, args, kw):
-    """``fn`` (an ``_api`` function) on the Dask array ``x``: a lazy Dask result."""
-    return _IMPLS[fn.__name__](x, *args, **kw)
+class _PublicFunctions:
+    """The public functions the chunks call (``_api.argmax``, ...), as cupyops._call hands
+    them over when it is imported (also on a Dask worker, which imports cupyops to unpickle a
+    chunk's function)."""
+
+    def __init__(self):
+        self.functions: dict = {}
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["functions"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+_api = _PublicFunctions()
+
+
+def use_public(functions: dict) -> None:
+    """Take the public functions by name (cupyops._call.PUBLIC)."""
+    _api.functions.update(functions)
+
+
+def call(fn, x, kw, functions=None):
+    """``fn`` (a public function) on the Dask array ``x`` with keywords ``kw``: a lazy Dask
+    result."""
+    if functions:
+        use_public(functions)
+    return _IMPLS[fn.__name__](x, **kw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -145,7 +172,7 @@ def _comparable(v, xp):
     """(values that compare in the kernels' value order, NaN/NaT mask) of a chunk's winners."""
     dt = v.dtype
     if dt.kind in "mM":
-        bits = _api._as_int64_bits(v).astype(np.int64)
+        bits = _bf16.datetime_as_int64(v).astype(np.int64)
         return bits, bits == _INT64_MIN
     if dt.kind == "V":                 # bfloat16: its exact float32 widening
         v = _bf16.widen(v)
@@ -287,18 +314,18 @@ def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip
     opname = ("nanarg" if skip_nan else "arg") + kind
     _refuse_out(out, workspace, opname)
     _check_device(device)
-    _api._check_value_dtype(x, _api.ARGREDUCE_DTYPES, opname, datetime=True)
-    axes = _api._normalize_axes(axis, x.ndim, opname, zero_d=True)
-    keepdims = _api._check_bool(keepdims, "keepdims", opname)
-    _api._check_tie(tie, opname)
-    index_dtype = _api._check_index_dtype(dtype, "dtype", opname)
+    _args.check_value_dtype(x, opname, datetime=True)
+    axes = _args.normalize_axes(axis, x.ndim, opname, zero_d=True)
+    keepdims = _args.check_bool(keepdims, "keepdims", opname)
+    _args.check_tie(tie, opname)
+    index_dtype = _args.check_index_dtype(dtype, "dtype", opname)
     _need_known(x, axes, opname)
     shape = tuple(x.shape)
     group = math.prod(shape[a] for a in axes)
     if any(shape[a] == 0 for a in axes):
         raise ValueError(f"attempt to get arg{kind} of an empty sequence ({opname}: reduced axes "
                          f"{axes} of shape {shape})")
-    if not _api._index_fits(group, index_dtype):
+    if not _args.index_fits(group, index_dtype):
         raise ValueError(f"{opname}: the reduced group has {group} elements, too many for index "
                          f"dtype {index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
     return _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opname)
@@ -356,9 +383,9 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
     opname = "hardmax"
     _refuse_out(out, workspace, opname)
     _check_device(device)
-    _api._check_value_dtype(x, _api.HARDMAX_DTYPES, opname)
-    axes = _api._normalize_axes(axis, x.ndim, opname, zero_d=True)
-    _api._check_tie(tie, opname)
+    _args.check_value_dtype(x, opname)
+    axes = _args.normalize_axes(axis, x.ndim, opname, zero_d=True)
+    _args.check_tie(tie, opname)
     da = _da()
     if all(x.numblocks[a] == 1 for a in axes) or any(n == 0 for n in x.shape):
         # each group in one chunk (or nothing to pick from): cupyops' hardmax per chunk
@@ -393,9 +420,9 @@ def _count_sum(c, axis, keepdims):
 def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
     opname = "count_nonzero"
     _check_device(device)
-    _api._check_value_dtype(x, _api.NONZERO_DTYPES, opname, datetime=True)
-    axes = _api._normalize_axes(axis, x.ndim, opname)
-    keepdims = _api._check_bool(keepdims, "keepdims", opname)
+    _args.check_value_dtype(x, opname, datetime=True)
+    axes = _args.normalize_axes(axis, x.ndim, opname)
+    keepdims = _args.check_bool(keepdims, "keepdims", opname)
     da = _da()
     i64 = np.dtype(np.int64)
     if not axes:      # reduces nothing: x != 0 as int64, chunk by chunk
@@ -490,9 +517,9 @@ def _coordinate_bands(x, index_dtype, device, opname, size=None):
 
 
 def _coords_check(x, dtype, opname):
-    _api._check_value_dtype(x, _api.NONZERO_DTYPES, opname, datetime=True)
+    _args.check_value_dtype(x, opname, datetime=True)
     _need_known(x, range(x.ndim), opname)
-    return _api._check_coordinate_dtype(x, dtype, opname)
+    return _args.check_coordinate_dtype(x, dtype, opname)
 
 
 def _bands_graph(x, index_dtype, device, opname, size=None):
@@ -522,7 +549,7 @@ def _column(c, d):
 def nonzero(x, /, *, device=None):
     opname = "nonzero"
     _check_device(device)
-    _api._check_value_dtype(x, _api.NONZERO_DTYPES, opname, datetime=True)
+    _args.check_value_dtype(x, opname, datetime=True)
     if x.ndim == 0:
         raise ValueError("nonzero: x is 0-d; the array API does not define nonzero for 0-d arrays "
                          "(use argwhere, or x.reshape(1))")
@@ -542,7 +569,7 @@ def nonzero_coordinates(x, /, *, size=None, fill_value=0, dtype=None, out=None, 
     _refuse_out(out, workspace, opname)
     _check_device(device)
     index_dtype = _coords_check(x, dtype, opname)
-    size, fill_value = _api._check_size_fill(size, fill_value, index_dtype, opname)
+    size, fill_value = _args.check_size_fill(size, fill_value, index_dtype, opname)
     da = _da()
     from dask.highlevelgraph import HighLevelGraph
     bname, hlg, nbands = _bands_graph(x, index_dtype, device, opname, size)

@@ -1,14 +1,9 @@
-"""How an input enters and how results leave: the one adapter layer around cupyops._call.
+"""Arrays of other libraries through DLPack: how they enter a call and how results leave.
 
-Every public function is ``_api``'s function behind a wrapper with the same signature whose
-first statement passes a plain ``numpy.ndarray`` or ``cupy.ndarray`` straight through, so those
-calls keep ``_api``'s rules and pay one type test. Everything else is sorted here:
+cupyops._call sends here the inputs that are neither NumPy nor CuPy arrays nor Dask arrays nor
+array-likes (cupyops.core.arrays tells which), with the public function to call:
 
-* NumPy subclasses, NumPy scalars, lists and other array-likes: straight through as well
-  (``_api`` converts them with ``numpy.asarray``: plain NumPy out).
-* Dask arrays (only once ``dask.array`` is imported): ``cupyops.interop.dask``, a lazy Dask result.
-* CuPy arrays of a subclass: straight through (``_api`` runs them on their GPU).
-* Any other object with ``__dlpack__`` (torch, JAX, array_api_strict, ...): taken zero-copy
+* Any object with ``__dlpack__`` (torch, JAX, array_api_strict, ...): taken zero-copy
   through DLPack. Host memory becomes a NumPy view and follows the ``device=`` rules of NumPy
   input; CUDA memory becomes a CuPy view and runs on its GPU, on the consumer's stream (torch's
   current stream for a torch tensor, CuPy's current stream otherwise), which is passed to
@@ -23,64 +18,21 @@ calls keep ``_api``'s rules and pay one type test. Everything else is sorted her
 """
 from __future__ import annotations
 
-import inspect
 import sys
 
 import numpy as np
 
-from cupyops import _call as _api
 from cupyops.core import dtypes as _bf16
+from cupyops.core.arrays import library_of
+from cupyops.core.devices import parse_device_name
 
-__all__ = ["wrap", "library_of", "DLPACK_DEVICES"]
-
-_ndarray = np.ndarray
-
-
-class _NoCupy:   # stands for cupy.ndarray until cupy is imported
-    pass
-
-
-_cupy_ndarray = _NoCupy
+__all__ = ["call", "DLPACK_DEVICES"]
 
 #: DLPack device types (dlpack.h ``DLDeviceType``), for error messages
 DLPACK_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
                   9: "VPI", 10: "ROCm", 11: "ROCmHost", 12: "ExtDev", 13: "CUDAManaged",
                   14: "OneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
 _CPU, _CUDA, _CUDA_MANAGED = 1, 2, 13
-
-
-_WRAPPER_GLOBALS = []   # the globals of every wrapper, which hold their own _cupy_ndarray
-
-
-def _see_cupy():
-    """Let the pass-through recognise cupy.ndarray once cupy has been imported by anyone."""
-    global _cupy_ndarray
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and _cupy_ndarray is _NoCupy:
-        _cupy_ndarray = cupy.ndarray
-        for g in _WRAPPER_GLOBALS:
-            g["_cupy_ndarray"] = cupy.ndarray
-
-
-def library_of(x) -> str | None:
-    """The array library of an object that takes the DLPack route: "torch", "jax",
-    "array_api_strict" or another top-level module name; None for inputs that go straight to
-    _api (NumPy, CuPy, Dask, array-likes)."""
-    if isinstance(x, (np.ndarray, np.generic)):
-        return None
-    root = type(x).__module__.partition(".")[0]
-    if root in ("cupy", "dask", "numpy"):
-        return None
-    # subclasses defined elsewhere (a user's torch.Tensor subclass, torchvision's tv_tensors)
-    # are still their base library's arrays
-    for lib, attr in (("torch", "Tensor"), ("jax", "Array")):
-        mod = sys.modules.get(lib)
-        base = getattr(mod, attr, None) if mod is not None else None
-        if base is not None and isinstance(x, base):
-            return lib
-    if not hasattr(type(x), "__dlpack__") or not hasattr(type(x), "__dlpack_device__"):
-        return None
-    return "jax" if root in ("jax", "jaxlib") else root
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,7 +88,6 @@ def _import_cupy(x, argname, opname):
         raise RuntimeError(f"{opname}: {argname} is a {_type_name(x)} in CUDA memory, which "
                            f"cupyops runs on its GPU through CuPy, and CuPy is not installed; "
                            f"{CUPY_INSTALL_HINT}") from None
-    _see_cupy()
     return cupy
 
 
@@ -182,8 +133,7 @@ def _bf16_from_bits(bits, call):
 def _cuda_view(x, call, argname, opname, device):
     cupy = _import_cupy(x, argname, opname)
     if device is not None:
-        from cupyops.core.placement import _parse_device_name
-        kind, dev_id = _parse_device_name(device)
+        kind, dev_id = parse_device_name(device)
         if kind != "cuda" or (dev_id is not None and dev_id != call.dev_id):
             raise ValueError(f"{opname}: device={device!r} was asked for a {_type_name(x)} on "
                              f"cuda:{call.dev_id}; cupyops makes no hidden transfers: move the "
@@ -244,7 +194,7 @@ def _enter_out(out, call, opname):
 
 
 class _BitsOut:
-    """A torch bf16 out= of a call whose host input was widened (no ml_dtypes): _api writes a
+    """A torch bf16 out= of a call whose host input was widened (no ml_dtypes): the call writes a
     float32 result, then its bf16 bits go into the tensor."""
 
     def __init__(self, t):
@@ -299,7 +249,7 @@ class _nullctx:
 
 
 def _leave_out(res, out_orig, out_view, call):
-    """The caller's out object(s), once _api has written the views."""
+    """The caller's out object(s), once the call has written the views."""
     if isinstance(out_orig, tuple):
         return tuple(_leave_out(r, o, v, call) for r, o, v in zip(res, out_orig, out_view))
     if isinstance(out_view, _BitsOut):
@@ -310,95 +260,31 @@ def _leave_out(res, out_orig, out_view, call):
 
 
 # --------------------------------------------------------------------------------------------
-# the wrappers
+# the call
 
 
-def _call_dlpack(fn, lib, x, args, kw):
+def call(fn, lib, x, kw):
+    """``fn(x, **kw)`` for an ``x`` of library ``lib`` (cupyops.core.arrays.library_of):
+    the call runs on NumPy or CuPy views of x (and of out=), results come back as lib's."""
     opname = fn.__name__
     dev_type, dev_id = _dlpack_device(x, "x", opname)
-    call = _Call(lib, x, dev_type, dev_id)
+    dl = _Call(lib, x, dev_type, dev_id)
     device = kw.get("device")
-    xin = _enter(x, call, "x", opname, device)
+    xin = _enter(x, dl, "x", opname, device)
     out = kw.get("out")
-    out_view = _enter_out(out, call, opname)
+    out_view = _enter_out(out, dl, opname)
     if out is not None:
         kw = dict(kw, out=None if _has_bits_out(out_view) else out_view)
-    if call.cuda:
+    if dl.cuda:
         cupy = sys.modules["cupy"]
-        with cupy.cuda.Device(dev_id), (call.stream or _nullctx()):
-            res = fn(xin, *args, **kw)
+        with cupy.cuda.Device(dev_id), (dl.stream or _nullctx()):
+            res = fn(xin, **kw)
     else:
-        res = fn(xin, *args, **kw)
+        res = fn(xin, **kw)
     if out is not None:
-        return _leave_out(res, out, out_view, call)
-    return _leave(res, call)
+        return _leave_out(res, out, out_view, dl)
+    return _leave(res, dl)
 
 
 def _has_bits_out(v):
     return isinstance(v, _BitsOut) or (isinstance(v, tuple) and any(map(_has_bits_out, v)))
-
-
-def _slow(fn, x, args, kw):
-    """Everything that is not a plain NumPy or CuPy array."""
-    _see_cupy()
-    da = sys.modules.get("dask.array")   # Dask arrays: lazy Dask results (cupyops.interop.dask)
-    if da is not None and isinstance(x, da.Array):
-        from cupyops.interop import dask as _dask
-        return _dask.call(fn, x, args, kw)
-    lib = library_of(x)
-    if lib is None:
-        return fn(x, *args, **kw)
-    return _call_dlpack(fn, lib, x, args, kw)
-
-
-def wrap(fn):
-    """The public function of ``fn`` (a function of cupyops._call whose first parameter is x,
-    positional-only): same signature, docstring and defaults."""
-    sig = inspect.signature(fn)
-    params = list(sig.parameters.values())
-    assert params[0].name == "x" and params[0].kind is inspect.Parameter.POSITIONAL_ONLY
-    defaults = {}
-    head, call_args, kw_items = [], [], []
-    seen_kwonly = False
-    for p in params:
-        text = p.name
-        if p.default is not inspect.Parameter.empty:
-            defaults[f"_d_{p.name}"] = p.default
-            text += f"=_d_{p.name}"
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and not seen_kwonly:
-            head.append("*")
-            seen_kwonly = True
-        head.append(text)
-        if p.name == "x":
-            head.append("/")
-        elif p.kind is inspect.Parameter.KEYWORD_ONLY:
-            call_args.append(f"{p.name}={p.name}")
-            kw_items.append(f"{p.name!r}: {p.name}")
-        else:
-            call_args.append(p.name)
-    pos_rest = [p.name for p in params[1:] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    src = (f"def {fn.__name__}({', '.join(head)}):\n"
-           f"    if type(x) is _ndarray or type(x) is _cupy_ndarray:\n"
-           f"        return _fn(x, {', '.join(call_args)})\n"
-           f"    return _slow(_fn, x, ({', '.join(pos_rest)}{',' if pos_rest else ''}), "
-           f"{{{', '.join(kw_items)}}})\n")
-    ns = dict(defaults, _ndarray=_ndarray, _cupy_ndarray=_cupy_ndarray, _fn=fn, _slow=_slow)
-    _WRAPPER_GLOBALS.append(ns)
-    exec(compile(src, f"<cupyops.interop.dlpack.wrap({fn.__name__})>", "exec"), ns)
-    w = ns[fn.__name__]
-    w.__doc__ = fn.__doc__
-    w.__module__ = "cupyops"
-    w.__qualname__ = fn.__qualname__
-    w.__wrapped__ = fn
-    return w
-
-
-argmax = wrap(_api.argmax)
-argmin = wrap(_api.argmin)
-nanargmax = wrap(_api.nanargmax)
-nanargmin = wrap(_api.nanargmin)
-hardmax = wrap(_api.hardmax)
-argwhere = wrap(_api.argwhere)
-nonzero = wrap(_api.nonzero)
-count_nonzero = wrap(_api.count_nonzero)
-nonzero_coordinates = wrap(_api.nonzero_coordinates)

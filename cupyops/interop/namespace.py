@@ -24,13 +24,12 @@ _CACHE: dict = {}
 class CupyopsNamespace(types.ModuleType):
     """A module-like namespace: cupyops' FUNCTIONS, then the base namespace's names."""
 
-    def __init__(self, base):
+    def __init__(self, base, functions):
         super().__init__(f"cupyops.array_namespace[{base.__name__}]",
                          f"{base.__name__} with cupyops' {', '.join(FUNCTIONS)}")
-        import cupyops
         self.__base__ = base
         for name in FUNCTIONS:
-            setattr(self, name, getattr(cupyops, name))
+            setattr(self, name, functions[name])
 
     def __getattr__(self, name):   # only for names not set above
         if name in ("__path__", "__file__", "__base__"):   # not a package, no file of its own
@@ -44,11 +43,12 @@ class CupyopsNamespace(types.ModuleType):
         return f"<cupyops array namespace over {self.__base__.__name__}>"
 
 
-def array_namespace(*arrays, api_version=None):
+def array_namespace(arrays, api_version, functions):
     """The array-API namespace of ``arrays`` (NumPy, CuPy, torch, array_api_strict, ... as
     array-api-compat knows them) whose argmax, argmin, nonzero and count_nonzero (plus
     nanargmax, nanargmin, hardmax, argwhere, nonzero_coordinates) are cupyops'; every other
-    name is the library's own. Arrays of different libraries are a ``TypeError``."""
+    name is the library's own. Arrays of different libraries are a ``TypeError``.
+    ``functions``: cupyops' public functions by name."""
     try:
         import array_api_compat
     except ImportError:
@@ -62,5 +62,5 @@ def array_namespace(*arrays, api_version=None):
         raise TypeError(f"array_namespace: {exc}") from None
     ns = _CACHE.get(id(base))
     if ns is None or ns.__base__ is not base:
-        ns = _CACHE[id(base)] = CupyopsNamespace(base)
+        ns = _CACHE[id(base)] = CupyopsNamespace(base, functions)
     return ns

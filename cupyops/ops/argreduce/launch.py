@@ -24,162 +24,32 @@ call, and each replay of a captured CUDA graph, starts from zero; the kernel nev
 from __future__ import annotations
 
 import functools
-import operator
 import typing
 
 import numpy as np
 
-from cupyops.core import modules as _modules
 from cupyops.core import trace as _trace
 from cupyops.core import workspace as _workspace
-from cupyops.core.structs import Packer
-from cupyops.core.backend import data_ptr
-from cupyops.ops.argreduce.plan import (MAX_DIMS, ArgreducePlan, plan_argreduce,
-                              plan_argreduce_contiguous, step_digits)
+from cupyops.core.arrays import data_ptr
+from cupyops.core.dtypes import datetime_as_int64, element_alignment
+from cupyops.ops.argreduce import plan as _plan_module
+from cupyops.ops.argreduce.family import COL, DATETIME, FAMILY, FINISH, ROW, expression
+from cupyops.ops.argreduce.params import (MODE_DECODE, MODE_HARDMAX, MODE_INDEX,
+                                          MODE_PARTIAL, build_params)
+from cupyops.ops.argreduce.plan import ArgreducePlan
 
-__all__ = ["argreduce", "hardmax", "FAMILY", "PARAMS_DTYPE", "DTYPES", "expressions",
-           "build_params"]
-
-FAMILY = "argreduce"
-DTYPES = tuple(np.dtype(t) for t in (
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64, np.complex64, np.complex128, "m8[ns]"))
-if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is installed
-    DTYPES += (_modules._bf16.dtype(),)
-#: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
-DATETIME = np.dtype("m8[ns]")
-KERNELS = ("argreduce_row", "argreduce_col", "argreduce_finish")
-INDEX_CTYPES = {False: "int", True: "long long"}
-
-MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX, MODE_DECODE = 0, 1, 2, 3
-
-#: extra keywords for plan_argreduce (tests set e.g. ``min_split_elements=0`` to split small
-#: inputs across blocks); empty in normal use.
-PLAN_OPTIONS: dict = {}
-
-_D = MAX_DIMS
-#: Mirrors ``struct ArParams`` in kernels/argreduce.cu (same order; align=True = C layout).
-PARAMS_DTYPE = np.dtype([
-    ("n_out", np.int64), ("group", np.int64), ("chunk", np.int64), ("nchunks", np.int64),
-    ("in_base", np.int64), ("out_base", np.int64), ("index_base", np.int64),
-    ("wgroup", np.int64), ("wchunk", np.int64),
-    ("nk", np.int32), ("nd", np.int32), ("nw", np.int32), ("mode", np.int32),
-    ("last", np.int32), ("is_min", np.int32), ("out_width", np.int32), ("team", np.int32),
-    ("vec", np.int32), ("nan_skip", np.int32), ("narrow_in", np.int32), ("narrow_out", np.int32),
-    ("pidx_width", np.int32),
-    ("k_size", np.int64, (_D,)), ("k_in", np.int64, (_D,)), ("k_out", np.int64, (_D,)),
-    ("d_size", np.int64, (_D,)), ("d_in", np.int64, (_D,)), ("d_w", np.int64, (_D,)),
-    ("d_step", np.int64, (_D,)),
-    ("w_size", np.int64, (_D,)), ("w_out", np.int64, (_D,)), ("w_w", np.int64, (_D,)),
-    ("w_step", np.int64, (_D,)),
-], align=True)
-
-
-def _expr(kernel: str, dtype, use_64bit: bool) -> str:
-    key = (kernel, dtype, use_64bit)
-    expr = _EXPRS.get(key)
-    if expr is None:
-        expr = _EXPRS[key] = _modules.name_expression(kernel, np.dtype(dtype),
-                                                      INDEX_CTYPES[bool(use_64bit)])
-    return expr
-
-
-_EXPRS: dict = {}     # (kernel, dtype, 64-bit) -> name expression: a few dozen in all
-
-
-def expressions(dtype) -> tuple:
-    """Every name expression of the module for one value dtype."""
-    return tuple(_expr(k, dtype, b) for k in KERNELS for b in (False, True))
-
-
-def _block_sizes(expr: str) -> tuple:
-    return (256,)
-
-
-def _dynamic_shared(dtype, expr: str, block: int) -> int:
-    # column combine: up to 4 (key, index) pairs per thread (one for values of 4 bytes or more);
-    # finish: one pair per thread; row: (block/32 + 1) pairs. A pair is at most 16 bytes, 24
-    # for complex128's 16-byte keys.
-    pair = 24 if dtype.itemsize == 16 else 16
-    if expr.startswith("argreduce_col"):
-        return block * (4 if dtype.itemsize < 4 else 1) * pair
-    if expr.startswith("argreduce_finish"):
-        return block * pair
-    return (block // 32 + 1) * pair
-
-
-FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
-    name=FAMILY, source="argreduce.cu", dtypes=DTYPES, expressions=expressions,
-    block_sizes=_block_sizes, dynamic_shared=_dynamic_shared, min_occupancy=0.5))
-
-
-_PACKER = Packer(PARAMS_DTYPE)
-
-
-def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_width: int = 8,
-                 finish: bool = False, nan_skip: bool = False,
-                 narrow_out: bool = False) -> np.void:
-    """The ``ArParams`` struct (a NumPy structured scalar) of one launch of ``plan``, packed
-    in one call (cupyops.core.structs), its fields in PARAMS_DTYPE's order (checked at import)."""
-    last = tie == "last"
-    kept, red, write = plan.kept, plan.red, plan.write
-    k_size, k_in, k_out = zip(*kept) if kept else _NONE3
-    d_size, d_in, d_w = zip(*red) if red else _NONE3
-    w_size, w_out, w_w = zip(*write) if write else _NONE3
-    wstep = plan.finish_block[1] if finish else plan.write_step
-    # (the flags are bools: the struct packs them as 0 and 1)
-    scalars = (
-        *_PLAN_HEAD(plan), plan.index_base + (plan.zero_last_offset if last else 0),
-        plan.group_full, plan.write_chunk, len(kept), len(red), len(write), mode,
-        last, kind == "min", out_width, plan.team, plan.vec, bool(nan_skip),
-        bool(plan.narrow_loads), bool(narrow_out), plan.pidx_itemsize)
-    return _PACKER.pack(scalars, (
-        k_size, k_in, k_out, d_size, d_in, d_w, step_digits(plan.step, d_size),
-        w_size, w_out, w_w, step_digits(wstep, w_size)))
-
-
-_PLAN_HEAD = operator.attrgetter("n_out", "group", "chunk", "nchunks", "in_base", "out_base")
-
-
-_NONE3 = ((), (), ())
-_SCALAR_FIELDS = tuple(n for n in PARAMS_DTYPE.names if not PARAMS_DTYPE.fields[n][0].shape)
-_ARRAY_FIELDS = tuple(n for n in PARAMS_DTYPE.names if PARAMS_DTYPE.fields[n][0].shape)
-# build_params lists the values in this order
-assert _SCALAR_FIELDS == (
-    "n_out", "group", "chunk", "nchunks", "in_base", "out_base", "index_base", "wgroup",
-    "wchunk", "nk", "nd", "nw", "mode", "last", "is_min", "out_width", "team", "vec",
-    "nan_skip", "narrow_in", "narrow_out", "pidx_width"), _SCALAR_FIELDS
-assert _ARRAY_FIELDS == ("k_size", "k_in", "k_out", "d_size", "d_in", "d_w", "d_step",
-                         "w_size", "w_out", "w_w", "w_step"), _ARRAY_FIELDS
+__all__ = ["argreduce", "hardmax", "prepare", "launches_of", "runner", "run_state", "run",
+           "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
+           "ArgreduceLaunches", "ROUNDED_SLOTS"]
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
-    """The plan of ``x`` (non-empty) over ``axes`` (sorted): a C-contiguous array, the common
-    case, skips the general normalisation."""
-    base = data_ptr(x) % 4096
-    if x.flags.c_contiguous:
-        plan = plan_argreduce_contiguous(
-            x.shape, x.dtype.itemsize, axes, backend.props, force_64bit=force_64bit,
-            hardmax=hardmax, base_address=base, element_align=_element_align(x.dtype),
-            **PLAN_OPTIONS)
-    else:
-        plan = plan_argreduce(x.shape, x.strides, x.dtype.itemsize, axes, backend.props,
-                              force_64bit=force_64bit, hardmax=hardmax, base_address=base,
-                              element_align=_element_align(x.dtype), **PLAN_OPTIONS)
+    """The plan of ``x`` (non-empty) over ``axes`` (sorted), recorded in the trace."""
+    plan = _plan_module.plan_for(x.shape, x.strides, x.dtype, data_ptr(x), axes, backend.props,
+                                 hardmax=hardmax, force_64bit=force_64bit,
+                                 c_contiguous=x.flags.c_contiguous)
     _trace.record_plan(plan)
     return plan
-
-
-def _element_align(dtype) -> int:
-    """The alignment every element has (complex: half its size, two floats)."""
-    dt = np.dtype(dtype)
-    return dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
-
-
-def datetime_as_int64(x):
-    """A datetime64 / timedelta64 array (any unit, any byte order) as int64 of the same bits."""
-    bo = x.dtype.byteorder
-    return x.view(np.dtype(np.int64).newbyteorder(bo if bo in "<>" else "="))
 
 
 def _canonical(x, datetime):
@@ -263,20 +133,13 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
             force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None):
     """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype) or
     hardmax (``out_dtype`` x's dtype) over ``axes`` of an array laid out like ``x`` (the
-    canonical array the kernels read). Cached per backend on the layout and every option."""
+    canonical array the kernels read): planned anew (cupyops._call keeps what it reuses)."""
     out_dtype = np.dtype(out_dtype)
     vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
-    key = ("argreduce", x.shape, x.strides, x.dtype, data_ptr(x) % 16, axes, hardmax, kind, tie,
-           out_dtype, bool(force_64bit), bool(nan_skip), bool(narrow_out), vdt,
-           tuple(sorted(PLAN_OPTIONS.items())) if PLAN_OPTIONS else ())
-    hit = backend.plans.get(key)
-    if hit is not None:
-        _trace.record_plan(hit.plan)
-        return hit
     plan = _plan(backend, x, axes, hardmax, force_64bit)
-    return backend.plans.put(key, launches_of(
+    return launches_of(
         backend, plan, vdt, x.shape, axes, hardmax=hardmax, kind=kind, tie=tie,
-        out_dtype=out_dtype, nan_skip=nan_skip, narrow_out=narrow_out))
+        out_dtype=out_dtype, nan_skip=nan_skip, narrow_out=narrow_out)
 
 
 def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, tie: str,
@@ -284,8 +147,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     """The launches of ``plan`` (of an input of ``shape`` and value dtype ``vdt`` over
     ``axes``): kernels, checked configurations, packed parameters, scratch. Not cached (see
     :func:`prepare`)."""
-    main = (FAMILY, vdt, _expr("argreduce_row" if plan.kernel == "row" else "argreduce_col",
-                               vdt, plan.use_64bit))
+    main = (FAMILY, vdt, expression(ROW if plan.kernel == "row" else COL, vdt, plan.use_64bit))
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
     out_width = 0 if hardmax else out_dtype.itemsize
     # the partials (one (key, index) slot per group and chunk, in two arrays of the plan's
@@ -313,7 +175,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     else:
         params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width,
                               nan_skip=nan_skip, narrow_out=narrow_out)
-        finish = (FAMILY, vdt, _expr("argreduce_finish", vdt, plan.use_64bit))
+        finish = (FAMILY, vdt, expression(FINISH, vdt, plan.use_64bit))
         fparams = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
                                finish=True, nan_skip=nan_skip, narrow_out=narrow_out)
         finish_cfg = backend.check_launch(finish[2], plan.finish_grid, plan.finish_block,
@@ -325,7 +187,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     return _new_launches((
         plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
         out_dtype, bool(nan_skip), bool(nan_skip) or plan.last_block,
-        _element_align(out_dtype) if narrow_out else out_dtype.itemsize))
+        element_alignment(out_dtype) if narrow_out else out_dtype.itemsize))
 
 
 def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
@@ -345,11 +207,11 @@ def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     One ``functools.partial`` over one tuple, not a closure: a cached entry is then a handful
     of objects for the garbage collector to scan instead of a cell per bound name (a first
     call of a new layout adds one entry; full collections scan every entry)."""
-    return functools.partial(_run, run_state(backend, launches, entry))
+    return functools.partial(run, run_state(backend, launches, entry))
 
 
 def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
-    """What :func:`_run` reads (``_run(state, x, workspace=None, out=None)``; a first call of a
+    """What :func:`run` reads (``run(state, x, workspace=None, out=None)``; a first call of a
     new layout runs it once without a runner)."""
     prep, reshape = entry if entry is not None else (None, None)
     finish_cfg = launches.finish_cfg or (None, None, None)
@@ -360,7 +222,7 @@ def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
         *finish_cfg, launches.out_align, backend)
 
 
-def _run(state, x, workspace=None, out=None):
+def run(state, x, workspace=None, out=None):
     (plan, prep, reshape, out_shape, out_dtype, scratch, nan_skip, main, params, zero_flags,
      grid, block, smem, finish, fparams, fgrid, fblock, fsmem, out_align, backend) = state
     if plan is not None:
@@ -378,7 +240,7 @@ def _run(state, x, workspace=None, out=None):
                              "with this out)")
         res = out
     holder = _holder_for(backend, workspace)
-    with holder._lock:
+    with holder.lock:
         pk, pi, flags, flag = holder.carve(scratch)
         if zero_flags:
             backend.zero_fill(flags)
@@ -451,7 +313,7 @@ def prepare_hardmax(backend, x, axes, *, tie, force_64bit=False, out=None):
     # a complex64 output only 4-byte aligned is written as two 4-byte words (fresh outputs
     # are 256-byte aligned, or 16 for at most 16 bytes)
     narrow_out = (out is not None and _c_contiguous(out)
-                  and _element_align(out.dtype) < out.dtype.itemsize
+                  and element_alignment(out.dtype) < out.dtype.itemsize
                   and data_ptr(out) % out.dtype.itemsize != 0)
     return x, prepare(backend, x, axes, hardmax=True, kind="max", tie=tie, out_dtype=x.dtype,
                       force_64bit=force_64bit, narrow_out=narrow_out)

@@ -61,6 +61,7 @@ import math
 import typing
 
 from cupyops.core import layout as _layout
+from cupyops.core.dtypes import element_alignment
 from cupyops.core.layout import Dim
 
 __all__ = ["ArgreducePlan", "plan_argreduce", "plan_argreduce_contiguous", "MAX_DIMS", "LIMIT_32"]
@@ -657,3 +658,25 @@ def step_digits(step: int, sizes) -> tuple:
 
 
 _ZEROS = tuple((0,) * n for n in range(MAX_DIMS))
+
+
+# ------------------------------------------------------------------------- plan of an array
+
+#: extra keywords for the planners (tests set e.g. ``min_split_elements=0`` to split small
+#: inputs across blocks); empty in normal use.
+PLAN_OPTIONS: dict = {}
+
+
+def plan_for(shape, strides, dtype, address, axes, props, *, hardmax, force_64bit,
+             c_contiguous) -> ArgreducePlan:
+    """The plan of an array (non-empty) over ``axes`` (sorted): a C-contiguous array, the
+    common case, skips the general normalisation. ``address``: its data pointer."""
+    base = address % 4096
+    align = element_alignment(dtype)
+    if c_contiguous:
+        return plan_argreduce_contiguous(
+            shape, dtype.itemsize, axes, props, force_64bit=force_64bit, hardmax=hardmax,
+            base_address=base, element_align=align, **PLAN_OPTIONS)
+    return plan_argreduce(shape, strides, dtype.itemsize, axes, props, force_64bit=force_64bit,
+                          hardmax=hardmax, base_address=base, element_align=align,
+                          **PLAN_OPTIONS)

@@ -24,58 +24,20 @@ import operator
 
 import numpy as np
 
-from cupyops.core import modules as _modules
 from cupyops.core import trace as _trace
 from cupyops.core import workspace as _workspace
-from cupyops.core.backend import data_ptr
-from cupyops.ops.nonzero import plan as plan
+from cupyops.core.arrays import data_ptr
+from cupyops.ops.nonzero import plan
+from cupyops.ops.nonzero.family import COUNT, FAMILY, TILES, TILES_T, expression
+from cupyops.ops.nonzero.params import coordinate_params, count_params
 
-__all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "FAMILY",
-           "NONZERO_DTYPES", "expressions"]
+__all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "count_runner",
+           "exact_runner", "fixed_runner", "rows_of"]
 
-NONZERO_DTYPES = tuple(np.dtype(t) for t in (
-    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-    np.float16, np.float32, np.float64, np.complex64, np.complex128))
-if _modules.CTYPES.get(_modules._bf16.dtype()):   # bfloat16 when ml_dtypes is installed
-    NONZERO_DTYPES += (_modules._bf16.dtype(),)
-
-TILES = "nonzero_tiles"
-TILES_T = "nonzero_tiles_t"   # the same, for inputs read in memory order (plan.tr)
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
-COUNT = "count_nonzero_axes"
+_NAME = FAMILY.name
 _record_plan = _trace.record_plan
 _holder_for = _workspace.holder_for
-
-
-def kernel_value_dtype(dtype) -> np.dtype:
-    """The type the kernels are instantiated on for ``dtype``. For bool and integers the
-    nonzero test only looks at the bit pattern, so each size shares one unsigned
-    instantiation (bool/int8/uint8 -> unsigned char, ...): 9 distinct instantiations per
-    kernel instead of 14, and identical modules hit the compile caches. Floats and complex
-    keep their own type (the sign bit of -0.0 is masked)."""
-    dt = np.dtype(dtype)
-    if dt.kind in "biu":
-        return np.dtype(f"u{dt.itemsize}")
-    return dt
-
-
-def expressions(dtype) -> tuple:
-    """Every name expression of the module for one value dtype: 3 kernels x {32, 64}-bit."""
-    vt = kernel_value_dtype(dtype)
-    return tuple(_modules.name_expression(k, vt, wide)
-                 for k in (TILES, TILES_T, COUNT) for wide in (False, True))
-
-
-FAMILY = _modules.register_family(_modules.KernelFamily(
-    name="nonzero",
-    source="nonzero.cu",
-    dtypes=NONZERO_DTYPES,
-    expressions=expressions,
-    block_sizes=(plan.NZ_BLOCK,),
-    dynamic_shared=0,
-    min_occupancy=0.5,
-))
-_NAME = FAMILY.name
 
 
 def _native(x):
@@ -91,16 +53,9 @@ def _config(backend, p, dtype, name, grid):
     if hit is None:
         if name == TILES and getattr(p, "tr", ()):
             name = TILES_T
-        ekey = (name, dtype, p.wide)
-        expr = _EXPRS.get(ekey)
-        if expr is None:
-            expr = _EXPRS[ekey] = _modules.name_expression(name, kernel_value_dtype(dtype),
-                                                           p.wide)
+        expr = expression(name, dtype, p.wide)
         hit = p.memo[key] = (expr, backend.check_launch(expr, (grid,), (p.block,), 0))
     return hit
-
-
-_EXPRS: dict = {}     # (kernel, dtype, wide) -> name expression: a few dozen in all
 
 
 # ------------------------------------------------------------------------------ count_nonzero
@@ -110,28 +65,19 @@ def count_nonzero(backend, x, axes, *, force_64bit=False):
     return count_runner(backend, x, axes, force_64bit=force_64bit)(x)
 
 
-def count_runner(backend, x, axes, *, force_64bit=False, cache_plan=True):
-    """``run(x, workspace=None)`` for arrays laid out like ``x``: the plan (cached per
-    backend), its launch and parameters bound once. (A partial over one tuple, as every
-    runner here: a cached entry is a few objects for the garbage collector, not a cell per
-    bound name.)"""
+def count_runner(backend, x, axes, *, force_64bit=False):
+    """``run(x, workspace=None)`` for arrays laid out like ``x``: the plan, its launch and
+    parameters bound once. (A partial over one tuple, as every runner here: a cached entry is
+    a few objects for the garbage collector, not a cell per bound name.)"""
     dtype = _native(x)
-    p = None
-    if cache_plan:            # (else a first call of a new layout: no look, no store)
-        key = ("count", x.shape, x.strides, x.itemsize, data_ptr(x) % 16, tuple(axes),
-               bool(force_64bit))
-        p = backend.plans.get(key)
-    if p is None:
-        p = plan.plan_count(
-            x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
-            max_threads_per_sm=backend.props.max_threads_per_sm, force_64bit=force_64bit,
-            base_address=data_ptr(x))
-        if cache_plan:
-            backend.plans.put(key, p)
+    p = plan.plan_count(
+        x.shape, x.strides, x.itemsize, axes, sm_count=backend.props.sm_count,
+        max_threads_per_sm=backend.props.max_threads_per_sm, force_64bit=force_64bit,
+        base_address=data_ptr(x))
     kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
     return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
-                                          smem, p.params(), backend))
+                                          smem, count_params(p), backend))
 
 
 def _count_run(state, x, workspace=None):
@@ -146,22 +92,12 @@ def _count_run(state, x, workspace=None):
 
 # ------------------------------------------------------------------------------ coordinates
 
-def _plan(backend, x, index_dtype, force_64bit, cache_plan=True):
-    """The plan of ``x``'s layout, cached per backend (``cache_plan=False``: a first call of a
-    new layout (cupyops.ops.argreduce.first_call), planned without a look in the cache, nor a store)."""
-    if cache_plan:
-        key = ("coords", x.shape, x.strides, x.itemsize, data_ptr(x) % 16,
-               np.dtype(index_dtype).itemsize, bool(force_64bit))
-        cp = backend.plans.get(key)
-        if cp is not None:
-            return cp         # the runners record it on every run
+def _plan(x, index_dtype, force_64bit):
+    """The plan of ``x``'s layout."""
     planner = plan.plan_coordinates_contiguous if x.flags.c_contiguous else \
         plan.plan_coordinates
-    cp = planner(x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
-                 base_address=data_ptr(x))
-    if cache_plan:
-        backend.plans.put(key, cp)
-    return cp
+    return planner(x.shape, x.strides, x.itemsize, index_dtype, force_64bit=force_64bit,
+                   base_address=data_ptr(x))
 
 
 _U64 = np.dtype(np.uint64)
@@ -201,13 +137,12 @@ RESULT_ALL, RESULT_COORDS, RESULT_ROWS, RESULT_COORDS_COUNT = range(4)
 
 
 def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_count=True,
-                 result=RESULT_ALL, cache_plan=True):
+                 result=RESULT_ALL):
     """``run(x, workspace=None, stats=None)`` for arrays laid out like ``x``: SCAN, one host
     read of the count, PLACE; everything but the count bound once. Returns ``result``'s form.
     ``keep_count=False`` (argwhere, nonzero: the caller drops ``count_dev``) puts the device
-    count in the call's scratch instead of a fresh array. ``cache_plan=False``: a first call
-    (cupyops.ops.argreduce.first_call): the plan is neither looked up in the backend's cache nor stored."""
-    cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
+    count in the call's scratch instead of a fresh array."""
+    cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
     place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
@@ -215,10 +150,10 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
     # row_stride is the count (the plan packs it between its template's bytes), the last
     # few kept here by count
-    place = cp.params(plan.MODE_PLACE, layout) if rows else {}
+    place = coordinate_params(cp, plan.MODE_PLACE, layout) if rows else {}
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
-        cp.params(plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
+        coordinate_params(cp, plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
         cp.ndim, _scratch_spec(cp), backend))
 
 
@@ -227,7 +162,7 @@ def _column_params(cp, recent, count):
     (the last 8 counts)."""
     if len(recent) >= 8:
         recent.clear()
-    p = recent[count] = cp.params(plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count)
+    p = recent[count] = coordinate_params(cp, plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count)
     return p
 
 
@@ -236,14 +171,14 @@ def _exact_run(state, x, workspace=None, stats=None):
      place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, spec, backend) = state
     _record_plan(cp)
     ws = _holder_for(backend, workspace)
-    with ws._lock:
+    with ws.lock:
         counter, status, count_dev = _scratch(backend, ws, spec)
         if keep_count:
             count_dev = backend.empty_scalar(_I64)
         if stats is None:
             st, params = counter, scan_params
         else:
-            st, params = stats, cp.params(plan.MODE_SCAN, layout, stats=True)
+            st, params = stats, coordinate_params(cp, plan.MODE_SCAN, layout, stats=True)
         scan = backend.launcher(_NAME, dtype, scan_expr)
         scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
         count = backend.read_scalar(count_dev)               # the one device-to-host read
@@ -265,16 +200,15 @@ def _exact_run(state, x, workspace=None, stats=None):
     return out, count, count_dev
 
 
-def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False, *,
-                 cache_plan=True):
+def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     """``run(x, workspace=None, out=None, stats=None) -> (coords, count_dev)``: the ``size=k``
     form for arrays laid out like ``x``, one launch, no host read."""
     index_dtype = np.dtype(index_dtype)
     k = int(size)
-    cp = _plan(backend, x, index_dtype, force_64bit, cache_plan)
+    cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
     expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
-    params = cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
+    params = coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
     return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
                                           (k, cp.ndim), index_dtype, _scratch_spec(cp), backend))
 
@@ -287,12 +221,12 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
     else:
         coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
     ws = _holder_for(backend, workspace)
-    with ws._lock:
+    with ws.lock:
         counter, status, _ = _scratch(backend, ws, spec)
         if stats is None:
             st, p = counter, params
         else:
-            st, p = stats, cp.params(plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill,
+            st, p = stats, coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill,
                                      stats=True)
         backend.launcher(_NAME, dtype, expr)(grid, block, (x, p, counter, status, coords,
                                                            count_dev, st), smem)

@@ -11,15 +11,13 @@ Two planners:
   normalised through :mod:`cupyops.core.layout` (sorted by stride, flipped, merged), a warp or a
   thread per output, and how the reduced range is split over chunks.
 
-The C structs ``nz_fastdiv``, ``nz_params`` and ``nz_count_params`` (kernels/nonzero.cuh) are
-mirrored here by NumPy dtypes built with ``align=True``; their sizes are pinned on both sides.
-Divisions by runtime extents use Granlund-Montgomery magic numbers (:func:`fastdiv`).
+A plan's launch parameters are packed from it by cupyops.ops.nonzero.params (``memo`` keeps
+them).
 """
 from __future__ import annotations
 
 import functools
 import math
-import struct
 import typing
 
 import numpy as np
@@ -35,230 +33,6 @@ MODE_SCAN, MODE_PLACE, MODE_FIXED = 0, 1, 2
 LAYOUT_ROWS, LAYOUT_COLS = 0, 1
 
 _I32_MAX = 2**31 - 1
-
-# ---------------------------------------------------------------------------------- structs
-
-FASTDIV_DTYPE = np.dtype([("d", "<u8"), ("m64", "<u8"), ("m32", "<u4"), ("sh1", "u1"),
-                          ("sh2", "u1")], align=True)
-
-PARAMS_DTYPE = np.dtype([
-    ("in_div", FASTDIV_DTYPE, (MAX_DIMS,)),
-    ("in_stride", "<i8", (MAX_DIMS,)),
-    ("co_suffix", FASTDIV_DTYPE, (MAX_DIMS,)),
-    ("co_shape", FASTDIV_DTYPE, (MAX_DIMS,)),
-    ("ndim_div", FASTDIV_DTYPE),
-    ("unit_mask", "<u8"),
-    ("size", "<i8"),
-    ("num_tiles", "<i8"),
-    ("k", "<i8"),
-    ("fill", "<i8"),
-    ("row_stride", "<i8"),
-    ("fill_rows", "<i8"),
-    ("in_ndim", "<i4"),
-    ("out_ndim", "<i4"),
-    ("mode", "<i4"),
-    ("layout", "<i4"),
-    ("index_bytes", "<i4"),
-    ("stats_on", "<i4"),
-    ("narrow_loads", "<i4"),
-    ("vec", "<i4"),
-    ("head", "<i4"),
-    ("pad0", "<i4"),
-    ("tr_chunks", FASTDIV_DTYPE),
-    ("tr_inner", "<i8"),
-    ("tr_dim", "<i4"),
-    ("tr_kshift", "<i4"),
-    ("tr_vec", "<i4"),
-    ("pad1", "<i4"),
-], align=True)
-
-COUNT_PARAMS_DTYPE = np.dtype([
-    ("kept_div", FASTDIV_DTYPE, (MAX_DIMS,)),
-    ("kept_stride", "<i8", (MAX_DIMS,)),
-    ("red_div", FASTDIV_DTYPE, (MAX_DIMS,)),
-    ("red_stride", "<i8", (MAX_DIMS,)),
-    ("split_div", FASTDIV_DTYPE),
-    ("n_out", "<i8"),
-    ("red_size", "<i8"),
-    ("chunk_len", "<i8"),
-    ("n_chunks", "<i8"),
-    ("units", "<i8"),
-    ("base", "<i8"),
-    ("kept_ndim", "<i4"),
-    ("red_ndim", "<i4"),
-    ("mode", "<i4"),
-    ("atomic", "<i4"),
-    ("narrow_loads", "<i4"),
-    ("vec", "<i4"),
-    ("align", "<i4"),
-    ("pad0", "<i4"),
-], align=True)
-
-# The same numbers as the static_asserts of kernels/nonzero.cuh.
-FASTDIV_SIZE = 24
-PARAMS_SIZE = 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10 + 24 + 8 + 4 * 4
-COUNT_PARAMS_SIZE = (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8
-
-
-def fastdiv(d: int) -> tuple:
-    """``(d, m64, m32, sh1, sh2)``: Granlund-Montgomery magic numbers for unsigned division by
-    ``d`` (1 <= d < 2**63). ``n // d == (t + ((n - t) >> sh1)) >> sh2`` with
-    ``t = (m * n) >> N`` for every N-bit ``n`` (N = 64 with m64; N = 32 with m32, d < 2**32)."""
-    if type(d) is not int:
-        d = int(d)
-    if not 0 < d < 0x8000000000000000:
-        raise ValueError(f"fastdiv: divisor {d} out of range")
-    ell = (d - 1).bit_length()          # ceil(log2 d)
-    # m = 2**N * (2**ell - d) // d + 1 == 2**(N + ell) // d - (2**N - 1): 2**N * d / d is exact;
-    # and 2**(32 + ell) // d == (2**(64 + ell) // d) >> 32 (a floor of a floor), one division
-    q = (1 << (64 + ell)) // d
-    m32 = (q >> 32) - 0xFFFFFFFF if d < 0x100000000 else 0
-    return (d, q - 0xFFFFFFFFFFFFFFFF, m32, 1 if ell else 0, ell - 1 if ell else 0)
-
-
-def fastdiv_apply(n: int, f: tuple, bits: int) -> int:
-    """Emulate the kernel's division (for tests)."""
-    d, m64, m32, sh1, sh2 = f
-    m = m64 if bits == 64 else m32
-    t = (m * n) >> bits
-    return (t + ((n - t) >> sh1)) >> sh2
-
-
-_FASTDIV_STRUCT = struct.Struct("<QQIBBxx")    # FASTDIV_DTYPE: its members, 2 padding bytes
-_INT_CODES = {("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 4): "I", ("u", 8): "Q"}
-
-
-class StructPacker:
-    """A whole parameter struct (``PARAMS_DTYPE``, ``COUNT_PARAMS_DTYPE``) as joined bytes
-    instead of NumPy field stores (0.4 µs each, a hundred of them with the per-dimension
-    divisors: most of a first call's packing).
-
-    ``pack(values)``: one value per field in the dtype's order: an integer for a scalar field,
-    a divisor for an ``nz_fastdiv`` field, a sequence for an array field, padded with 0
-    (integers) or with the divisor 1 (``nz_fastdiv``). A divisor's 24 bytes are memoised;
-    each run of neighbouring scalar fields is one ``struct.pack``."""
-
-    def __init__(self, dtype):
-        self.dtype = np.dtype(dtype)
-        # segments: (kind, first field, fields, struct, bytes of padding after, zero or
-        # divisor-1 bytes per missing array element); kind: "div", "divs", "ints", "scalars"
-        segments, pos = [], 0
-        names = self.dtype.names
-        for i, name in enumerate(names):
-            ft, off = self.dtype.fields[name][:2]
-            if off > pos:
-                segments[-1][4] += off - pos
-            base, shape = ft.subdtype if ft.subdtype else (ft, ())
-            n = shape[0] if shape else None
-            if base == FASTDIV_DTYPE:
-                segments.append(["divs" if n else "div", i, n or 1, None, 0, _fastdiv_bytes(1)])
-            elif n:
-                code = _INT_CODES[(base.kind, base.itemsize)]
-                segments.append(["ints", i, n, struct.Struct(f"<{n}{code}"), 0,
-                                 bytes(base.itemsize)])
-            else:
-                code = _INT_CODES[(base.kind, base.itemsize)]
-                if segments and segments[-1][0] == "scalars" and segments[-1][4] == 0:
-                    segments[-1][2] += 1
-                    segments[-1][3] += code
-                else:
-                    segments.append(["scalars", i, 1, code, 0, None])
-            pos = off + ft.itemsize
-        if self.dtype.itemsize > pos:
-            segments[-1][4] += self.dtype.itemsize - pos
-        for seg in segments:
-            if seg[0] == "scalars":
-                seg[3] = struct.Struct("<" + seg[3])
-        self._segments = tuple((kind, i, n, st, bytes(pad), fill)
-                               for kind, i, n, st, pad, fill in segments)
-        self._nfields = len(names)
-        assert sum(len(self._segment_bytes(seg)) for seg in self._segments) == \
-            self.dtype.itemsize, self.dtype
-        self.pack, self.pack_bytes = self._compile()
-
-    def _compile(self):
-        """``pack`` as one generated function (as namedtuple builds its methods): the fields
-        unpacked by name, one bytes.join over every segment, no loop and no branch per
-        segment. An array too long, a wrong number of values or a value out of its field's
-        range goes to the loop (:meth:`_pack_loop`), which says which."""
-        env = {"_fb": np.frombuffer, "_dt": self.dtype, "_div": _fastdiv_bytes,
-               "_loop": self._pack_loop, "_join": b"".join, "struct": struct}
-        names = [f"v{i}" for i in range(self._nfields)]
-        parts, checks = [], []
-        for j, (kind, i, n, st, pad, fill) in enumerate(self._segments):
-            v = names[i]
-            if kind == "scalars":
-                env[f"_s{j}"] = st.pack
-                parts.append(f"_s{j}({', '.join(names[i:i + n])})")
-            elif kind == "div":
-                parts.append(f"_div({v})")
-            elif kind == "divs":
-                env[f"_f{j}"] = tuple(fill * k for k in range(n + 1))
-                checks.append(f"len({v}) > {n}")
-                parts.append(f"*map(_div, {v}), _f{j}[{n} - len({v})]")
-            else:
-                env[f"_s{j}"] = st.pack
-                env[f"_z{j}"] = tuple((0,) * k for k in range(n + 1))
-                checks.append(f"len({v}) > {n}")
-                parts.append(f"_s{j}(*{v}, *_z{j}[{n} - len({v})])")
-            if pad:
-                env[f"_p{j}"] = pad
-                parts.append(f"_p{j}")
-        src = (f"def pack_bytes(values):\n"
-               f"    try:\n"
-               f"        {', '.join(names)}, = values\n"
-               f"        if {' or '.join(checks) or 'False'}:\n"
-               f"            return _loop(values).tobytes()\n"
-               f"        return _join(({', '.join(parts)},))\n"
-               f"    except (struct.error, ValueError, TypeError):\n"
-               f"        return _loop(values).tobytes()\n"
-               f"def pack(values):\n"
-               f"    return _fb(pack_bytes(values), _dt)[0]\n")
-        exec(src, env)
-        return env["pack"], env["pack_bytes"]
-
-    def _segment_bytes(self, seg):
-        kind, i, n, st, pad, fill = seg
-        return (bytes(24) if kind == "div" else fill * n if kind == "divs" else
-                bytes(st.size)) + pad
-
-    def pack(self, values) -> np.void:
-        """(Replaced per instance by the generated function of :meth:`_compile`.)"""
-        return self._pack_loop(values)
-
-    def pack_bytes(self, values) -> bytes:
-        """``pack(values).tobytes()`` without the NumPy scalar (generated as ``pack``)."""
-        return self._pack_loop(values).tobytes()
-
-    def _pack_loop(self, values) -> np.void:
-        if len(values) != self._nfields:
-            raise ValueError(f"{self._nfields} field values expected, got {len(values)}")
-        parts = []
-        div = _fastdiv_bytes
-        for kind, i, n, st, pad, fill in self._segments:
-            if kind == "scalars":
-                parts.append(st.pack(*values[i:i + n]))
-            elif kind == "div":
-                parts.append(div(values[i]))
-            else:
-                v = values[i]
-                if len(v) > n:
-                    raise ValueError(f"{len(v)} values for a field of {n}")
-                if kind == "divs":
-                    parts += map(div, v)
-                    parts.append(fill * (n - len(v)))
-                else:
-                    parts.append(st.pack(*v, *(0,) * (n - len(v))))
-            if pad:
-                parts.append(pad)
-        return np.frombuffer(b"".join(parts), self.dtype)[0]
-
-
-@functools.lru_cache(maxsize=4096)
-def _fastdiv_bytes(d) -> bytes:
-    """``nz_fastdiv`` of ``d``: its 24 bytes."""
-    return _FASTDIV_STRUCT.pack(*fastdiv(d))
-
 
 def items_per_thread(itemsize: int) -> int:
     """``nz_items<T>`` of the kernel."""
@@ -366,55 +140,6 @@ class CoordinatePlan(typing.NamedTuple):
         if mode == MODE_FIXED:
             return self.num_tiles + self.fill_tiles(k)
         return self.num_tiles
-
-    def params(self, mode: int, layout: int = LAYOUT_ROWS, *, k: int = 0, fill: int = 0,
-               row_stride: int = 0, stats: bool = False) -> np.void:
-        key = (mode, layout, k, fill, row_stride, stats)
-        p = self.memo.get(key)
-        if p is None:
-            if len(self.memo) > 64:
-                self.memo.clear()
-            p = self.memo[key] = self._params(mode, layout, k=k, fill=fill,
-                                              row_stride=row_stride, stats=stats)
-        return p
-
-    def _params(self, mode, layout, *, k, fill, row_stride, stats) -> np.void:
-        # the fields that follow from the plan are packed once (the template, kept as its
-        # bytes around each launch's (k, fill, row_stride), (mode, layout) and stats_on)
-        pieces = self.memo.get("template")
-        if pieces is None:
-            t = self._template()
-            pieces = self.memo["template"] = (t[:_AT_K], t[_AT_K + 24:_AT_MODE],
-                                              t[_AT_MODE + 8:_AT_STATS], t[_AT_STATS + 4:])
-        fill = int(fill) & (2**64 - 1)                  # uint64 fill values above 2**63 too
-        head, mid, mid2, tail = pieces
-        return np.frombuffer(_VARIANT.pack(
-            head, k, fill - 2**64 if fill >= 2**63 else fill, row_stride, mid, mode, layout,
-            mid2, int(bool(stats)), tail), PARAMS_DTYPE)[0]
-
-    def _template(self) -> bytes:
-        m, kk, inner, chunks, vec = self.tr or (0, 1, 0, 1, False)
-        read_sizes, read_strides = zip(*self.read_dims)
-        coord_sizes, coord_suffixes = zip(*self.coord_dims) if self.coord_dims else ((), ())
-        ndim = len(self.shape)
-        return _PACK_PARAMS.pack_bytes((
-            read_sizes, read_strides, coord_suffixes, coord_sizes, ndim or 1,
-            self.unit_mask, math.prod(self.shape), self.num_tiles, 0, 0, 0,
-            max(1, 16384 // (ndim or 1)),                       # fill_rows()
-            len(read_sizes), ndim, 0, 0, self.index_bytes, 0,
-            int(self.narrow_loads), int(self.vec), self.head, 0,
-            chunks, inner, m, kk.bit_length() - 1, int(vec), 0))
-
-
-# where CoordinatePlan._params writes a launch's own fields: (k, fill, row_stride) and
-# (mode, layout) are neighbours, stats_on on its own; one struct packs them between the
-# template's other bytes (a third of the time of patching a copy of the template)
-_AT_K, _AT_MODE, _AT_STATS = (PARAMS_DTYPE.fields[n][1] for n in ("k", "mode", "stats_on"))
-assert (PARAMS_DTYPE.fields["row_stride"][1] == _AT_K + 16
-        and PARAMS_DTYPE.fields["layout"][1] == _AT_MODE + 4)
-_VARIANT = struct.Struct(f"<{_AT_K}s3q{_AT_MODE - _AT_K - 24}s2i{_AT_STATS - _AT_MODE - 8}si"
-                         f"{PARAMS_DTYPE.itemsize - _AT_STATS - 4}s")
-assert _VARIANT.size == PARAMS_DTYPE.itemsize
 
 
 def packed_run(dims, itemsize) -> bool:
@@ -598,21 +323,6 @@ class CountPlan(typing.NamedTuple):
         per_block = NZ_WARPS if self.mode == 0 else NZ_BLOCK
         return -(-self.units // per_block)
 
-    def params(self) -> np.void:
-        p = self.memo.get("params")
-        if p is None:
-            p = self.memo["params"] = self._params()
-        return p
-
-    def _params(self) -> np.void:
-        kept, red = self.kept_dims, self.red_dims
-        return _PACK_COUNT_PARAMS.pack((
-            [n for n, _ in kept], [s for _, s in kept], [n for n, _ in red], [s for _, s in red],
-            self.n_chunks if self.mode == 0 else self.n_out,
-            self.n_out, self.red_size, self.chunk_len, self.n_chunks, self.units, self.base,
-            len(kept), len(red), self.mode, int(self.atomic), int(self.narrow_loads),
-            int(self.vec), self.align, 0))
-
 
 def _spanb(dims) -> int:
     """The largest |byte offset| of an element over dims ``((size, byte stride), ...)``."""
@@ -738,5 +448,3 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
 _new_coordinate_plan = functools.partial(tuple.__new__, CoordinatePlan)
 _new_count_plan = functools.partial(tuple.__new__, CountPlan)
 
-_PACK_PARAMS = StructPacker(PARAMS_DTYPE)
-_PACK_COUNT_PARAMS = StructPacker(COUNT_PARAMS_DTYPE)

@@ -1,0 +1,197 @@
+"""The full road of argmin / argmax / nanarg* / hardmax, as cupyops._call runs it on a miss:
+place the input, apply the argument rules, take the trivial branch, the NumPy path or the
+kernel path, and hand back the result with the runners that may serve later calls.
+
+Each function returns ``(result, entry, class_entry)``:
+
+* ``entry(x, workspace)``: the same call on a later array of the same layout (the NumPy
+  composition, or the kernel path's prepared launches), or None where none may (an input the
+  call copied, NumPy input on "cuda", tests' planner options, the engine's own paths);
+* ``class_entry``: the first-call runner of the layout class (cupyops.ops.argreduce.first_call),
+  or None.
+
+Whether and how long they are kept is cupyops._call's decision alone.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from cupyops.core import dtypes as _dtypes
+from cupyops.core import placement as _place
+from cupyops.core.backend import backend_for
+from cupyops.core.arrays import data_ptr
+from cupyops.core.dtypes import element_alignment
+from cupyops.core.placement import force_64bit, read_only_view
+from cupyops.core.workspace import check_workspace
+from cupyops.ops.argreduce import launch as _launch
+from cupyops.ops.argreduce import numpy_entries as _entries
+from cupyops.ops.argreduce import numpy_path as _numpy
+from cupyops.ops.argreduce import plan as _plan
+from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
+from cupyops.ops.argreduce.rules import argreduce_rules, hardmax_rules
+
+__all__ = ["argreduce_call", "hardmax_call", "argreduce_class"]
+
+
+def argreduce_call(kind, skip_nan, x, axis, keepdims, tie, dtype, out, device, workspace):
+    """argmin (``kind="min"``) / argmax (``"max"``), nanarg* with ``skip_nan``."""
+    opname = ("nanarg" if skip_nan else "arg") + kind
+    x, placement = _place.place(x, device)
+    call = argreduce_rules(x, opname, axis, keepdims, tie, dtype, out)
+    workspace = check_workspace(workspace, placement, opname)
+    _place.require_available(placement)
+    xp = _place.array_module(placement)
+    entry = cls = None
+    with _place.device_context(placement):
+        if not call.axes or math.prod(call.kept_shape) == 0:
+            # (nanarg*: a group of one NaN is all NaN, as NumPy says)
+            if skip_nan and not call.axes and x.dtype.kind in "fcV" and bool(xp.isnan(x).any()):
+                raise ValueError("All-NaN slice encountered")
+            res = xp.zeros(call.kept_shape, call.index_dtype)
+        elif placement.kind == "cpu":
+            entry = _entries.cpu_argreduce_entry(
+                x, call.axes, kind=kind, skip_nan=skip_nan, tie=tie,
+                index_dtype=call.index_dtype, result_shape=call.result_shape)
+            f = _numpy.nanargreduce if skip_nan else _numpy.argreduce
+            res = f(_dtypes.widen(x) if x.dtype.kind == "V" else x, call.axes, kind=kind,
+                    tie=tie, index_dtype=call.index_dtype, out=call.out_kept)
+        else:
+            res, entry, cls = _kernel_argreduce(kind, skip_nan, x, call, tie, placement,
+                                                workspace)
+        if call.out is not None:
+            _place.deliver(res, call.out_kept)
+            return call.out, entry, cls
+    res = xp.asarray(res)
+    return (res.reshape(call.result_shape) if call.keepdims else res), entry, cls
+
+
+def _kernel_argreduce(kind, skip_nan, x, call, tie, placement, workspace):
+    backend = backend_for(placement)
+    datetime = x.dtype.kind in "mM"
+    kx = _dtypes.datetime_as_int64(x) if datetime else x
+    kin = _place.to_kernel_input(kx, placement, call.opname)
+    cx, launches = _launch.prepare_argreduce(
+        backend, kin, call.axes, kind=kind, tie=tie, index_dtype=call.index_dtype,
+        force_64bit=force_64bit.get(), skip_nan=skip_nan, datetime=datetime)
+    run = _launch.runner(backend, launches)
+    res = _launch.execute_into(run, cx, _place.kernel_out(call.out_kept, placement), workspace)
+    entry = cls = None
+    ok, prep = _place.entry_prep(placement, x, kin)
+    if ok and cx is kin and not datetime and not _plan.PLAN_OPTIONS:
+        reshape = call.result_shape if call.keepdims else None
+        entry = _launch.runner(backend, launches, entry=(prep, reshape))
+        cls = argreduce_class(
+            backend, placement, call.axes, hardmax=False, kind=kind, tie=tie,
+            index_dtype=call.index_dtype, skip_nan=skip_nan, keepdims=call.keepdims)
+    return _place.from_kernel_result(res, placement), entry, cls
+
+
+def hardmax_call(x, axis, tie, out, device, workspace):
+    """hardmax over ``axis``."""
+    opname = "hardmax"
+    x, placement = _place.place(x, device)
+    axes, out = hardmax_rules(x, axis, tie, out)
+    workspace = check_workspace(workspace, placement, opname)
+    _place.require_available(placement)
+    xp = _place.array_module(placement)
+    entry = cls = None
+    with _place.device_context(placement):
+        if x.size == 0:
+            res = xp.empty(x.shape, x.dtype)
+        elif not axes:
+            res = xp.ones(x.shape, x.dtype)
+        elif placement.kind == "cpu":
+            if x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
+                res = _dtypes.narrow(_numpy.hardmax(_dtypes.widen(x), axes, tie=tie), x.dtype)
+            else:
+                entry = _entries.cpu_hardmax_entry(x, axes, tie=tie)
+                res = _numpy.hardmax(x, axes, tie=tie, out=out)
+        else:
+            res, entry, cls = _kernel_hardmax(x, axes, tie, out, placement, workspace)
+        if out is not None:
+            return _place.deliver(res, out), entry, cls
+    return res, entry, cls
+
+
+def _kernel_hardmax(x, axes, tie, out, placement, workspace):
+    backend = backend_for(placement)
+    kx = _place.to_kernel_input(x, placement, "hardmax")
+    kout = _place.kernel_out(out, placement) if kx.dtype == x.dtype else None
+    cx, launches = _launch.prepare_hardmax(backend, kx, axes, tie=tie,
+                                           force_64bit=force_64bit.get(), out=kout)
+    run = _launch.runner(backend, launches)
+    res = _launch.execute_into(run, cx, kout, workspace)
+    entry = cls = None
+    ok, prep = _place.entry_prep(placement, x, kx)
+    if ok and cx is kx and not _plan.PLAN_OPTIONS:
+        entry = _launch.runner(backend, launches, entry=(prep, None))
+        cls = argreduce_class(backend, placement, axes, hardmax=True, tie=tie)
+    res = _place.from_kernel_result(res, placement)
+    if res.dtype != x.dtype:  # non-native input: give back the caller's byte order
+        res = res.astype(x.dtype)
+    return res, entry, cls
+
+
+# ------------------------------------------------------------------------------ first calls
+#
+# The first call of a new layout in a layout class seen before: argmin / argmax / nanarg* /
+# hardmax.
+#
+# cupyops._call hands a call whose layout it has not seen, but whose layout class it has (a
+# C-contiguous input with every other part of the call's key seen before: operator, arguments
+# as given, input type, dtype, number of dimensions, device, data pointer mod 16, workspace
+# type, ``force_64bit``), to the class entry the first such call left. Those very arguments
+# were accepted for that dtype and rank, so only the rules that read the shape are left: an
+# empty reduced axis or output, a group too long for the index dtype. A class entry checks
+# those and hands any doubt back (returns None: the full road decides and fails with its usual
+# message or takes its trivial branch), plans the new shape with the contiguous planner and
+# runs it.
+#
+# ``first(x, workspace, keep) -> (result, entry)``: ``entry`` is the runner of this layout
+# when ``keep`` (cupyops._call's decision to keep it), else None. Class entries hold the
+# validated arguments and the backend: no plan, no memory. Only kernel paths (simt; CuPy
+# input).
+
+
+def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first",
+                    index_dtype=None, skip_nan=False, keepdims=False):
+    """The class entry of argmin/argmax/nanarg* (``hardmax=False``) or hardmax over ``axes``
+    (sorted, non-empty), planned with the contiguous planner."""
+    top = int(np.iinfo(index_dtype).max) if not hardmax else None
+    out_dtype = None if hardmax else np.dtype(index_dtype)
+    prep = None if placement.cupy_input else read_only_view
+    props = backend.props
+    launches_of, run_state, run = _launch.launches_of, _launch.run_state, _launch.run
+    align_of = {}
+
+    def first(x, workspace, keep):
+        shape = x.shape
+        # the rules that read the shape (an empty reduced axis or output; below, a group too
+        # long for the index dtype): anything else is the full road's to say
+        if 0 in shape:
+            return None
+        vdt = x.dtype
+        align = align_of.get(vdt)
+        if align is None:
+            align = align_of[vdt] = element_alignment(vdt)
+        try:
+            plan = plan_argreduce_contiguous(shape, vdt.itemsize, axes, props,
+                                             force_64bit.get(), hardmax, data_ptr(x) % 4096,
+                                             align)
+        except ValueError:            # too many dimensions after merging: the full road's
+            return None
+        if top is not None and plan.group_full - 1 > top:
+            return None
+        launches = launches_of(
+            backend, plan, vdt, shape, axes, hardmax=hardmax, kind=kind, tie=tie,
+            out_dtype=vdt if hardmax else out_dtype,
+            nan_skip=bool(skip_nan) and vdt.kind in "fcV")
+        reshape = tuple(1 if i in axes else n for i, n in enumerate(shape)) \
+            if keepdims else None
+        state = run_state(backend, launches, (prep, reshape))
+        res = run(state, x, workspace)    # records the plan; raises for an all-NaN group
+        return res, (functools.partial(run, state) if keep else None)   # (what runner builds)
+    return first

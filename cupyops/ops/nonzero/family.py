@@ -1,0 +1,70 @@
+"""The kernel family of the nonzero operators: kernels/nonzero.cu, registered with
+cupyops.core.modules at import.
+
+Per value dtype, the entry points ``nonzero_tiles`` (tiles in logical row-major order),
+``nonzero_tiles_t`` (the same, tiles read in memory order: F-order, transposed and permuted
+inputs) and ``count_nonzero_axes``, each with 32- and 64-bit indexing (6 name expressions).
+Bool and the integers are instantiated on the unsigned type of their size (the nonzero test
+reads only bits). No other module names these entry points.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cupyops.core import dtypes as _dtypes
+from cupyops.core import modules as _modules
+from cupyops.ops.nonzero.plan import NZ_BLOCK
+
+__all__ = ["FAMILY", "NONZERO_DTYPES", "TILES", "TILES_T", "COUNT", "expression",
+           "expressions", "kernel_value_dtype"]
+
+NONZERO_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
+    NONZERO_DTYPES += (_dtypes.dtype(),)
+
+TILES = "nonzero_tiles"
+TILES_T = "nonzero_tiles_t"   # the same, for inputs read in memory order (plan.tr)
+COUNT = "count_nonzero_axes"
+
+
+def kernel_value_dtype(dtype) -> np.dtype:
+    """The type the kernels are instantiated on for ``dtype``. For bool and integers the
+    nonzero test only looks at the bit pattern, so each size shares one unsigned
+    instantiation (bool/int8/uint8 -> unsigned char, ...): 9 distinct instantiations per
+    kernel instead of 14, and identical modules hit the compile caches. Floats and complex
+    keep their own type (the sign bit of -0.0 is masked)."""
+    dt = np.dtype(dtype)
+    if dt.kind in "biu":
+        return np.dtype(f"u{dt.itemsize}")
+    return dt
+
+
+_EXPRS: dict = {}     # (kernel, dtype, wide) -> name expression: a few dozen in all
+
+
+def expression(kernel: str, dtype, wide: bool) -> str:
+    """The name expression of entry point ``kernel`` for ``dtype`` (any of the family's)."""
+    key = (kernel, dtype, wide)
+    expr = _EXPRS.get(key)
+    if expr is None:
+        expr = _EXPRS[key] = _modules.name_expression(kernel, kernel_value_dtype(dtype), wide)
+    return expr
+
+
+def expressions(dtype) -> tuple:
+    """Every name expression of the module for one value dtype: 3 kernels x {32, 64}-bit."""
+    return tuple(expression(k, dtype, wide) for k in (TILES, TILES_T, COUNT)
+                 for wide in (False, True))
+
+
+FAMILY = _modules.register_family(_modules.KernelFamily(
+    name="nonzero",
+    source="nonzero.cu",
+    dtypes=NONZERO_DTYPES,
+    expressions=expressions,
+    block_sizes=(NZ_BLOCK,),
+    dynamic_shared=0,
+    min_occupancy=0.5,
+))
