@@ -317,6 +317,36 @@ def test_zero_length_chunks_and_empty_kept_axis():
     assert cupyops.hardmax(xe, 0).compute(scheduler="threads").shape == (0, 4)
 
 
+def test_argreduce_same_for_every_chunking_and_split_every():
+    # the combine lays blocks out from dask's nesting (no block offsets in the chunk step):
+    # multi-axis groups, uneven and zero-length chunks, deep trees and dict split_every
+    rng = np.random.default_rng(24)
+    a = rng.integers(0, 3, (7, 6, 5)).astype(np.float32)
+    a[rng.random(a.shape) < 0.15] = np.nan
+    a[:, 2, :] = np.nan                           # all-NaN groups along axis (0, 2)
+    chunkings = [(2, 3, 2), ((1, 0, 6), (4, 2), (1, 1, 3)), ((3, 4), (1,) * 6, (5,))]
+    splits = [2, {0: 2, 2: 3}]
+    for op in ["argmin", "nanargmax"]:
+        f = getattr(cupyops, op)
+        for axis in [None, 0, (0, 2), (1, 2)]:
+            for tie in ["first", "last"]:
+                try:
+                    want = f(a, axis, tie=tie, keepdims=True)
+                except ValueError as exc:
+                    want = exc
+                for chunks in chunkings:
+                    for se in splits:
+                        with dask.config.set(split_every=se):
+                            r = f(da.from_array(a, chunks=chunks), axis, tie=tie, keepdims=True)
+                        if isinstance(want, Exception):
+                            with pytest.raises(ValueError, match=str(want)):
+                                r.compute(scheduler="sync")
+                            continue
+                        got = r.compute(scheduler="sync")
+                        assert got.dtype == want.dtype and got.shape == want.shape == r.shape
+                        np.testing.assert_array_equal(got, want, err_msg=str((op, axis, chunks, se)))
+
+
 # --------------------------------------------------------------------------------------------
 # hardmax
 

@@ -9,15 +9,18 @@ type
 per-chunk results are combined so that the answer is the single-array call's on the computed
 array:
 
-* argmax / argmin / nanargmax / nanargmin: each chunk gives, per group, its local winner
-  (cupyops over the reduced axes of the chunk), turned into the *global* row-major index over
-  the reduced axes with the chunk's offsets, and the winning value. Those (value, index) pairs
-  are combined in dask's ``split_every`` tree (``dask.array.reductions._tree_reduce``) under the
-  kernels' total order: value order (complex lexicographic, NaN/NaT the extreme, -0.0 == 0.0,
-  integers exact), ties by index, first or last. A group with no candidate yet (an all-NaN
-  chunk of a nanarg*, a zero-length chunk) loses to anything; only a group that stays empty
-  after the last combine is ``ValueError("All-NaN slice encountered")``. When every reduced axis
-  is one chunk, the groups never span chunks: one cupyops call per chunk, nothing to combine.
+* argmax / argmin / nanargmax / nanargmin: ``dask.array.reduction`` with ``concatenate=False``
+  and dask's ``split_every`` tree. Each chunk gives, per group, its local winner (cupyops over
+  the reduced axes of the chunk) and the winning value, the index counted row-major in the
+  chunk's own box (its extents along the reduced axes, carried with the partial). A combine
+  places its blocks side by side in one box (dask nests them by position, in the order of the
+  reduced axes), moves each index into it, and keeps the winner under the kernels' total order:
+  value order (complex lexicographic, NaN/NaT the extreme, -0.0 == 0.0, integers exact), ties by
+  index, first or last. The last box is x's reduced extents, so its index is the global
+  row-major one. A group with no candidate yet (an all-NaN chunk of a nanarg*, a zero-length
+  chunk) loses to anything; only a group that stays empty after the last combine is
+  ``ValueError("All-NaN slice encountered")``. When every reduced axis is one chunk, the groups
+  never span chunks: one cupyops call per chunk, nothing to combine.
 * hardmax: the tree above gives each group's global winner; each chunk then writes its own part
   of the one-hot (``map_blocks``).
 * count_nonzero: per-chunk counts, summed in the tree.
@@ -113,14 +116,14 @@ def _need_known(x, axes, opname):
 
 def _meta(x, ndim, dtype):
     """An empty array of the chunks' type (NumPy or CuPy) for a result's ``meta``."""
-    m = x._meta
-    xp = _xp_of(m)
-    if xp is not None and not isinstance(m, np.ma.MaskedArray):
-        return xp.empty((0,) * ndim, dtype)
     import warnings
     from dask.array.utils import meta_from_array
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        m = meta_from_array(x)          # x's meta (an empty array of its chunks' type)
+        xp = _xp_of(m)
+        if xp is not None and not isinstance(m, np.ma.MaskedArray):
+            return xp.empty((0,) * ndim, dtype)
         return meta_from_array(m, ndim=ndim, dtype=dtype)
 
 
@@ -156,14 +159,6 @@ def _check_chunk(c, opname):
     return c
 
 
-def _flatten(parts):
-    if isinstance(parts, dict):
-        yield parts
-    else:
-        for p in parts:
-            yield from _flatten(p)
-
-
 # --------------------------------------------------------------------------------------------
 # argmax / argmin / nanargmax / nanargmin
 
@@ -188,16 +183,23 @@ def _comparable(v, xp):
     return v, xp.zeros(v.shape, bool)
 
 
-def _arg_chunk(c, block_info=None, *, kind, axes, tie, skip_nan, device, shape, opname):
-    """One chunk's partial: per group, the winner's value (comparable form), NaN mask, global
-    index over the reduced axes and an 'empty' mask (no candidate in this chunk)."""
+def _arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
+               computing_meta=False):
+    """One chunk's partial (the chunk step of ``dask.array.reduction``): per group, the
+    winner's value (comparable form) ``v``, NaN mask ``n``, index ``i`` (row-major over this
+    chunk's part of the reduced axes) and 'empty' mask ``e`` (no candidate in this chunk); ``x``
+    is the box ``i`` counts in: the chunk's extents along the reduced axes."""
+    if computing_meta:               # dask asks for a meta: the input's empty array serves
+        return c
     _check_chunk(c, opname)
     xp = _xp_of(c)
-    loc = block_info[0]["array-location"]
+    axes = tuple(axis)
+    ext = tuple(int(c.shape[a]) for a in axes)
     kshape = tuple(1 if a in axes else n for a, n in enumerate(c.shape))
     if any(c.shape[a] == 0 for a in axes) or c.size == 0:
         v, n = _comparable(xp.zeros(kshape, c.dtype), xp)
-        return {"v": v, "n": n, "i": xp.zeros(kshape, np.int64), "e": xp.ones(kshape, bool)}
+        return {"v": v, "n": n, "i": xp.zeros(kshape, np.int64), "e": xp.ones(kshape, bool),
+                "x": ext}
     empty = None
     src = c
     fn = _api.argmax if kind == "max" else _api.argmin
@@ -217,24 +219,14 @@ def _arg_chunk(c, block_info=None, *, kind, axes, tie, skip_nan, device, shape, 
     moved = xp.moveaxis(src, list(axes), list(range(nd - len(axes), nd)))
     flat = moved.reshape(tuple(c.shape[a] for a in kept) + (-1,))
     v = xp.take_along_axis(flat, li.reshape(tuple(c.shape[a] for a in kept) + (1,)), axis=-1)
-    v = v.reshape(kshape)
-    v, n = _comparable(v, xp)
-    # local row-major index over the chunk's reduced axes -> global one over x's reduced axes
-    rem = li
-    gi = xp.zeros(kshape, np.int64)
-    stride = 1
-    for a in reversed(axes):
-        coord = rem % c.shape[a]
-        rem = rem // c.shape[a]
-        gi += (coord + loc[a][0]) * stride
-        stride *= shape[a]
+    v, n = _comparable(v.reshape(kshape), xp)
     if empty is None:
         empty = xp.zeros(kshape, bool)
-    return {"v": v, "n": n, "i": gi, "e": empty}
+    return {"v": v, "n": n, "i": li, "e": empty, "x": ext}
 
 
 def _beats(b, a, kind, tie, xp):
-    """Where pair b wins over pair a under the kernels' total order."""
+    """Where pair b wins over pair a under the kernels' total order (``i`` in the same box)."""
     vb, va = b["v"], a["v"]
     if vb.dtype.kind == "c":
         rb, ra, jb, ja = vb.real, va.real, vb.imag, va.imag
@@ -252,23 +244,90 @@ def _beats(b, a, kind, tie, xp):
     return xp.where(ea | eb, ea & ~eb, win)            # an empty side loses
 
 
-def _fold(parts, kind, tie):
-    parts = list(_flatten(parts))
-    acc = parts[0]
-    xp = _xp_of(acc["i"])
-    for b in parts[1:]:
+def _grid(parts, depth):
+    """{block position in this group (one coordinate per reduced axis): partial}. With
+    ``concatenate=False`` dask hands combine/aggregate the partials as lists nested in the order
+    of the sorted reduced axes (the nesting ``concatenate=True`` would join along them); a bare
+    partial where a list is expected is a group of one along the axes left."""
+    out = {}
+    stack = [((), parts)]
+    while stack:
+        pos, p = stack.pop()
+        if isinstance(p, dict) or len(pos) == depth:
+            out[pos + (0,) * (depth - len(pos))] = p
+        else:
+            stack.extend((pos + (j,), q) for j, q in enumerate(p))
+    return out
+
+
+def _offsets(grid, depth):
+    """Per reduced axis, {block position: its start in the group's box}, and the box's extents.
+    The blocks of one position along an axis must all have the same extent there (a grid)."""
+    starts, box = [], []
+    for k in range(depth):
+        ext = {}
+        for pos, p in grid.items():
+            if ext.setdefault(pos[k], p["x"][k]) != p["x"][k]:
+                raise RuntimeError("cupyops: dask handed the combine step partials that do not "
+                                   "form a grid of blocks (unexpected nesting)")
+        at, s = 0, {}
+        for j in sorted(ext):
+            s[j] = at
+            at += ext[j]
+        starts.append(s)
+        box.append(at)
+    return starts, tuple(box)
+
+
+def _reindex(i, ext, start, box):
+    """Row-major index ``i`` in a block of extents ``ext`` -> row-major index in the group's
+    ``box``, the block starting at ``start`` in it."""
+    if tuple(ext) == box:
+        return i
+    coords = []
+    for e in reversed(ext):
+        coords.append(i % max(e, 1))
+        i = i // max(e, 1)
+    out = 0
+    for c, s, n in zip(reversed(coords), start, box):
+        out = out * n + (c + s)
+    return out
+
+
+def _merge(parts, kind, tie, depth):
+    """One partial for a group of blocks: indices moved into the group's box, then folded under
+    the kernels' total order (associative and commutative: the tree's shape does not matter)."""
+    grid = _grid(parts, depth)
+    starts, box = _offsets(grid, depth)
+    acc = None
+    for pos in sorted(grid):
+        p = grid[pos]
+        b = dict(p, i=_reindex(p["i"], p["x"], [starts[k][j] for k, j in enumerate(pos)], box))
+        if acc is None:
+            acc = b
+            continue
+        xp = _xp_of(acc["i"])
         w = _beats(b, acc, kind, tie, xp)
         acc = {"v": xp.where(w, b["v"], acc["v"]), "n": xp.where(w, b["n"], acc["n"]),
                "i": xp.where(w, b["i"], acc["i"]), "e": acc["e"] & b["e"]}
+    acc["x"] = box
     return acc
 
 
-def _arg_combine(parts, axis=None, keepdims=True, *, kind, tie):
-    return _fold(parts, kind, tie)
+def _arg_combine(parts, axis, keepdims=True, *, kind, tie, computing_meta=False):
+    if computing_meta:     # dask's array-expr mode asks for a meta, handing the result's own:
+        return parts.reshape(-1)[:0]       # any empty array (dask gives it the partials' ndim)
+    return _merge(parts, kind, tie, len(axis))
 
 
-def _arg_aggregate(parts, axis=None, keepdims=False, *, kind, tie, index_dtype):
-    acc = _fold(parts, kind, tie)
+def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, extents,
+                   computing_meta=False):
+    if computing_meta:     # (array-expr mode) the result's meta, as handed to dask.reduction
+        return parts
+    acc = _merge(parts, kind, tie, len(axis))
+    if acc["x"] != extents:              # the box is x's reduced extents: the index is global
+        raise RuntimeError(f"cupyops: the combined partials cover {acc['x']} along the reduced "
+                           f"axes, not {extents}")
     if bool(acc["e"].any()):
         raise ValueError("All-NaN slice encountered")
     res = acc["i"].astype(index_dtype)
@@ -298,16 +357,15 @@ def _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opna
                     index_dtype=index_dtype, device=device, opname=opname),
             x, chunks=chunks, drop_axis=() if keepdims else axes, dtype=index_dtype, meta=meta,
             token=f"cupyops-{opname}")
-    from dask.array.reductions import _tree_reduce
-    tmp = da.map_blocks(
-        partial(_arg_chunk, kind=kind, axes=axes, tie=tie, skip_nan=skip_nan, device=device,
-                shape=tuple(x.shape), opname=opname),
-        x, chunks=tuple((1,) * len(c) if a in axes else c for a, c in enumerate(x.chunks)),
-        dtype=index_dtype, meta=_meta(x, x.ndim, index_dtype), token=f"cupyops-{opname}-chunk")
-    return _tree_reduce(
-        tmp, partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype), axes,
-        keepdims, index_dtype, _split_every(), partial(_arg_combine, kind=kind, tie=tie),
-        name=f"cupyops-{opname}", concatenate=False)
+    # (value, index) partials, one per chunk, folded in dask's split_every tree
+    return da.reduction(
+        x, partial(_arg_chunk, kind=kind, tie=tie, skip_nan=skip_nan, device=device,
+                   opname=opname),
+        partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype,
+                extents=tuple(int(x.shape[a]) for a in axes)),
+        axis=axes, keepdims=keepdims, dtype=index_dtype, split_every=_split_every(),
+        combine=partial(_arg_combine, kind=kind, tie=tie), name=f"cupyops-{opname}",
+        concatenate=False, meta=meta)
 
 
 def _argreduce(kind, x, axis, keepdims, tie, dtype, out, device, workspace, skip_nan):
