@@ -453,24 +453,42 @@ class ArchLimits:
 
 
 KiB = 1024
-ARCH_LIMITS: dict[int, ArchLimits] = {a.arch: a for a in (
-    ArchLimits(70, 2048, 32, 96 * KiB, 96 * KiB, shared_alloc_unit=256,
-               reserved_shared_per_block=0, note="Volta (NVRTC 12 only)"),
-    ArchLimits(75, 1024, 16, 64 * KiB, 64 * KiB, shared_alloc_unit=256,
-               reserved_shared_per_block=0, note="Turing"),
-    ArchLimits(80, 2048, 32, 164 * KiB, 163 * KiB, note="A100"),
-    ArchLimits(86, 1536, 16, 100 * KiB, 99 * KiB, note="GA10x"),
-    ArchLimits(87, 1536, 16, 164 * KiB, 163 * KiB, note="Orin"),
-    ArchLimits(88, 1536, 16, 100 * KiB, 99 * KiB, note="assumed like sm_86"),
-    ArchLimits(89, 1536, 24, 100 * KiB, 99 * KiB, note="Ada"),
-    ArchLimits(90, 2048, 32, 228 * KiB, 227 * KiB, note="H100/H200"),
-    ArchLimits(100, 2048, 32, 228 * KiB, 227 * KiB, note="B200"),
-    ArchLimits(103, 2048, 32, 228 * KiB, 227 * KiB, note="B300"),
-    ArchLimits(107, 1536, 32, 128 * KiB, 99 * KiB, note="assumed like sm_120"),
-    ArchLimits(110, 1536, 32, 228 * KiB, 227 * KiB, note="Thor (assumed 48 warps/SM)"),
-    ArchLimits(120, 1536, 32, 128 * KiB, 99 * KiB, note="RTX 50 / RTX PRO Blackwell"),
-    ArchLimits(121, 1536, 32, 128 * KiB, 99 * KiB, note="GB10"),
-)}
+
+#: The per-SM limits, one architecture a line: arch, threads/SM, blocks/SM, shared memory/SM
+#: (KiB, largest carveout), opt-in shared memory/block (KiB), shared memory allocation unit
+#: (bytes), per-block shared memory reservation (bytes), note. Registers: 64 K per SM, 255 per
+#: thread, allocated per warp in units of 256 (:class:`ArchLimits`' defaults).
+_ARCH_TABLE = """
+ 70  2048  32  96   96   256     0  Volta (NVRTC 12 only)
+ 75  1024  16  64   64   256     0  Turing
+ 80  2048  32  164  163  128  1024  A100
+ 86  1536  16  100  99   128  1024  GA10x
+ 87  1536  16  164  163  128  1024  Orin
+ 88  1536  16  100  99   128  1024  assumed like sm_86
+ 89  1536  24  100  99   128  1024  Ada
+ 90  2048  32  228  227  128  1024  H100/H200
+100  2048  32  228  227  128  1024  B200
+103  2048  32  228  227  128  1024  B300
+107  1536  32  128  99   128  1024  assumed like sm_120
+110  1536  32  228  227  128  1024  Thor (assumed 48 warps/SM)
+120  1536  32  128  99   128  1024  RTX 50 / RTX PRO Blackwell
+121  1536  32  128  99   128  1024  GB10
+"""
+
+
+def _arch_limits_table(text: str) -> dict:
+    """``arch -> ArchLimits`` of a table laid out as :data:`_ARCH_TABLE`."""
+    out = {}
+    for line in text.strip().splitlines():
+        *numbers, note = line.split(None, 7)
+        arch, threads, blocks, smem, optin, unit, reserved = (int(n) for n in numbers)
+        out[arch] = ArchLimits(arch, threads, blocks, smem * KiB, optin * KiB,
+                               shared_alloc_unit=unit, reserved_shared_per_block=reserved,
+                               note=note)
+    return out
+
+
+ARCH_LIMITS: dict[int, ArchLimits] = _arch_limits_table(_ARCH_TABLE)
 
 
 def arch_limits(arch: int) -> ArchLimits:
