@@ -242,15 +242,6 @@ def cupyops_call(case, device):
     raise ValueError(op)
 
 
-def _ours_to_numpy(case, r):
-    r = peers._to_numpy(r)
-    if case.op == "nonzero_coordinates":
-        return (np.asarray(r[0]), int(np.asarray(r[1])))
-    if isinstance(r, tuple):
-        return tuple(np.asarray(v) for v in r)
-    return np.asarray(r)
-
-
 def _same(a, b):
     if isinstance(a, tuple) or isinstance(b, tuple):
         if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
@@ -375,6 +366,12 @@ def _short_err(exc):
     return f"{type(exc).__name__}: {msg}"[:200]
 
 
+def _unavailable(base, why):
+    """The record of a case that could not run: ``base`` with no figures, and why."""
+    return dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
+                ok=None, status=f"unavailable: {why}")
+
+
 def _record_traffic():
     """``cupyops.simt.record_traffic`` if this checkout has it, else None."""
     try:
@@ -400,7 +397,10 @@ def cupy_like_simt_allocations(align=256):
     NumPy arrays for the duration, as CuPy's allocator does on a GPU (NumPy's own buffers are
     only 16-byte aligned, which would make a warp's 128-byte store straddle 5 sectors instead of
     4 and charge the kernel for the emulator's allocator). Benchmark-local: the backend object
-    gets instance attributes that shadow its methods, removed afterwards."""
+    gets instance attributes that shadow its methods (``unittest.mock.patch.object``), removed
+    afterwards."""
+    from unittest import mock
+
     from cupyops.core import backend as _backend
     be = _backend.get_backend("simt")
 
@@ -418,16 +418,10 @@ def cupy_like_simt_allocations(align=256):
         a[...] = fill
         return a
 
-    saved = {k: be.__dict__[k] for k in ("empty", "zeros", "full") if k in be.__dict__}
-    be.empty, be.zeros, be.full = empty, zeros, full
-    try:
+    with contextlib.ExitStack() as stack:
+        for name, fn in (("empty", empty), ("zeros", zeros), ("full", full)):
+            stack.enter_context(mock.patch.object(be, name, fn))
         yield be
-    finally:
-        for k in ("empty", "zeros", "full"):
-            if k in saved:
-                setattr(be, k, saved[k])
-            else:
-                be.__dict__.pop(k, None)
 
 
 def _run_simt_case(case, base, x, ours, ref):
@@ -446,10 +440,9 @@ def _run_simt_case(case, base, x, ours, ref):
             t0 = time.perf_counter()
             res = ours(x)
             seconds = time.perf_counter() - t0
-        ok = _same(_ours_to_numpy(case, res), ref)
+        ok = _same(peers.numpy_result(case, res), ref)
     except Exception as exc:
-        return dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                    ok=None, status=f"unavailable: {_short_err(exc)}")
+        return _unavailable(base, _short_err(exc))
     base.update(bytes=expected_bytes(case, x, res), ok=bool(ok), status="ok" if ok else "MISMATCH",
                 d2h_reads=tr.d2h_reads, trace_launches=len(tr.launches))
     if rec is None:
@@ -480,8 +473,7 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
         reference = peers.numpy_peer(case)
         ref = reference[1](reference[0](x_host))
     except Exception as exc:   # NumPy cannot check this case: report it, do not crash the run
-        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                     ok=None, status=f"unavailable: no NumPy reference ({_short_err(exc)})")]
+        return [_unavailable(base, f"no NumPy reference ({_short_err(exc)})")]
 
     if device == "simt":
         return [_run_simt_case(case, base, x, ours, ref)]
@@ -489,10 +481,9 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
     # ours: correctness first (the first call also compiles on the kernel paths)
     try:
         res = ours(x)
-        ok = _same(_ours_to_numpy(case, res), ref)
+        ok = _same(peers.numpy_result(case, res), ref)
     except Exception as exc:
-        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                     ok=None, status=f"unavailable: {_short_err(exc)}")]
+        return [_unavailable(base, _short_err(exc))]
     nbytes = expected_bytes(case, x, res)
     base.update(bytes=nbytes, ok=bool(ok), status="ok" if ok else "MISMATCH")
 
