@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import zlib
 from pathlib import Path
 
@@ -858,6 +859,17 @@ def peer_na_lines(records, peer_names):
     return lines
 
 
+class _PlotRows(typing.NamedTuple):
+    """What both plots share: the records grouped by case, the dtypes and (op, case) rows in
+    first-seen order, the row labels and positions, and the figure's height."""
+    groups: dict
+    dtypes: list
+    cases: list
+    labels: list
+    ys: np.ndarray
+    fig_h: float
+
+
 def make_plot(records, device, path, title=None):
     """Bars. cpu / cuda: the ratio against each peer (log scale), one panel per dtype.
     simt: sectors touched / minimum per case, one bar per dtype, with the goals marked."""
@@ -866,94 +878,110 @@ def make_plot(records, device, path, title=None):
     import matplotlib.pyplot as plt
 
     groups = _group(records)
-    dtypes = list(dict.fromkeys(k[2] for k in groups))
     cases = list(dict.fromkeys((k[0], k[1]) for k in groups))
-    labels = [f"{op} {case}" for op, case in cases]
-    ys = np.arange(len(cases))
-    fig_h = max(3.0, 0.3 * len(cases) + 1.6)
-    if device == "simt":
-        # The differences sit between 1.0 and ~1.3 (the exact nonzero forms read twice, ~2):
-        # the axis starts just below 1.0, and values past ZOOM go to a second, narrower panel
-        # (a broken axis) instead of squashing the zoomed one.
-        vals_by_dt = {dt: [(groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
-                           for op, case in cases] for dt in dtypes}
-        goals = [traffic.goal_for(op, case) for op, case in cases]
-        finite = [v for vs in vals_by_dt.values() for v in vs if np.isfinite(v)]
-        finite += [g for g in goals if g]
-        hi = max(finite, default=1.3)
-        lo = min(0.97, min(finite, default=1.0) - 0.01)
-        broken = hi > SIMT_PLOT_ZOOM
-        if broken:
-            fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, fig_h), sharey=True,
-                                          layout="constrained",
-                                          gridspec_kw={"width_ratios": [3, 1]})
-            panels = [(ax, (lo, SIMT_PLOT_ZOOM)), (ax2, (SIMT_PLOT_ZOOM, hi * 1.02 + 0.02))]
-        else:
-            fig, ax = plt.subplots(figsize=(10, fig_h), layout="constrained")
-            panels = [(ax, (lo, max(hi * 1.02, 1.1)))]
-        h = 0.8 / max(1, len(dtypes))
-        for a, (x0, x1) in panels:
-            for j, dt in enumerate(dtypes):
-                vals = vals_by_dt[dt]
-                # bars start at the panel's left edge, so the zoomed axis does not hide them
-                a.barh(ys - 0.4 + h * (j + 0.5), [v - x0 if np.isfinite(v) else np.nan for v in vals],
-                       left=x0, height=h, label=dt,
-                       color=SIMT_PLOT_COLORS[j % len(SIMT_PLOT_COLORS)])
-            first_goal = True
-            for y, g in zip(ys, goals):
-                if g:
-                    a.plot([g, g], [y - 0.45, y + 0.45], color=SIMT_PLOT_GOAL_COLOR, lw=2.0,
-                           label="goal" if first_goal else None)
-                    first_goal = False
-            a.axvline(1.0, color="0.4", lw=0.8, ls=":")
-            a.set_xlim(x0, x1)
-            a.tick_params(axis="x", labelsize=7)
-            a.grid(axis="x", color="0.85", lw=0.5)
-        ax.set_yticks(ys)
-        ax.set_yticklabels(labels, fontsize=7)
-        ax.invert_yaxis()
-        if broken:
-            ax.spines["right"].set_visible(False)
-            ax2.spines["left"].set_visible(False)
-            ax2.tick_params(axis="y", left=False)
-            ax2.legend(fontsize=8, loc="lower right")
-        else:
-            ax.legend(fontsize=8, loc="lower right")
-        fig.supxlabel("sectors touched / minimum sectors (1.0 = minimum traffic; axis starts near "
-                      "1.0" + (f", broken at {SIMT_PLOT_ZOOM}" if broken else "") + ")", fontsize=9)
-        fig.suptitle(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
-                     fontsize=10)
+    rows = _PlotRows(groups, list(dict.fromkeys(k[2] for k in groups)), cases,
+                     [f"{op} {case}" for op, case in cases], np.arange(len(cases)),
+                     max(3.0, 0.3 * len(cases) + 1.6))
+    if device == "simt":        # a constrained layout
+        fig = _simt_plot(plt, rows, title)
     else:
-        peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
-        fig, axes = plt.subplots(1, len(dtypes), figsize=(3.2 * len(dtypes) + 2.5, fig_h),
-                                 sharey=True, sharex=True, squeeze=False)
-        h = 0.8 / max(1, len(peer_names))
-        colors = {"numpy": "tab:blue", "onnxruntime": "tab:orange", "cupy": "tab:green",
-                  "torch": "tab:purple"}
-        for ax, dt in zip(axes[0], dtypes):
-            for j, p in enumerate(peer_names):
-                vals = []
-                for op, case in cases:
-                    recs = groups.get((op, case, dt)) or []
-                    r = next((r for r in recs if r.get("peer") == p), None)
-                    vals.append(r["ratio"] if r and r.get("ratio") else np.nan)
-                ax.barh(ys - 0.4 + h * (j + 0.5), vals, height=h, label=f"vs {p}",
-                        color=colors.get(p))
-            ax.set_xscale("log")
-            ax.axvline(1.0, color="k", lw=0.8)
-            ax.set_title(dt, fontsize=9)
-            ax.tick_params(axis="x", labelsize=7)
-        axes[0][0].set_yticks(ys)
-        axes[0][0].set_yticklabels(labels, fontsize=7)
-        axes[0][0].invert_yaxis()
-        if peer_names:
-            axes[0][-1].legend(fontsize=8, loc="lower right")
-        fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
-        fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
-    if device != "simt":        # the SIMT figure has a constrained layout
+        fig = _ratio_plot(plt, rows, records, device, title)
         fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _simt_plot(plt, rows, title):
+    """The SIMT figure. The differences sit between 1.0 and ~1.3 (the exact nonzero forms read
+    twice, ~2): the axis starts just below 1.0, and values past SIMT_PLOT_ZOOM go to a second,
+    narrower panel (a broken axis) instead of squashing the zoomed one."""
+    vals_by_dt = {dt: [(rows.groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
+                       for op, case in rows.cases] for dt in rows.dtypes}
+    goals = [traffic.goal_for(op, case) for op, case in rows.cases]
+    finite = [v for vs in vals_by_dt.values() for v in vs if np.isfinite(v)]
+    finite += [g for g in goals if g]
+    hi = max(finite, default=1.3)
+    lo = min(0.97, min(finite, default=1.0) - 0.01)
+    broken = hi > SIMT_PLOT_ZOOM
+    if broken:
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, rows.fig_h), sharey=True,
+                                      layout="constrained", gridspec_kw={"width_ratios": [3, 1]})
+        panels = [(ax, (lo, SIMT_PLOT_ZOOM)), (ax2, (SIMT_PLOT_ZOOM, hi * 1.02 + 0.02))]
+    else:
+        fig, ax = plt.subplots(figsize=(10, rows.fig_h), layout="constrained")
+        panels = [(ax, (lo, max(hi * 1.02, 1.1)))]
+    for a, xlim in panels:
+        _simt_panel(a, xlim, rows, vals_by_dt, goals)
+    ax.set_yticks(rows.ys)
+    ax.set_yticklabels(rows.labels, fontsize=7)
+    ax.invert_yaxis()
+    if broken:
+        ax.spines["right"].set_visible(False)
+        ax2.spines["left"].set_visible(False)
+        ax2.tick_params(axis="y", left=False)
+        ax2.legend(fontsize=8, loc="lower right")
+    else:
+        ax.legend(fontsize=8, loc="lower right")
+    fig.supxlabel("sectors touched / minimum sectors (1.0 = minimum traffic; axis starts near "
+                  "1.0" + (f", broken at {SIMT_PLOT_ZOOM}" if broken else "") + ")", fontsize=9)
+    fig.suptitle(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
+                 fontsize=10)
+    return fig
+
+
+def _simt_panel(a, xlim, rows, vals_by_dt, goals):
+    """One panel of the SIMT figure: a bar per dtype and case over ``xlim``, the goals."""
+    x0, x1 = xlim
+    h = 0.8 / max(1, len(rows.dtypes))
+    for j, dt in enumerate(rows.dtypes):
+        # bars start at the panel's left edge, so the zoomed axis does not hide them
+        a.barh(rows.ys - 0.4 + h * (j + 0.5),
+               [v - x0 if np.isfinite(v) else np.nan for v in vals_by_dt[dt]],
+               left=x0, height=h, label=dt, color=SIMT_PLOT_COLORS[j % len(SIMT_PLOT_COLORS)])
+    first_goal = True
+    for y, g in zip(rows.ys, goals):
+        if g:
+            a.plot([g, g], [y - 0.45, y + 0.45], color=SIMT_PLOT_GOAL_COLOR, lw=2.0,
+                   label="goal" if first_goal else None)
+            first_goal = False
+    a.axvline(1.0, color="0.4", lw=0.8, ls=":")
+    a.set_xlim(x0, x1)
+    a.tick_params(axis="x", labelsize=7)
+    a.grid(axis="x", color="0.85", lw=0.5)
+
+
+#: bar colours of the cpu / cuda figure, per peer
+PEER_PLOT_COLORS = {"numpy": "tab:blue", "onnxruntime": "tab:orange", "cupy": "tab:green",
+                    "torch": "tab:purple"}
+
+
+def _ratio_plot(plt, rows, records, device, title):
+    """The cpu / cuda figure: per dtype a panel, per peer a bar of its ratio (log scale)."""
+    peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
+    fig, axes = plt.subplots(1, len(rows.dtypes), figsize=(3.2 * len(rows.dtypes) + 2.5, rows.fig_h),
+                             sharey=True, sharex=True, squeeze=False)
+    h = 0.8 / max(1, len(peer_names))
+    for ax, dt in zip(axes[0], rows.dtypes):
+        for j, p in enumerate(peer_names):
+            vals = []
+            for op, case in rows.cases:
+                recs = rows.groups.get((op, case, dt)) or []
+                r = next((r for r in recs if r.get("peer") == p), None)
+                vals.append(r["ratio"] if r and r.get("ratio") else np.nan)
+            ax.barh(rows.ys - 0.4 + h * (j + 0.5), vals, height=h, label=f"vs {p}",
+                    color=PEER_PLOT_COLORS.get(p))
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_title(dt, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0][0].set_yticks(rows.ys)
+    axes[0][0].set_yticklabels(rows.labels, fontsize=7)
+    axes[0][0].invert_yaxis()
+    if peer_names:
+        axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
+    fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
+    return fig
 
 
 # --------------------------------------------------------------------------------------------
