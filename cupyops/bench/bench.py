@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import gc
 import importlib.util
@@ -1044,246 +1045,381 @@ class Progress:
             self.stream.flush()
 
 
-def parse_args(argv):
+# --------------------------------------------------------------------------------------------
+# the command line, as data
+# --------------------------------------------------------------------------------------------
+
+DEVICES = ("cpu", "simt", "cuda")
+
+
+class Option(typing.NamedTuple):
+    """One argument of the command line: its name or flag, its help text, the keywords
+    ``add_argument`` takes besides, and the mutually exclusive group it belongs to (if any)."""
+    flag: str
+    help: str
+    kwargs: dict
+    group: str | None = None
+
+
+def _opt(flag, help, group=None, **kwargs):
+    return Option(flag, help, kwargs, group)
+
+
+def _switch(flag, help, group=None):
+    """``--flag``: sets ``args.flag`` to True."""
+    return Option(flag, help, {"action": "store_true"}, group)
+
+
+#: The benchmark's command line, in the order ``--help`` lists it. Tools outside the package
+#: use these options and their defaults: change none of them.
+OPTIONS = (
+    _opt("device_pos", "same as --device (python -m cupyops bench simt --tiny)",
+         nargs="?", metavar="DEVICE", choices=DEVICES),
+    _opt("--device", "cpu, simt or cuda (default $CUPYOPS_DEVICE or cpu)", default=None),
+    _switch("--full", "big sizes", group="size"),
+    _switch("--tiny", "very small sizes, short timing", group="size"),
+    _opt("--sizes", "size set, overriding --tiny/--full (default: quick)", choices=tuple(SIZES),
+         default=None),
+    _opt("--cases", "regex on the case id op/case/dtype", default=None),
+    _opt("--dtypes", "comma-separated dtypes", default=",".join(DTYPES)),
+    _opt("--json", "write the records as JSON to this path", default=None),
+    _opt("--markdown", "write the tables as Markdown to this path", default=None),
+    _opt("--update-docs", "replace this device's generated section of DOC (e.g. "
+         "docs/performance.md, between its bench:DEVICE markers) with the tables",
+         default=None, metavar="DOC"),
+    _opt("--plot", "write a bar plot (PNG) to this path", default=None),
+    _switch("--no-peers", "time cupyops only"),
+    _switch("--no-cold", "skip the cold-start measurement"),
+    _switch("--no-overhead", "skip the overhead section (host time per call against NumPy)"),
+    _opt("--budget", "timing seconds per callable and case", type=float, default=None),
+    _opt("--repeat", "time each case this many times and keep the median (cpu/cuda)", type=int,
+         default=1),
+    _switch("--list", "list the case ids and exit"),
+    _switch("--quiet", "no progress on stderr"),
+    _switch("--dask", "the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
+            "1 vs 2 workers, bytes moved)"),
+    _switch("--issue-rate", "add the SASS issue-rate model of every kernel instantiation "
+            "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON"),
+)
+
+
+def build_parser(options=OPTIONS):
+    """The argparse parser of ``options``."""
     p = argparse.ArgumentParser(prog="python -m cupyops bench",
                                 description="cupyops benchmark (cupyops/bench/bench.py; docs/performance.md)")
-    p.add_argument("device_pos", nargs="?", metavar="DEVICE", choices=("cpu", "simt", "cuda"),
-                   help="same as --device (python -m cupyops bench simt --tiny)")
-    p.add_argument("--device", default=None, help="cpu, simt or cuda (default $CUPYOPS_DEVICE or cpu)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--full", action="store_true", help="big sizes")
-    size.add_argument("--tiny", action="store_true", help="very small sizes, short timing")
-    p.add_argument("--sizes", choices=tuple(SIZES), default=None,
-                   help="size set, overriding --tiny/--full (default: quick)")
-    p.add_argument("--cases", default=None, help="regex on the case id op/case/dtype")
-    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes")
-    p.add_argument("--json", default=None, help="write the records as JSON to this path")
-    p.add_argument("--markdown", default=None, help="write the tables as Markdown to this path")
-    p.add_argument("--update-docs", default=None, metavar="DOC",
-                   help="replace this device's generated section of DOC (e.g. "
-                        "docs/performance.md, between its bench:DEVICE markers) with the tables")
-    p.add_argument("--plot", default=None, help="write a bar plot (PNG) to this path")
-    p.add_argument("--no-peers", action="store_true", help="time cupyops only")
-    p.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement")
-    p.add_argument("--no-overhead", action="store_true",
-                   help="skip the overhead section (host time per call against NumPy)")
-    p.add_argument("--budget", type=float, default=None, help="timing seconds per callable and case")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="time each case this many times and keep the median (cpu/cuda)")
-    p.add_argument("--list", action="store_true", help="list the case ids and exit")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--dask", action="store_true",
-                   help="the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
-                        "1 vs 2 workers, bytes moved)")
-    p.add_argument("--issue-rate", action="store_true",
-                   help="add the SASS issue-rate model of every kernel instantiation "
-                        "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON")
+    groups = {}
+    for opt in options:
+        where = p
+        if opt.group is not None:
+            where = groups.get(opt.group) or groups.setdefault(opt.group, p.add_mutually_exclusive_group())
+        where.add_argument(opt.flag, help=opt.help, **opt.kwargs)
+    return p
+
+
+def parse_args(argv):
     if argv and argv[0] == "--":   # python -m cupyops bench -- --tiny ...
         argv = argv[1:]
-    args = p.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.device is None:
         args.device = args.device_pos
     return args
 
 
-def main(argv=None) -> int:
-    if "--dask" in (sys.argv[1:] if argv is None else argv):   # its own options: dask_bench.py
-        from . import dask_bench
-        return dask_bench.main([a for a in (sys.argv[1:] if argv is None else argv)
-                                if a not in ("--dask", "--")])
-    args = parse_args(list(sys.argv[1:] if argv is None else argv))
-    device = args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
-    device = device.strip().lower()
+class BenchError(Exception):
+    """The run cannot go on: the message goes to stderr after "bench: ", the exit status is 2."""
+
+
+def resolve_device(args) -> str:
+    device = (args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu").strip().lower()
     if device.startswith("cuda"):
         device = "cuda"
-    if device not in ("cpu", "simt", "cuda"):
-        print(f"bench: unknown device {device!r}; expected cpu, simt or cuda", file=sys.stderr)
-        return 2
+    if device not in DEVICES:
+        raise BenchError(f"unknown device {device!r}; expected cpu, simt or cuda")
+    return device
+
+
+def size_mode(args) -> str:
     if args.sizes:
-        mode = args.sizes
-    elif args.tiny:
-        mode = "tiny"
-    elif args.full:
-        mode = "full"
-    else:
-        mode = "quick"
-    budget = BUDGET[mode] if args.budget is None else args.budget
+        return args.sizes
+    return "tiny" if args.tiny else "full" if args.full else "quick"
+
+
+def select_cases(args, mode) -> list:
+    """The cases of ``mode`` in the asked dtypes whose ids match ``--cases``."""
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     try:
         cases = make_cases(mode, dtypes)
     except TypeError as exc:
-        print(f"bench: bad --dtypes: {exc}", file=sys.stderr)
-        return 2
-    if args.cases:
-        try:
-            rx = re.compile(args.cases)
-        except re.error as exc:
-            print(f"bench: bad --cases regex {args.cases!r}: {exc}", file=sys.stderr)
-            return 2
-        n_all = len(cases)
-        cases = [c for c in cases if rx.search(c.id)]
-        if not cases:
-            print(f"bench: --cases {args.cases!r} matches none of the {n_all} case ids "
-                  f"(dtypes {', '.join(dtypes)}); python -m cupyops bench --list shows them",
-                  file=sys.stderr)
-            return 2
-    if args.plot:
-        # fail before the run, not after it
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print("bench: --plot needs matplotlib, which is not installed: pip install "
-                  "matplotlib (or install cupyops with the plot extra, pip install '.[plot]' "
-                  "from the checkout); nothing was run", file=sys.stderr)
-            return 2
-    skipped = unsupported_ops(cases)
-    if skipped:
-        cases = [c for c in cases if (c.op, c.dtype.name) not in skipped]
-        if not args.list and not args.quiet:
-            for (op, dt), why in skipped.items():
-                print(f"bench: skipping {op} for {dt}: cupyops does not take it yet ({why})",
-                      file=sys.stderr)
-        if not cases:
-            print("bench: no case left to run: no op takes the dtypes asked for", file=sys.stderr)
-            return 2
-    if args.list:
-        for c in cases:
-            print(c.id, "x".join(map(str, c.shape)))
-        return 0
+        raise BenchError(f"bad --dtypes: {exc}") from None
+    if not args.cases:
+        return cases
+    try:
+        rx = re.compile(args.cases)
+    except re.error as exc:
+        raise BenchError(f"bad --cases regex {args.cases!r}: {exc}") from None
+    chosen = [c for c in cases if rx.search(c.id)]
+    if not chosen:
+        raise BenchError(f"--cases {args.cases!r} matches none of the {len(cases)} case ids "
+                         f"(dtypes {', '.join(dtypes)}); python -m cupyops bench --list shows them")
+    return chosen
 
+
+def check_plot(args) -> None:
+    """--plot needs matplotlib: fail before the run, not after it."""
+    if not args.plot:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError("--plot needs matplotlib, which is not installed: pip install "
+                         "matplotlib (or install cupyops with the plot extra, pip install '.[plot]' "
+                         "from the checkout); nothing was run") from None
+
+
+def drop_unsupported(cases, args):
+    """(the cases an op takes the dtype of, {(op, dtype): why} of the others), said on stderr."""
+    skipped = unsupported_ops(cases)
+    if not skipped:
+        return cases, skipped
+    cases = [c for c in cases if (c.op, c.dtype.name) not in skipped]
+    if not args.list and not args.quiet:
+        for (op, dt), why in skipped.items():
+            print(f"bench: skipping {op} for {dt}: cupyops does not take it yet ({why})",
+                  file=sys.stderr)
+    if not cases:
+        raise BenchError("no case left to run: no op takes the dtypes asked for")
+    return cases, skipped
+
+
+def check_device(device, args) -> None:
+    if device not in ("cuda", "simt"):
+        return
     from cupyops.core import devices as _devices
-    meta = {
+    ok, why = _devices.cuda_status() if device == "cuda" else _devices.simt_status()
+    if not ok:
+        source = "asked for on the command line" if args.device else \
+            f"from CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
+        raise BenchError(f"device {device} ({source}) is not available here: {why}")
+
+
+@dataclasses.dataclass
+class Run:
+    """One benchmark run: what was asked, and what was measured (filled in as it goes)."""
+    args: argparse.Namespace
+    argv: list | None             # as main() got it (the Markdown names it)
+    device: str
+    mode: str
+    budget: float
+    cases: list
+    skipped: dict
+    meta: dict = dataclasses.field(default_factory=dict)
+    copy_bw: float | None = None
+    records: list = dataclasses.field(default_factory=list)
+    cold: list = dataclasses.field(default_factory=list)
+    overhead_rows: list = dataclasses.field(default_factory=list)
+    issue_rate: dict | None = None
+
+    @property
+    def peer_names(self) -> list:
+        if self.args.no_peers or self.device == "simt":
+            return []
+        return list(peers.CPU_PEERS if self.device == "cpu" else peers.GPU_PEERS)
+
+
+def prepare(args, argv) -> Run:
+    """Check the command line and choose the cases (raises BenchError)."""
+    device = resolve_device(args)
+    mode = size_mode(args)
+    budget = BUDGET[mode] if args.budget is None else args.budget
+    cases = select_cases(args, mode)
+    check_plot(args)
+    cases, skipped = drop_unsupported(cases, args)
+    return Run(args, argv, device, mode, budget, cases, skipped)
+
+
+def run_meta(run) -> dict:
+    from cupyops.core import devices as _devices
+    return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "mode": mode, "budget_s": budget,
+        "device": run.device, "mode": run.mode, "budget_s": run.budget,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         "versions": _versions(), "paths": _paths_available(),
         "cuda_status": _devices.cuda_status()[1], "simt_status": _devices.simt_status()[1],
-        "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": args.repeat,
-        "skipped": [{"op": op, "dtype": dt, "reason": why} for (op, dt), why in skipped.items()],
+        "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": run.args.repeat,
+        "skipped": [{"op": op, "dtype": dt, "reason": why} for (op, dt), why in run.skipped.items()],
         "simt_allocations": "256-byte aligned, as CuPy's allocator (bench.cupy_like_simt_allocations)",
         "traffic_model": {"sector_bytes": traffic.SECTOR_BYTES,
                           "bandwidth_bytes_per_s": traffic.H100_BANDWIDTH,
                           "launch_s": traffic.LAUNCH_SECONDS},
     }
-    if device in ("cuda", "simt"):
-        ok, why = _devices.cuda_status() if device == "cuda" else _devices.simt_status()
-        if not ok:
-            source = "asked for on the command line" if args.device else \
-                f"from CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
-            print(f"bench: device {device} ({source}) is not available here: {why}",
-                  file=sys.stderr)
-            return 2
 
-    copy_bw = None
-    if device == "cuda":
-        copy_bw = copy_bandwidth()
-        meta["copy_bandwidth_gbps"] = copy_bw / 1e9
 
-    records = []
-    prog = Progress(len(cases), quiet=args.quiet)
-    for i, case in enumerate(cases, 1):
+def measure(run) -> None:
+    """Every case, then the cold start, the overhead section and the issue-rate model, as
+    asked; into ``run``."""
+    args = run.args
+    if run.device == "cuda":
+        run.copy_bw = copy_bandwidth()
+        run.meta["copy_bandwidth_gbps"] = run.copy_bw / 1e9
+    prog = Progress(len(run.cases), quiet=args.quiet)
+    for i, case in enumerate(run.cases, 1):
         prog.update(i, f"{case.id} {'x'.join(map(str, case.shape))}")
-        records += run_case(case, device, mode, budget, not args.no_peers, copy_bw, args.repeat)
+        run.records += run_case(case, run.device, run.mode, run.budget, not args.no_peers,
+                                run.copy_bw, args.repeat)
     prog.done()
-
-    cold = []
     if not args.no_cold:
         if not args.quiet:
             print("cold start (fresh processes) ...", file=sys.stderr)
         try:
-            cold = cold_start(device)
+            run.cold = cold_start(run.device)
         except Exception as exc:
-            cold = [{"scenario": "all", "device": device, "error": _short_err(exc)}]
-
-    peer_names = [] if args.no_peers or device == "simt" else \
-        list(peers.CPU_PEERS if device == "cpu" else peers.GPU_PEERS)
-    if device == "simt":
-        header, rows = traffic_table(records)
-        title = ("SIMT traffic model (times on the emulator mean nothing; model: sectors x 32 B "
-                 f"/ {traffic.H100_BANDWIDTH / 1e12:.1f} TB/s + {traffic.LAUNCH_SECONDS * 1e6:.0f} us "
-                 "per launch)")
-    elif device == "cuda":
-        header, rows = cuda_table(records, peer_names)
-        title = f"CUDA, copy bandwidth {copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
-    else:
-        header, rows = ratio_table(records, peer_names)
-        title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
-    text = [f"cupyops bench: device {device}, mode {mode}, {len(cases)} cases", title, "",
-            format_text(header, rows), ""]
-    text += summary_lines(records, device, peer_names)
-    text += peer_na_lines(records, peer_names)
-    text += [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
-             for (op, dt), why in skipped.items()]
-    avail = meta["paths"]
-    missing = [k for k, v in avail.items() if not v]
-    if missing:
-        text.append("not in this checkout: " + ", ".join(missing))
-    if cold:
-        ch, cr = cold_table(cold)
-        text += ["", "cold start (fresh process each):", format_text(ch, cr)]
-    overhead_rows = []
+            run.cold = [{"scenario": "all", "device": run.device, "error": _short_err(exc)}]
     if not args.no_overhead:
         from . import overhead
         if not args.quiet:
             print("overhead (host time per call) ...", file=sys.stderr)
-        overhead_rows = overhead.run(device)
-        text += [""] + overhead.format_tables(overhead_rows)
-    issue_rate = None
+        run.overhead_rows = overhead.run(run.device)
     if args.issue_rate:
-        from . import issue_rate as _ir
-        ok, why = _ir.available()
-        if ok:
-            ir_rows = _ir.instantiation_report((90, 80))
-            issue_rate = {"summary": _ir.summary(ir_rows), "rows": ir_rows}
-            text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
-            text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
-                     for a, v in issue_rate["summary"].items()]
-        else:
-            issue_rate = {"unavailable": why}
-            text += ["", f"issue-rate model unavailable: {why}"]
-    print("\n".join(text))
+        run.issue_rate = issue_rate_section()
 
-    written = []
+
+def issue_rate_section() -> dict:
+    """The issue-rate model's summary and rows for sm_90 and sm_80, or why it is unavailable."""
+    from . import issue_rate as _ir
+    ok, why = _ir.available()
+    if not ok:
+        return {"unavailable": why}
+    rows = _ir.instantiation_report((90, 80))
+    return {"summary": _ir.summary(rows), "rows": rows}
+
+
+def main_table(run):
+    """(header, rows, title) of the run's main table."""
+    if run.device == "simt":
+        title = ("SIMT traffic model (times on the emulator mean nothing; model: sectors x 32 B "
+                 f"/ {traffic.H100_BANDWIDTH / 1e12:.1f} TB/s + {traffic.LAUNCH_SECONDS * 1e6:.0f} us "
+                 "per launch)")
+        return (*traffic_table(run.records), title)
+    if run.device == "cuda":
+        title = f"CUDA, copy bandwidth {run.copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
+        return (*cuda_table(run.records, run.peer_names), title)
+    title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
+    return (*ratio_table(run.records, run.peer_names), title)
+
+
+def _missing_paths(run) -> list:
+    return [k for k, v in run.meta["paths"].items() if not v]
+
+
+def _skipped_lines(run) -> list:
+    return [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
+            for (op, dt), why in run.skipped.items()]
+
+
+def text_report(run, table) -> list:
+    """The lines printed at the end of a run."""
+    header, rows, title = table
+    text = [f"cupyops bench: device {run.device}, mode {run.mode}, {len(run.cases)} cases", title,
+            "", format_text(header, rows), ""]
+    text += summary_lines(run.records, run.device, run.peer_names)
+    text += peer_na_lines(run.records, run.peer_names)
+    text += _skipped_lines(run)
+    missing = _missing_paths(run)
+    if missing:
+        text.append("not in this checkout: " + ", ".join(missing))
+    if run.cold:
+        text += ["", "cold start (fresh process each):", format_text(*cold_table(run.cold))]
+    if not run.args.no_overhead:
+        from . import overhead
+        text += [""] + overhead.format_tables(run.overhead_rows)
+    ir = run.issue_rate
+    if ir is not None and "unavailable" in ir:
+        text += ["", f"issue-rate model unavailable: {ir['unavailable']}"]
+    elif ir is not None:
+        text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
+        text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
+                 for a, v in ir["summary"].items()]
+    return text
+
+
+def markdown_report(run, table) -> list:
+    """The lines of --markdown and --update-docs."""
+    header, rows, title = table
+    paths = run.meta["paths"]
+    md = [f"<!-- generated by: python -m cupyops bench {' '.join(run.argv or [])} -->",
+          f"Device `{run.device}`, mode `{run.mode}`, {run.meta['date']}, {run.meta['machine']}.",
+          f"Kernel paths present: {', '.join(k for k, v in paths.items() if v) or 'none'}; "
+          f"missing: {', '.join(_missing_paths(run)) or 'none'}.", "", title, ""]
+    if run.device == "simt":
+        md.append(format_markdown(*wide_traffic_table(run.records)))
+    elif run.device == "cpu":
+        md.append(format_markdown(*wide_ratio_table(run.records, run.peer_names)))
+    else:
+        md.append(format_markdown(header, rows))
+    md.append("")
+    md += [f"- {line}" for line in summary_lines(run.records, run.device, run.peer_names)]
+    md += [f"- {line}" for line in peer_na_lines(run.records, run.peer_names)]
+    md += [f"- {line}" for line in _skipped_lines(run)]
+    if run.cold:
+        md += ["", "Cold start (fresh process each):", "", format_markdown(*cold_table(run.cold))]
+    if run.overhead_rows:
+        from . import overhead
+        md += ["", "```text"] + overhead.format_tables(run.overhead_rows) + ["```"]
+    return md
+
+
+def json_document(run) -> dict:
+    """The --json file: these keys are read by tools outside the package."""
+    doc = {"meta": run.meta, "records": run.records, "cold_start": run.cold,
+           "overhead": run.overhead_rows}
+    if run.issue_rate is not None:
+        doc["issue_rate"] = run.issue_rate
+    return doc
+
+
+def write_outputs(run, table) -> list:
+    """Write what the options ask for; [(what, path)] of the files written."""
+    args, written = run.args, []
     if args.json:
         with open(args.json, "w") as fh:
-            doc = {"meta": meta, "records": records, "cold_start": cold,
-                   "overhead": overhead_rows}
-            if issue_rate is not None:
-                doc["issue_rate"] = issue_rate
-            json.dump(_finite(doc), fh,
-                      indent=1, default=_json_default, allow_nan=False)
+            json.dump(_finite(json_document(run)), fh, indent=1, default=_json_default,
+                      allow_nan=False)
         written.append(("records (JSON)", args.json))
     if args.markdown or args.update_docs:
-        md = [f"<!-- generated by: python -m cupyops bench {' '.join(argv or [])} -->",
-              f"Device `{device}`, mode `{mode}`, {meta['date']}, {meta['machine']}.",
-              f"Kernel paths present: {', '.join(k for k, v in avail.items() if v) or 'none'}; "
-              f"missing: {', '.join(missing) or 'none'}.", "", title, ""]
-        if device == "simt":
-            md.append(format_markdown(*wide_traffic_table(records)))
-        elif device == "cpu":
-            md.append(format_markdown(*wide_ratio_table(records, peer_names)))
-        else:
-            md.append(format_markdown(header, rows))
-        md.append("")
-        md += [f"- {line}" for line in summary_lines(records, device, peer_names)]
-        md += [f"- {line}" for line in peer_na_lines(records, peer_names)]
-        md += [f"- skipped {op} for {dt}: cupyops does not take it yet ({why})"
-               for (op, dt), why in skipped.items()]
-        if cold:
-            ch, cr = cold_table(cold)
-            md += ["", "Cold start (fresh process each):", "", format_markdown(ch, cr)]
-        if overhead_rows:
-            from . import overhead
-            md += ["", "```text"] + overhead.format_tables(overhead_rows) + ["```"]
+        md = markdown_report(run, table)
         if args.markdown:
             Path(args.markdown).write_text("\n".join(md) + "\n")
             written.append(("tables (Markdown)", args.markdown))
         if args.update_docs:
-            update_docs(args.update_docs, device, md)
-            written.append((f"the {device} section of", args.update_docs))
+            update_docs(args.update_docs, run.device, md)
+            written.append((f"the {run.device} section of", args.update_docs))
     if args.plot:
-        make_plot(records, device, args.plot)
+        make_plot(run.records, run.device, args.plot)
         written.append(("plot (PNG)", args.plot))
+    return written
+
+
+def main(argv=None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--dask" in words:   # its own options: dask_bench.py
+        from . import dask_bench
+        return dask_bench.main([a for a in words if a not in ("--dask", "--")])
+    args = parse_args(words)
+    try:
+        run = prepare(args, argv)
+        if args.list:
+            for c in run.cases:
+                print(c.id, "x".join(map(str, c.shape)))
+            return 0
+        run.meta = run_meta(run)
+        check_device(run.device, args)
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    measure(run)
+    table = main_table(run)
+    print("\n".join(text_report(run, table)))
+    written = write_outputs(run, table)
     if written:
         print()
         for what, path in written:
