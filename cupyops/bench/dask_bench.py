@@ -105,12 +105,8 @@ def _partial_bytes(chunk_shape):
     """dask's sizeof of one chunk's argmax partial (axis=None), as the combine receives it."""
     from dask.sizeof import sizeof
 
-    from cupyops.interop import dask as _dask
-    c = np.random.default_rng(0).random(chunk_shape)
-    p = _dask._arg_chunk(c, [{"array-location": [(0, n) for n in chunk_shape]}], kind="max",
-                         axes=tuple(range(len(chunk_shape))), tie="first", skip_nan=False,
-                         device="cpu", shape=chunk_shape, opname="argmax")
-    return sizeof(p)
+    from ._runtime import argmax_chunk_partial
+    return sizeof(argmax_chunk_partial(np.random.default_rng(0).random(chunk_shape)))
 
 
 def scaling(shape, chunks, device="cpu", repeat=3, workers=(1, 2)):
