@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import gc
 import importlib.util
@@ -50,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import zlib
 from pathlib import Path
 
@@ -242,15 +244,6 @@ def cupyops_call(case, device):
     raise ValueError(op)
 
 
-def _ours_to_numpy(case, r):
-    r = peers._to_numpy(r)
-    if case.op == "nonzero_coordinates":
-        return (np.asarray(r[0]), int(np.asarray(r[1])))
-    if isinstance(r, tuple):
-        return tuple(np.asarray(v) for v in r)
-    return np.asarray(r)
-
-
 def _same(a, b):
     if isinstance(a, tuple) or isinstance(b, tuple):
         if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
@@ -375,6 +368,12 @@ def _short_err(exc):
     return f"{type(exc).__name__}: {msg}"[:200]
 
 
+def _unavailable(base, why):
+    """The record of a case that could not run: ``base`` with no figures, and why."""
+    return dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
+                ok=None, status=f"unavailable: {why}")
+
+
 def _record_traffic():
     """``cupyops.simt.record_traffic`` if this checkout has it, else None."""
     try:
@@ -400,7 +399,10 @@ def cupy_like_simt_allocations(align=256):
     NumPy arrays for the duration, as CuPy's allocator does on a GPU (NumPy's own buffers are
     only 16-byte aligned, which would make a warp's 128-byte store straddle 5 sectors instead of
     4 and charge the kernel for the emulator's allocator). Benchmark-local: the backend object
-    gets instance attributes that shadow its methods, removed afterwards."""
+    gets instance attributes that shadow its methods (``unittest.mock.patch.object``), removed
+    afterwards."""
+    from unittest import mock
+
     from cupyops.core import backend as _backend
     be = _backend.get_backend("simt")
 
@@ -418,16 +420,10 @@ def cupy_like_simt_allocations(align=256):
         a[...] = fill
         return a
 
-    saved = {k: be.__dict__[k] for k in ("empty", "zeros", "full") if k in be.__dict__}
-    be.empty, be.zeros, be.full = empty, zeros, full
-    try:
+    with contextlib.ExitStack() as stack:
+        for name, fn in (("empty", empty), ("zeros", zeros), ("full", full)):
+            stack.enter_context(mock.patch.object(be, name, fn))
         yield be
-    finally:
-        for k in ("empty", "zeros", "full"):
-            if k in saved:
-                setattr(be, k, saved[k])
-            else:
-                be.__dict__.pop(k, None)
 
 
 def _run_simt_case(case, base, x, ours, ref):
@@ -446,10 +442,9 @@ def _run_simt_case(case, base, x, ours, ref):
             t0 = time.perf_counter()
             res = ours(x)
             seconds = time.perf_counter() - t0
-        ok = _same(_ours_to_numpy(case, res), ref)
+        ok = _same(peers.numpy_result(case, res), ref)
     except Exception as exc:
-        return dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                    ok=None, status=f"unavailable: {_short_err(exc)}")
+        return _unavailable(base, _short_err(exc))
     base.update(bytes=expected_bytes(case, x, res), ok=bool(ok), status="ok" if ok else "MISMATCH",
                 d2h_reads=tr.d2h_reads, trace_launches=len(tr.launches))
     if rec is None:
@@ -480,8 +475,7 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
         reference = peers.numpy_peer(case)
         ref = reference[1](reference[0](x_host))
     except Exception as exc:   # NumPy cannot check this case: report it, do not crash the run
-        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                     ok=None, status=f"unavailable: no NumPy reference ({_short_err(exc)})")]
+        return [_unavailable(base, f"no NumPy reference ({_short_err(exc)})")]
 
     if device == "simt":
         return [_run_simt_case(case, base, x, ours, ref)]
@@ -489,10 +483,9 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
     # ours: correctness first (the first call also compiles on the kernel paths)
     try:
         res = ours(x)
-        ok = _same(_ours_to_numpy(case, res), ref)
+        ok = _same(peers.numpy_result(case, res), ref)
     except Exception as exc:
-        return [dict(base, seconds=None, peer=None, peer_seconds=None, ratio=None, bytes=None,
-                     ok=None, status=f"unavailable: {_short_err(exc)}")]
+        return [_unavailable(base, _short_err(exc))]
     nbytes = expected_bytes(case, x, res)
     base.update(bytes=nbytes, ok=bool(ok), status="ok" if ok else "MISMATCH")
 
@@ -867,6 +860,17 @@ def peer_na_lines(records, peer_names):
     return lines
 
 
+class _PlotRows(typing.NamedTuple):
+    """What both plots share: the records grouped by case, the dtypes and (op, case) rows in
+    first-seen order, the row labels and positions, and the figure's height."""
+    groups: dict
+    dtypes: list
+    cases: list
+    labels: list
+    ys: np.ndarray
+    fig_h: float
+
+
 def make_plot(records, device, path, title=None):
     """Bars. cpu / cuda: the ratio against each peer (log scale), one panel per dtype.
     simt: sectors touched / minimum per case, one bar per dtype, with the goals marked."""
@@ -875,94 +879,110 @@ def make_plot(records, device, path, title=None):
     import matplotlib.pyplot as plt
 
     groups = _group(records)
-    dtypes = list(dict.fromkeys(k[2] for k in groups))
     cases = list(dict.fromkeys((k[0], k[1]) for k in groups))
-    labels = [f"{op} {case}" for op, case in cases]
-    ys = np.arange(len(cases))
-    fig_h = max(3.0, 0.3 * len(cases) + 1.6)
-    if device == "simt":
-        # The differences sit between 1.0 and ~1.3 (the exact nonzero forms read twice, ~2):
-        # the axis starts just below 1.0, and values past ZOOM go to a second, narrower panel
-        # (a broken axis) instead of squashing the zoomed one.
-        vals_by_dt = {dt: [(groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
-                           for op, case in cases] for dt in dtypes}
-        goals = [traffic.goal_for(op, case) for op, case in cases]
-        finite = [v for vs in vals_by_dt.values() for v in vs if np.isfinite(v)]
-        finite += [g for g in goals if g]
-        hi = max(finite, default=1.3)
-        lo = min(0.97, min(finite, default=1.0) - 0.01)
-        broken = hi > SIMT_PLOT_ZOOM
-        if broken:
-            fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, fig_h), sharey=True,
-                                          layout="constrained",
-                                          gridspec_kw={"width_ratios": [3, 1]})
-            panels = [(ax, (lo, SIMT_PLOT_ZOOM)), (ax2, (SIMT_PLOT_ZOOM, hi * 1.02 + 0.02))]
-        else:
-            fig, ax = plt.subplots(figsize=(10, fig_h), layout="constrained")
-            panels = [(ax, (lo, max(hi * 1.02, 1.1)))]
-        h = 0.8 / max(1, len(dtypes))
-        for a, (x0, x1) in panels:
-            for j, dt in enumerate(dtypes):
-                vals = vals_by_dt[dt]
-                # bars start at the panel's left edge, so the zoomed axis does not hide them
-                a.barh(ys - 0.4 + h * (j + 0.5), [v - x0 if np.isfinite(v) else np.nan for v in vals],
-                       left=x0, height=h, label=dt,
-                       color=SIMT_PLOT_COLORS[j % len(SIMT_PLOT_COLORS)])
-            first_goal = True
-            for y, g in zip(ys, goals):
-                if g:
-                    a.plot([g, g], [y - 0.45, y + 0.45], color=SIMT_PLOT_GOAL_COLOR, lw=2.0,
-                           label="goal" if first_goal else None)
-                    first_goal = False
-            a.axvline(1.0, color="0.4", lw=0.8, ls=":")
-            a.set_xlim(x0, x1)
-            a.tick_params(axis="x", labelsize=7)
-            a.grid(axis="x", color="0.85", lw=0.5)
-        ax.set_yticks(ys)
-        ax.set_yticklabels(labels, fontsize=7)
-        ax.invert_yaxis()
-        if broken:
-            ax.spines["right"].set_visible(False)
-            ax2.spines["left"].set_visible(False)
-            ax2.tick_params(axis="y", left=False)
-            ax2.legend(fontsize=8, loc="lower right")
-        else:
-            ax.legend(fontsize=8, loc="lower right")
-        fig.supxlabel("sectors touched / minimum sectors (1.0 = minimum traffic; axis starts near "
-                      "1.0" + (f", broken at {SIMT_PLOT_ZOOM}" if broken else "") + ")", fontsize=9)
-        fig.suptitle(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
-                     fontsize=10)
+    rows = _PlotRows(groups, list(dict.fromkeys(k[2] for k in groups)), cases,
+                     [f"{op} {case}" for op, case in cases], np.arange(len(cases)),
+                     max(3.0, 0.3 * len(cases) + 1.6))
+    if device == "simt":        # a constrained layout
+        fig = _simt_plot(plt, rows, title)
     else:
-        peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
-        fig, axes = plt.subplots(1, len(dtypes), figsize=(3.2 * len(dtypes) + 2.5, fig_h),
-                                 sharey=True, sharex=True, squeeze=False)
-        h = 0.8 / max(1, len(peer_names))
-        colors = {"numpy": "tab:blue", "onnxruntime": "tab:orange", "cupy": "tab:green",
-                  "torch": "tab:purple"}
-        for ax, dt in zip(axes[0], dtypes):
-            for j, p in enumerate(peer_names):
-                vals = []
-                for op, case in cases:
-                    recs = groups.get((op, case, dt)) or []
-                    r = next((r for r in recs if r.get("peer") == p), None)
-                    vals.append(r["ratio"] if r and r.get("ratio") else np.nan)
-                ax.barh(ys - 0.4 + h * (j + 0.5), vals, height=h, label=f"vs {p}",
-                        color=colors.get(p))
-            ax.set_xscale("log")
-            ax.axvline(1.0, color="k", lw=0.8)
-            ax.set_title(dt, fontsize=9)
-            ax.tick_params(axis="x", labelsize=7)
-        axes[0][0].set_yticks(ys)
-        axes[0][0].set_yticklabels(labels, fontsize=7)
-        axes[0][0].invert_yaxis()
-        if peer_names:
-            axes[0][-1].legend(fontsize=8, loc="lower right")
-        fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
-        fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
-    if device != "simt":        # the SIMT figure has a constrained layout
+        fig = _ratio_plot(plt, rows, records, device, title)
         fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _simt_plot(plt, rows, title):
+    """The SIMT figure. The differences sit between 1.0 and ~1.3 (the exact nonzero forms read
+    twice, ~2): the axis starts just below 1.0, and values past SIMT_PLOT_ZOOM go to a second,
+    narrower panel (a broken axis) instead of squashing the zoomed one."""
+    vals_by_dt = {dt: [(rows.groups.get((op, case, dt)) or [{}])[0].get("sectors_ratio") or np.nan
+                       for op, case in rows.cases] for dt in rows.dtypes}
+    goals = [traffic.goal_for(op, case) for op, case in rows.cases]
+    finite = [v for vs in vals_by_dt.values() for v in vs if np.isfinite(v)]
+    finite += [g for g in goals if g]
+    hi = max(finite, default=1.3)
+    lo = min(0.97, min(finite, default=1.0) - 0.01)
+    broken = hi > SIMT_PLOT_ZOOM
+    if broken:
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, rows.fig_h), sharey=True,
+                                      layout="constrained", gridspec_kw={"width_ratios": [3, 1]})
+        panels = [(ax, (lo, SIMT_PLOT_ZOOM)), (ax2, (SIMT_PLOT_ZOOM, hi * 1.02 + 0.02))]
+    else:
+        fig, ax = plt.subplots(figsize=(10, rows.fig_h), layout="constrained")
+        panels = [(ax, (lo, max(hi * 1.02, 1.1)))]
+    for a, xlim in panels:
+        _simt_panel(a, xlim, rows, vals_by_dt, goals)
+    ax.set_yticks(rows.ys)
+    ax.set_yticklabels(rows.labels, fontsize=7)
+    ax.invert_yaxis()
+    if broken:
+        ax.spines["right"].set_visible(False)
+        ax2.spines["left"].set_visible(False)
+        ax2.tick_params(axis="y", left=False)
+        ax2.legend(fontsize=8, loc="lower right")
+    else:
+        ax.legend(fontsize=8, loc="lower right")
+    fig.supxlabel("sectors touched / minimum sectors (1.0 = minimum traffic; axis starts near "
+                  "1.0" + (f", broken at {SIMT_PLOT_ZOOM}" if broken else "") + ")", fontsize=9)
+    fig.suptitle(title or "cupyops kernels on the SIMT layer: traffic against the minimum",
+                 fontsize=10)
+    return fig
+
+
+def _simt_panel(a, xlim, rows, vals_by_dt, goals):
+    """One panel of the SIMT figure: a bar per dtype and case over ``xlim``, the goals."""
+    x0, x1 = xlim
+    h = 0.8 / max(1, len(rows.dtypes))
+    for j, dt in enumerate(rows.dtypes):
+        # bars start at the panel's left edge, so the zoomed axis does not hide them
+        a.barh(rows.ys - 0.4 + h * (j + 0.5),
+               [v - x0 if np.isfinite(v) else np.nan for v in vals_by_dt[dt]],
+               left=x0, height=h, label=dt, color=SIMT_PLOT_COLORS[j % len(SIMT_PLOT_COLORS)])
+    first_goal = True
+    for y, g in zip(rows.ys, goals):
+        if g:
+            a.plot([g, g], [y - 0.45, y + 0.45], color=SIMT_PLOT_GOAL_COLOR, lw=2.0,
+                   label="goal" if first_goal else None)
+            first_goal = False
+    a.axvline(1.0, color="0.4", lw=0.8, ls=":")
+    a.set_xlim(x0, x1)
+    a.tick_params(axis="x", labelsize=7)
+    a.grid(axis="x", color="0.85", lw=0.5)
+
+
+#: bar colours of the cpu / cuda figure, per peer
+PEER_PLOT_COLORS = {"numpy": "tab:blue", "onnxruntime": "tab:orange", "cupy": "tab:green",
+                    "torch": "tab:purple"}
+
+
+def _ratio_plot(plt, rows, records, device, title):
+    """The cpu / cuda figure: per dtype a panel, per peer a bar of its ratio (log scale)."""
+    peer_names = list(dict.fromkeys(r["peer"] for r in records if r.get("peer")))
+    fig, axes = plt.subplots(1, len(rows.dtypes), figsize=(3.2 * len(rows.dtypes) + 2.5, rows.fig_h),
+                             sharey=True, sharex=True, squeeze=False)
+    h = 0.8 / max(1, len(peer_names))
+    for ax, dt in zip(axes[0], rows.dtypes):
+        for j, p in enumerate(peer_names):
+            vals = []
+            for op, case in rows.cases:
+                recs = rows.groups.get((op, case, dt)) or []
+                r = next((r for r in recs if r.get("peer") == p), None)
+                vals.append(r["ratio"] if r and r.get("ratio") else np.nan)
+            ax.barh(rows.ys - 0.4 + h * (j + 0.5), vals, height=h, label=f"vs {p}",
+                    color=PEER_PLOT_COLORS.get(p))
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_title(dt, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0][0].set_yticks(rows.ys)
+    axes[0][0].set_yticklabels(rows.labels, fontsize=7)
+    axes[0][0].invert_yaxis()
+    if peer_names:
+        axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.supxlabel("peer time / cupyops time (log scale; > 1: cupyops faster)", fontsize=9)
+    fig.suptitle(title or f"cupyops on {device} against its peers", fontsize=10)
+    return fig
 
 
 # --------------------------------------------------------------------------------------------
@@ -1025,246 +1045,381 @@ class Progress:
             self.stream.flush()
 
 
-def parse_args(argv):
+# --------------------------------------------------------------------------------------------
+# the command line, as data
+# --------------------------------------------------------------------------------------------
+
+DEVICES = ("cpu", "simt", "cuda")
+
+
+class Option(typing.NamedTuple):
+    """One argument of the command line: its name or flag, its help text, the keywords
+    ``add_argument`` takes besides, and the mutually exclusive group it belongs to (if any)."""
+    flag: str
+    help: str
+    kwargs: dict
+    group: str | None = None
+
+
+def _opt(flag, help, group=None, **kwargs):
+    return Option(flag, help, kwargs, group)
+
+
+def _switch(flag, help, group=None):
+    """``--flag``: sets ``args.flag`` to True."""
+    return Option(flag, help, {"action": "store_true"}, group)
+
+
+#: The benchmark's command line, in the order ``--help`` lists it. Tools outside the package
+#: use these options and their defaults: change none of them.
+OPTIONS = (
+    _opt("device_pos", "same as --device (python -m cupyops bench simt --tiny)",
+         nargs="?", metavar="DEVICE", choices=DEVICES),
+    _opt("--device", "cpu, simt or cuda (default $CUPYOPS_DEVICE or cpu)", default=None),
+    _switch("--full", "big sizes", group="size"),
+    _switch("--tiny", "very small sizes, short timing", group="size"),
+    _opt("--sizes", "size set, overriding --tiny/--full (default: quick)", choices=tuple(SIZES),
+         default=None),
+    _opt("--cases", "regex on the case id op/case/dtype", default=None),
+    _opt("--dtypes", "comma-separated dtypes", default=",".join(DTYPES)),
+    _opt("--json", "write the records as JSON to this path", default=None),
+    _opt("--markdown", "write the tables as Markdown to this path", default=None),
+    _opt("--update-docs", "replace this device's generated section of DOC (e.g. "
+         "docs/performance.md, between its bench:DEVICE markers) with the tables",
+         default=None, metavar="DOC"),
+    _opt("--plot", "write a bar plot (PNG) to this path", default=None),
+    _switch("--no-peers", "time cupyops only"),
+    _switch("--no-cold", "skip the cold-start measurement"),
+    _switch("--no-overhead", "skip the overhead section (host time per call against NumPy)"),
+    _opt("--budget", "timing seconds per callable and case", type=float, default=None),
+    _opt("--repeat", "time each case this many times and keep the median (cpu/cuda)", type=int,
+         default=1),
+    _switch("--list", "list the case ids and exit"),
+    _switch("--quiet", "no progress on stderr"),
+    _switch("--dask", "the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
+            "1 vs 2 workers, bytes moved)"),
+    _switch("--issue-rate", "add the SASS issue-rate model of every kernel instantiation "
+            "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON"),
+)
+
+
+def build_parser(options=OPTIONS):
+    """The argparse parser of ``options``."""
     p = argparse.ArgumentParser(prog="python -m cupyops bench",
                                 description="cupyops benchmark (cupyops/bench/bench.py; docs/performance.md)")
-    p.add_argument("device_pos", nargs="?", metavar="DEVICE", choices=("cpu", "simt", "cuda"),
-                   help="same as --device (python -m cupyops bench simt --tiny)")
-    p.add_argument("--device", default=None, help="cpu, simt or cuda (default $CUPYOPS_DEVICE or cpu)")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--full", action="store_true", help="big sizes")
-    size.add_argument("--tiny", action="store_true", help="very small sizes, short timing")
-    p.add_argument("--sizes", choices=tuple(SIZES), default=None,
-                   help="size set, overriding --tiny/--full (default: quick)")
-    p.add_argument("--cases", default=None, help="regex on the case id op/case/dtype")
-    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes")
-    p.add_argument("--json", default=None, help="write the records as JSON to this path")
-    p.add_argument("--markdown", default=None, help="write the tables as Markdown to this path")
-    p.add_argument("--update-docs", default=None, metavar="DOC",
-                   help="replace this device's generated section of DOC (e.g. "
-                        "docs/performance.md, between its bench:DEVICE markers) with the tables")
-    p.add_argument("--plot", default=None, help="write a bar plot (PNG) to this path")
-    p.add_argument("--no-peers", action="store_true", help="time cupyops only")
-    p.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement")
-    p.add_argument("--no-overhead", action="store_true",
-                   help="skip the overhead section (host time per call against NumPy)")
-    p.add_argument("--budget", type=float, default=None, help="timing seconds per callable and case")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="time each case this many times and keep the median (cpu/cuda)")
-    p.add_argument("--list", action="store_true", help="list the case ids and exit")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--dask", action="store_true",
-                   help="the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
-                        "1 vs 2 workers, bytes moved)")
-    p.add_argument("--issue-rate", action="store_true",
-                   help="add the SASS issue-rate model of every kernel instantiation "
-                        "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON")
+    groups = {}
+    for opt in options:
+        where = p
+        if opt.group is not None:
+            where = groups.get(opt.group) or groups.setdefault(opt.group, p.add_mutually_exclusive_group())
+        where.add_argument(opt.flag, help=opt.help, **opt.kwargs)
+    return p
+
+
+def parse_args(argv):
     if argv and argv[0] == "--":   # python -m cupyops bench -- --tiny ...
         argv = argv[1:]
-    args = p.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.device is None:
         args.device = args.device_pos
     return args
 
 
-def main(argv=None) -> int:
-    if "--dask" in (sys.argv[1:] if argv is None else argv):   # its own options: dask_bench.py
-        from . import dask_bench
-        return dask_bench.main([a for a in (sys.argv[1:] if argv is None else argv)
-                                if a not in ("--dask", "--")])
-    args = parse_args(list(sys.argv[1:] if argv is None else argv))
-    device = args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu"
-    device = device.strip().lower()
+class BenchError(Exception):
+    """The run cannot go on: the message goes to stderr after "bench: ", the exit status is 2."""
+
+
+def resolve_device(args) -> str:
+    device = (args.device or os.environ.get("CUPYOPS_DEVICE") or "cpu").strip().lower()
     if device.startswith("cuda"):
         device = "cuda"
-    if device not in ("cpu", "simt", "cuda"):
-        print(f"bench: unknown device {device!r}; expected cpu, simt or cuda", file=sys.stderr)
-        return 2
+    if device not in DEVICES:
+        raise BenchError(f"unknown device {device!r}; expected cpu, simt or cuda")
+    return device
+
+
+def size_mode(args) -> str:
     if args.sizes:
-        mode = args.sizes
-    elif args.tiny:
-        mode = "tiny"
-    elif args.full:
-        mode = "full"
-    else:
-        mode = "quick"
-    budget = BUDGET[mode] if args.budget is None else args.budget
+        return args.sizes
+    return "tiny" if args.tiny else "full" if args.full else "quick"
+
+
+def select_cases(args, mode) -> list:
+    """The cases of ``mode`` in the asked dtypes whose ids match ``--cases``."""
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     try:
         cases = make_cases(mode, dtypes)
     except TypeError as exc:
-        print(f"bench: bad --dtypes: {exc}", file=sys.stderr)
-        return 2
-    if args.cases:
-        try:
-            rx = re.compile(args.cases)
-        except re.error as exc:
-            print(f"bench: bad --cases regex {args.cases!r}: {exc}", file=sys.stderr)
-            return 2
-        n_all = len(cases)
-        cases = [c for c in cases if rx.search(c.id)]
-        if not cases:
-            print(f"bench: --cases {args.cases!r} matches none of the {n_all} case ids "
-                  f"(dtypes {', '.join(dtypes)}); python -m cupyops bench --list shows them",
-                  file=sys.stderr)
-            return 2
-    if args.plot:
-        # fail before the run, not after it
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print("bench: --plot needs matplotlib, which is not installed: pip install "
-                  "matplotlib (or install cupyops with the plot extra, pip install '.[plot]' "
-                  "from the checkout); nothing was run", file=sys.stderr)
-            return 2
-    skipped = unsupported_ops(cases)
-    if skipped:
-        cases = [c for c in cases if (c.op, c.dtype.name) not in skipped]
-        if not args.list and not args.quiet:
-            for (op, dt), why in skipped.items():
-                print(f"bench: skipping {op} for {dt}: cupyops does not take it yet ({why})",
-                      file=sys.stderr)
-        if not cases:
-            print("bench: no case left to run: no op takes the dtypes asked for", file=sys.stderr)
-            return 2
-    if args.list:
-        for c in cases:
-            print(c.id, "x".join(map(str, c.shape)))
-        return 0
+        raise BenchError(f"bad --dtypes: {exc}") from None
+    if not args.cases:
+        return cases
+    try:
+        rx = re.compile(args.cases)
+    except re.error as exc:
+        raise BenchError(f"bad --cases regex {args.cases!r}: {exc}") from None
+    chosen = [c for c in cases if rx.search(c.id)]
+    if not chosen:
+        raise BenchError(f"--cases {args.cases!r} matches none of the {len(cases)} case ids "
+                         f"(dtypes {', '.join(dtypes)}); python -m cupyops bench --list shows them")
+    return chosen
 
+
+def check_plot(args) -> None:
+    """--plot needs matplotlib: fail before the run, not after it."""
+    if not args.plot:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError("--plot needs matplotlib, which is not installed: pip install "
+                         "matplotlib (or install cupyops with the plot extra, pip install '.[plot]' "
+                         "from the checkout); nothing was run") from None
+
+
+def drop_unsupported(cases, args):
+    """(the cases an op takes the dtype of, {(op, dtype): why} of the others), said on stderr."""
+    skipped = unsupported_ops(cases)
+    if not skipped:
+        return cases, skipped
+    cases = [c for c in cases if (c.op, c.dtype.name) not in skipped]
+    if not args.list and not args.quiet:
+        for (op, dt), why in skipped.items():
+            print(f"bench: skipping {op} for {dt}: cupyops does not take it yet ({why})",
+                  file=sys.stderr)
+    if not cases:
+        raise BenchError("no case left to run: no op takes the dtypes asked for")
+    return cases, skipped
+
+
+def check_device(device, args) -> None:
+    if device not in ("cuda", "simt"):
+        return
     from cupyops.core import devices as _devices
-    meta = {
+    ok, why = _devices.cuda_status() if device == "cuda" else _devices.simt_status()
+    if not ok:
+        source = "asked for on the command line" if args.device else \
+            f"from CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
+        raise BenchError(f"device {device} ({source}) is not available here: {why}")
+
+
+@dataclasses.dataclass
+class Run:
+    """One benchmark run: what was asked, and what was measured (filled in as it goes)."""
+    args: argparse.Namespace
+    argv: list | None             # as main() got it (the Markdown names it)
+    device: str
+    mode: str
+    budget: float
+    cases: list
+    skipped: dict
+    meta: dict = dataclasses.field(default_factory=dict)
+    copy_bw: float | None = None
+    records: list = dataclasses.field(default_factory=list)
+    cold: list = dataclasses.field(default_factory=list)
+    overhead_rows: list = dataclasses.field(default_factory=list)
+    issue_rate: dict | None = None
+
+    @property
+    def peer_names(self) -> list:
+        if self.args.no_peers or self.device == "simt":
+            return []
+        return list(peers.CPU_PEERS if self.device == "cpu" else peers.GPU_PEERS)
+
+
+def prepare(args, argv) -> Run:
+    """Check the command line and choose the cases (raises BenchError)."""
+    device = resolve_device(args)
+    mode = size_mode(args)
+    budget = BUDGET[mode] if args.budget is None else args.budget
+    cases = select_cases(args, mode)
+    check_plot(args)
+    cases, skipped = drop_unsupported(cases, args)
+    return Run(args, argv, device, mode, budget, cases, skipped)
+
+
+def run_meta(run) -> dict:
+    from cupyops.core import devices as _devices
+    return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "mode": mode, "budget_s": budget,
+        "device": run.device, "mode": run.mode, "budget_s": run.budget,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         "versions": _versions(), "paths": _paths_available(),
         "cuda_status": _devices.cuda_status()[1], "simt_status": _devices.simt_status()[1],
-        "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": args.repeat,
-        "skipped": [{"op": op, "dtype": dt, "reason": why} for (op, dt), why in skipped.items()],
+        "ratio": "peer_seconds / seconds (> 1: cupyops is faster)", "repeat": run.args.repeat,
+        "skipped": [{"op": op, "dtype": dt, "reason": why} for (op, dt), why in run.skipped.items()],
         "simt_allocations": "256-byte aligned, as CuPy's allocator (bench.cupy_like_simt_allocations)",
         "traffic_model": {"sector_bytes": traffic.SECTOR_BYTES,
                           "bandwidth_bytes_per_s": traffic.H100_BANDWIDTH,
                           "launch_s": traffic.LAUNCH_SECONDS},
     }
-    if device in ("cuda", "simt"):
-        ok, why = _devices.cuda_status() if device == "cuda" else _devices.simt_status()
-        if not ok:
-            source = "asked for on the command line" if args.device else \
-                f"from CUPYOPS_DEVICE={os.environ.get('CUPYOPS_DEVICE')!r}"
-            print(f"bench: device {device} ({source}) is not available here: {why}",
-                  file=sys.stderr)
-            return 2
 
-    copy_bw = None
-    if device == "cuda":
-        copy_bw = copy_bandwidth()
-        meta["copy_bandwidth_gbps"] = copy_bw / 1e9
 
-    records = []
-    prog = Progress(len(cases), quiet=args.quiet)
-    for i, case in enumerate(cases, 1):
+def measure(run) -> None:
+    """Every case, then the cold start, the overhead section and the issue-rate model, as
+    asked; into ``run``."""
+    args = run.args
+    if run.device == "cuda":
+        run.copy_bw = copy_bandwidth()
+        run.meta["copy_bandwidth_gbps"] = run.copy_bw / 1e9
+    prog = Progress(len(run.cases), quiet=args.quiet)
+    for i, case in enumerate(run.cases, 1):
         prog.update(i, f"{case.id} {'x'.join(map(str, case.shape))}")
-        records += run_case(case, device, mode, budget, not args.no_peers, copy_bw, args.repeat)
+        run.records += run_case(case, run.device, run.mode, run.budget, not args.no_peers,
+                                run.copy_bw, args.repeat)
     prog.done()
-
-    cold = []
     if not args.no_cold:
         if not args.quiet:
             print("cold start (fresh processes) ...", file=sys.stderr)
         try:
-            cold = cold_start(device)
+            run.cold = cold_start(run.device)
         except Exception as exc:
-            cold = [{"scenario": "all", "device": device, "error": _short_err(exc)}]
-
-    peer_names = [] if args.no_peers or device == "simt" else \
-        list(peers.CPU_PEERS if device == "cpu" else peers.GPU_PEERS)
-    if device == "simt":
-        header, rows = traffic_table(records)
-        title = ("SIMT traffic model (times on the emulator mean nothing; model: sectors x 32 B "
-                 f"/ {traffic.H100_BANDWIDTH / 1e12:.1f} TB/s + {traffic.LAUNCH_SECONDS * 1e6:.0f} us "
-                 "per launch)")
-    elif device == "cuda":
-        header, rows = cuda_table(records, peer_names)
-        title = f"CUDA, copy bandwidth {copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
-    else:
-        header, rows = ratio_table(records, peer_names)
-        title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
-    text = [f"cupyops bench: device {device}, mode {mode}, {len(cases)} cases", title, "",
-            format_text(header, rows), ""]
-    text += summary_lines(records, device, peer_names)
-    text += peer_na_lines(records, peer_names)
-    text += [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
-             for (op, dt), why in skipped.items()]
-    avail = meta["paths"]
-    missing = [k for k, v in avail.items() if not v]
-    if missing:
-        text.append("not in this checkout: " + ", ".join(missing))
-    if cold:
-        ch, cr = cold_table(cold)
-        text += ["", "cold start (fresh process each):", format_text(ch, cr)]
-    overhead_rows = []
+            run.cold = [{"scenario": "all", "device": run.device, "error": _short_err(exc)}]
     if not args.no_overhead:
         from . import overhead
         if not args.quiet:
             print("overhead (host time per call) ...", file=sys.stderr)
-        overhead_rows = overhead.run(device)
-        text += [""] + overhead.format_tables(overhead_rows)
-    issue_rate = None
+        run.overhead_rows = overhead.run(run.device)
     if args.issue_rate:
-        from . import issue_rate as _ir
-        ok, why = _ir.available()
-        if ok:
-            ir_rows = _ir.instantiation_report((90, 80))
-            issue_rate = {"summary": _ir.summary(ir_rows), "rows": ir_rows}
-            text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
-            text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
-                     for a, v in issue_rate["summary"].items()]
-        else:
-            issue_rate = {"unavailable": why}
-            text += ["", f"issue-rate model unavailable: {why}"]
-    print("\n".join(text))
+        run.issue_rate = issue_rate_section()
 
-    written = []
+
+def issue_rate_section() -> dict:
+    """The issue-rate model's summary and rows for sm_90 and sm_80, or why it is unavailable."""
+    from . import issue_rate as _ir
+    ok, why = _ir.available()
+    if not ok:
+        return {"unavailable": why}
+    rows = _ir.instantiation_report((90, 80))
+    return {"summary": _ir.summary(rows), "rows": rows}
+
+
+def main_table(run):
+    """(header, rows, title) of the run's main table."""
+    if run.device == "simt":
+        title = ("SIMT traffic model (times on the emulator mean nothing; model: sectors x 32 B "
+                 f"/ {traffic.H100_BANDWIDTH / 1e12:.1f} TB/s + {traffic.LAUNCH_SECONDS * 1e6:.0f} us "
+                 "per launch)")
+        return (*traffic_table(run.records), title)
+    if run.device == "cuda":
+        title = f"CUDA, copy bandwidth {run.copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
+        return (*cuda_table(run.records, run.peer_names), title)
+    title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
+    return (*ratio_table(run.records, run.peer_names), title)
+
+
+def _missing_paths(run) -> list:
+    return [k for k, v in run.meta["paths"].items() if not v]
+
+
+def _skipped_lines(run) -> list:
+    return [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
+            for (op, dt), why in run.skipped.items()]
+
+
+def text_report(run, table) -> list:
+    """The lines printed at the end of a run."""
+    header, rows, title = table
+    text = [f"cupyops bench: device {run.device}, mode {run.mode}, {len(run.cases)} cases", title,
+            "", format_text(header, rows), ""]
+    text += summary_lines(run.records, run.device, run.peer_names)
+    text += peer_na_lines(run.records, run.peer_names)
+    text += _skipped_lines(run)
+    missing = _missing_paths(run)
+    if missing:
+        text.append("not in this checkout: " + ", ".join(missing))
+    if run.cold:
+        text += ["", "cold start (fresh process each):", format_text(*cold_table(run.cold))]
+    if not run.args.no_overhead:
+        from . import overhead
+        text += [""] + overhead.format_tables(run.overhead_rows)
+    ir = run.issue_rate
+    if ir is not None and "unavailable" in ir:
+        text += ["", f"issue-rate model unavailable: {ir['unavailable']}"]
+    elif ir is not None:
+        text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
+        text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
+                 for a, v in ir["summary"].items()]
+    return text
+
+
+def markdown_report(run, table) -> list:
+    """The lines of --markdown and --update-docs."""
+    header, rows, title = table
+    paths = run.meta["paths"]
+    md = [f"<!-- generated by: python -m cupyops bench {' '.join(run.argv or [])} -->",
+          f"Device `{run.device}`, mode `{run.mode}`, {run.meta['date']}, {run.meta['machine']}.",
+          f"Kernel paths present: {', '.join(k for k, v in paths.items() if v) or 'none'}; "
+          f"missing: {', '.join(_missing_paths(run)) or 'none'}.", "", title, ""]
+    if run.device == "simt":
+        md.append(format_markdown(*wide_traffic_table(run.records)))
+    elif run.device == "cpu":
+        md.append(format_markdown(*wide_ratio_table(run.records, run.peer_names)))
+    else:
+        md.append(format_markdown(header, rows))
+    md.append("")
+    md += [f"- {line}" for line in summary_lines(run.records, run.device, run.peer_names)]
+    md += [f"- {line}" for line in peer_na_lines(run.records, run.peer_names)]
+    md += [f"- {line}" for line in _skipped_lines(run)]
+    if run.cold:
+        md += ["", "Cold start (fresh process each):", "", format_markdown(*cold_table(run.cold))]
+    if run.overhead_rows:
+        from . import overhead
+        md += ["", "```text"] + overhead.format_tables(run.overhead_rows) + ["```"]
+    return md
+
+
+def json_document(run) -> dict:
+    """The --json file: these keys are read by tools outside the package."""
+    doc = {"meta": run.meta, "records": run.records, "cold_start": run.cold,
+           "overhead": run.overhead_rows}
+    if run.issue_rate is not None:
+        doc["issue_rate"] = run.issue_rate
+    return doc
+
+
+def write_outputs(run, table) -> list:
+    """Write what the options ask for; [(what, path)] of the files written."""
+    args, written = run.args, []
     if args.json:
         with open(args.json, "w") as fh:
-            doc = {"meta": meta, "records": records, "cold_start": cold,
-                   "overhead": overhead_rows}
-            if issue_rate is not None:
-                doc["issue_rate"] = issue_rate
-            json.dump(_finite(doc), fh,
-                      indent=1, default=_json_default, allow_nan=False)
+            json.dump(_finite(json_document(run)), fh, indent=1, default=_json_default,
+                      allow_nan=False)
         written.append(("records (JSON)", args.json))
     if args.markdown or args.update_docs:
-        md = [f"<!-- generated by: python -m cupyops bench {' '.join(argv or [])} -->",
-              f"Device `{device}`, mode `{mode}`, {meta['date']}, {meta['machine']}.",
-              f"Kernel paths present: {', '.join(k for k, v in avail.items() if v) or 'none'}; "
-              f"missing: {', '.join(missing) or 'none'}.", "", title, ""]
-        if device == "simt":
-            md.append(format_markdown(*wide_traffic_table(records)))
-        elif device == "cpu":
-            md.append(format_markdown(*wide_ratio_table(records, peer_names)))
-        else:
-            md.append(format_markdown(header, rows))
-        md.append("")
-        md += [f"- {line}" for line in summary_lines(records, device, peer_names)]
-        md += [f"- {line}" for line in peer_na_lines(records, peer_names)]
-        md += [f"- skipped {op} for {dt}: cupyops does not take it yet ({why})"
-               for (op, dt), why in skipped.items()]
-        if cold:
-            ch, cr = cold_table(cold)
-            md += ["", "Cold start (fresh process each):", "", format_markdown(ch, cr)]
-        if overhead_rows:
-            from . import overhead
-            md += ["", "```text"] + overhead.format_tables(overhead_rows) + ["```"]
+        md = markdown_report(run, table)
         if args.markdown:
             Path(args.markdown).write_text("\n".join(md) + "\n")
             written.append(("tables (Markdown)", args.markdown))
         if args.update_docs:
-            update_docs(args.update_docs, device, md)
-            written.append((f"the {device} section of", args.update_docs))
+            update_docs(args.update_docs, run.device, md)
+            written.append((f"the {run.device} section of", args.update_docs))
     if args.plot:
-        make_plot(records, device, args.plot)
+        make_plot(run.records, run.device, args.plot)
         written.append(("plot (PNG)", args.plot))
+    return written
+
+
+def main(argv=None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--dask" in words:   # its own options: dask_bench.py
+        from . import dask_bench
+        return dask_bench.main([a for a in words if a not in ("--dask", "--")])
+    args = parse_args(words)
+    try:
+        run = prepare(args, argv)
+        if args.list:
+            for c in run.cases:
+                print(c.id, "x".join(map(str, c.shape)))
+            return 0
+        run.meta = run_meta(run)
+        check_device(run.device, args)
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    measure(run)
+    table = main_table(run)
+    print("\n".join(text_report(run, table)))
+    written = write_outputs(run, table)
     if written:
         print()
         for what, path in written:

@@ -107,8 +107,8 @@ def _partial_bytes(chunk_shape):
 
     from cupyops.interop import dask as _dask
     c = np.random.default_rng(0).random(chunk_shape)
-    p = _dask._arg_chunk(c, tuple(range(len(chunk_shape))), kind="max", tie="first",
-                         skip_nan=False, device="cpu", opname="argmax")
+    p = _dask.arg_chunk(c, tuple(range(len(chunk_shape))), kind="max", tie="first",
+                        skip_nan=False, device="cpu", opname="argmax")
     return sizeof(p)
 
 

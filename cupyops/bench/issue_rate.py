@@ -38,9 +38,7 @@ nvidia-cuda-nvdisasm). Disassemblies are cached on disk keyed by everything that
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
-import hashlib
 import importlib.util
 import json
 import os
@@ -148,6 +146,21 @@ def _known(opcode: str) -> bool:
 # cuobjdump
 # --------------------------------------------------------------------------------------------
 
+def _package_tools(name: str, packages: tuple, subdirs: tuple):
+    """Executable ``name`` files in the ``subdirs`` of the pip packages ``packages`` (those
+    installed), in that order."""
+    for pkg in packages:
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            spec = None
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            for sub in subdirs:
+                exe = os.path.join(loc, sub, name)
+                if os.access(exe, os.X_OK):
+                    yield exe
+
+
 def find_cuobjdump() -> str | None:
     """``cuobjdump`` from the pip package nvidia-cuda-cuobjdump (``nvidia/cu13/bin`` or
     ``nvidia/cuda_cuobjdump/bin``), with ``nvdisasm`` next to it; else one on PATH whose
@@ -155,38 +168,21 @@ def find_cuobjdump() -> str | None:
     env = os.environ.get("CUPYOPS_CUOBJDUMP")
     if env:
         return env if os.access(env, os.X_OK) else None
-    for pkg in ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_cuobjdump", "nvidia"):
-        try:
-            spec = importlib.util.find_spec(pkg)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        for loc in spec.submodule_search_locations:
-            for sub in ("bin", "cu13/bin", "cu12/bin", "cuda_cuobjdump/bin"):
-                exe = os.path.join(loc, sub, "cuobjdump")
-                if os.access(exe, os.X_OK) and _nvdisasm_for(exe):
-                    return exe
+    for exe in _package_tools("cuobjdump", ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_cuobjdump", "nvidia"),
+                              ("bin", "cu13/bin", "cu12/bin", "cuda_cuobjdump/bin")):
+        if _nvdisasm_for(exe):
+            return exe
     exe = shutil.which("cuobjdump")
     return exe if exe and _nvdisasm_for(exe) else None
 
 
 def _nvdisasm_for(cuobjdump: str) -> str | None:
-    d = os.path.dirname(cuobjdump)
-    cand = os.path.join(d, "nvdisasm")
+    cand = os.path.join(os.path.dirname(cuobjdump), "nvdisasm")
     if os.access(cand, os.X_OK):
         return cand
-    for pkg in ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_nvdisasm"):
-        try:
-            spec = importlib.util.find_spec(pkg)
-        except (ImportError, ValueError):
-            spec = None
-        for loc in (spec.submodule_search_locations or []) if spec else []:
-            for sub in ("bin", "cuda_nvdisasm/bin"):
-                c = os.path.join(loc, sub, "nvdisasm")
-                if os.access(c, os.X_OK):
-                    return c
-    return shutil.which("nvdisasm")
+    found = _package_tools("nvdisasm", ("nvidia.cu13", "nvidia.cu12", "nvidia.cuda_nvdisasm"),
+                           ("bin", "cuda_nvdisasm/bin"))
+    return next(found, None) or shutil.which("nvdisasm")
 
 
 def available() -> tuple[bool, str]:
@@ -559,9 +555,8 @@ def model_function(instrs: list, itemsize: int) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops")
-    return Path(root) / "sass"
+    from cupyops.tools import nvrtc as _nvrtc
+    return _nvrtc.cache_root() / "sass"
 
 
 def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
@@ -575,12 +570,9 @@ def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tupl
         raise RuntimeError(available()[1])
     if cache_dir is None:
         cache_dir = default_cache_dir()
-    h = hashlib.sha256()
-    for part in (source, str(int(arch)), "\0".join(options), "\0".join(name_expressions),
-                 "%d.%d" % _nvrtc.nvrtc_version(), _cuobjdump_version(exe), "sass-v1"):
-        h.update(part.encode())
-        h.update(b"\1")
-    path = Path(cache_dir) / f"{h.hexdigest()}.json" if cache_dir else None
+    key = _nvrtc.cache_key(source, str(int(arch)), "\0".join(options), "\0".join(name_expressions),
+                           "%d.%d" % _nvrtc.nvrtc_version(), _cuobjdump_version(exe), "sass-v1")
+    path = Path(cache_dir) / f"{key}.json" if cache_dir else None
     if path is not None and path.is_file():
         try:
             d = json.loads(path.read_text())
@@ -591,10 +583,7 @@ def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tupl
                                keep_binaries=True, filename=filename)
     sass = disassemble(res.cubin, exe)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"sass": sass, "lowered": res.lowered_names}))
-        os.replace(tmp, path)
+        _nvrtc.write_cache_entry(path, {"sass": sass, "lowered": res.lowered_names})
     return sass, dict(res.lowered_names)
 
 
@@ -626,7 +615,7 @@ def _family_job(job):
     _nvrtc.load_family_modules()
     fam = _modules.get_family(family_name)
     dt = _dtype_from_str(dtype_str)
-    _, (source, arch, options, exprs) = _nvrtc._job_for(fam, dt, arch)
+    _, (source, arch, options, exprs) = _nvrtc.job_for(fam, dt, arch)
     try:
         sass, lowered = sass_for(source, arch, options, exprs, cache_dir=cache_dir,
                                  filename="module.cu")
@@ -673,17 +662,10 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
         return res["rows"]
 
     results = [None] * len(jobs_list)
-    if jobs > 1 and len(jobs_list) > 1:
-        import multiprocessing
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-            futs = {ex.submit(_family_job, j): k for k, j in enumerate(jobs_list)}
-            for fut in concurrent.futures.as_completed(futs):
-                k = futs[fut]
-                results[k] = done(k, fut.result())
-    else:
-        for k, j in enumerate(jobs_list):
-            results[k] = done(k, _family_job(j))
+
+    def keep(k, res):
+        results[k] = done(k, res)
+    _nvrtc.run_pool(_family_job, jobs_list, jobs, keep)
     for r in results:
         out.extend(r)
     return out

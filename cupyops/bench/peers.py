@@ -13,6 +13,7 @@ turns it into cupyops' result format for the correctness check (not timed).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -111,18 +112,19 @@ def _compose(xp, case):
 
 def numpy_peer(case):
     fn = _compose(np, case)
-    return fn, _identity_result(case)
+    return fn, functools.partial(numpy_result, case)
 
 
 def cupy_peer(case):
     import cupy
     fn = _compose(cupy, case)
-    return fn, lambda r: _identity_result(case)(_to_numpy(r))
+    return fn, functools.partial(numpy_result, case)
 
 
-def _to_numpy(r):
+def to_numpy(r):
+    """A result (CuPy, torch, NumPy, or a tuple of them) as NumPy."""
     if isinstance(r, tuple):
-        return tuple(_to_numpy(v) for v in r)
+        return tuple(to_numpy(v) for v in r)
     if hasattr(r, "get"):
         return r.get()
     if hasattr(r, "cpu"):
@@ -130,14 +132,16 @@ def _to_numpy(r):
     return r
 
 
-def _identity_result(case):
-    def conv(r):
-        if case.op == "nonzero_coordinates":
-            return (np.asarray(r[0]), int(r[1]))
-        if isinstance(r, tuple):
-            return tuple(np.asarray(v) for v in r)
-        return np.asarray(r)
-    return conv
+def numpy_result(case, r):
+    """A result in cupyops' format as NumPy, for the comparisons: (coordinates, count) for
+    nonzero_coordinates, a tuple of arrays for nonzero, else an array (CuPy and torch results
+    are copied to the host first)."""
+    r = to_numpy(r)
+    if case.op == "nonzero_coordinates":
+        return (np.asarray(r[0]), int(np.asarray(r[1])))
+    if isinstance(r, tuple):
+        return tuple(np.asarray(v) for v in r)
+    return np.asarray(r)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,7 +208,7 @@ def torch_peer(case):
     else:
         raise PeerUnavailable(f"no torch composition for {op}")
     fn.prepare = _torch_from_cupy      # CuPy array -> torch tensor, zero-copy (not timed)
-    return fn, lambda r: _identity_result(case)(_to_numpy(r))
+    return fn, functools.partial(numpy_result, case)
 
 
 # --------------------------------------------------------------------------------------------

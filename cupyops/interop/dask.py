@@ -41,7 +41,7 @@ from cupyops.core import args as _args
 from cupyops.core import dtypes as _bf16
 from cupyops.core import devices as _dispatch
 
-__all__ = ["is_dask_array", "call", "use_public"]
+__all__ = ["is_dask_array", "call", "use_public", "arg_chunk"]
 
 _INT64_MIN = np.iinfo(np.int64).min
 
@@ -52,7 +52,7 @@ def is_dask_array(x) -> bool:
 
 
 class _PublicFunctions:
-    """The public functions the chunks call (``_api.argmax``, ...), as cupyops._call hands
+    """The public functions the chunks call (``_public.argmax``, ...), as cupyops._call hands
     them over when it is imported (also on a Dask worker, which imports cupyops to unpickle a
     chunk's function)."""
 
@@ -66,12 +66,12 @@ class _PublicFunctions:
             raise AttributeError(name) from None
 
 
-_api = _PublicFunctions()
+_public = _PublicFunctions()
 
 
 def use_public(functions: dict) -> None:
     """Take the public functions by name (cupyops._call.PUBLIC)."""
-    _api.functions.update(functions)
+    _public.functions.update(functions)
 
 
 def call(fn, x, kw, functions=None):
@@ -183,7 +183,7 @@ def _comparable(v, xp):
     return v, xp.zeros(v.shape, bool)
 
 
-def _arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
+def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
                computing_meta=False):
     """One chunk's partial (the chunk step of ``dask.array.reduction``): per group, the
     winner's value (comparable form) ``v``, NaN mask ``n``, index ``i`` (row-major over this
@@ -202,9 +202,9 @@ def _arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
                 "x": ext}
     empty = None
     src = c
-    fn = _api.argmax if kind == "max" else _api.argmin
+    fn = _public.argmax if kind == "max" else _public.argmin
     if skip_nan:
-        fn = _api.nanargmax if kind == "max" else _api.nanargmin
+        fn = _public.nanargmax if kind == "max" else _public.nanargmin
         if c.dtype.kind in "fcV":
             nan = xp.isnan(_bf16.widen(c) if c.dtype.kind == "V" else c)
             empty = nan.all(axis=axes, keepdims=True)
@@ -347,8 +347,8 @@ def _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opna
     meta = _meta(x, x.ndim if keepdims else x.ndim - len(axes), index_dtype)
     if all(x.numblocks[a] == 1 for a in axes):
         # each group lies in one chunk: one cupyops call per chunk
-        fn = {("max", False): _api.argmax, ("min", False): _api.argmin,
-              ("max", True): _api.nanargmax, ("min", True): _api.nanargmin}[kind, skip_nan]
+        fn = {("max", False): _public.argmax, ("min", False): _public.argmin,
+              ("max", True): _public.nanargmax, ("min", True): _public.nanargmin}[kind, skip_nan]
         chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
         if not keepdims:
             chunks = tuple(c for a, c in enumerate(chunks) if a not in axes)
@@ -359,7 +359,7 @@ def _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opna
             token=f"cupyops-{opname}")
     # (value, index) partials, one per chunk, folded in dask's split_every tree
     return da.reduction(
-        x, partial(_arg_chunk, kind=kind, tie=tie, skip_nan=skip_nan, device=device,
+        x, partial(arg_chunk, kind=kind, tie=tie, skip_nan=skip_nan, device=device,
                    opname=opname),
         partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype,
                 extents=tuple(int(x.shape[a]) for a in axes)),
@@ -415,7 +415,7 @@ def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
 
 def _hardmax_whole(c, *, axes, tie, device):
     _check_chunk(c, "hardmax")
-    return _api.hardmax(c, axes, tie=tie, device=device)
+    return _public.hardmax(c, axes, tie=tie, device=device)
 
 
 def _onehot_chunk(c, w, block_info=None, *, axes, shape):
@@ -463,12 +463,12 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
 
 def _count_whole(c, *, axes, device):
     _check_chunk(c, "count_nonzero")
-    return _api.count_nonzero(c, axes, device=device)
+    return _public.count_nonzero(c, axes, device=device)
 
 
 def _count_chunk(c, axis, keepdims, *, device):
     _check_chunk(c, "count_nonzero")
-    return _api.count_nonzero(c, axis, keepdims=True, device=device)
+    return _public.count_nonzero(c, axis, keepdims=True, device=device)
 
 
 def _count_sum(c, axis, keepdims):
@@ -501,7 +501,7 @@ def _coords_chunk(c, starts, index_dtype, device, opname):
     """This chunk's nonzero coordinates in x's coordinates (row-major within the chunk)."""
     _check_chunk(c, opname)
     xp = _xp_of(c)
-    local = _api.argwhere(c, dtype=index_dtype, device=device)
+    local = _public.argwhere(c, dtype=index_dtype, device=device)
     if not starts or not any(starts):
         return local
     return local + xp.asarray(starts, dtype=index_dtype)

@@ -42,6 +42,7 @@ __all__ = [
     "REQUIRED_ARCHS", "available", "nvrtc_version", "supported_archs", "check_archs",
     "cupy_options", "compile_cubin", "compile_ptx", "compile_family",
     "occupancy", "load_family_modules", "family_report", "render_table", "main",
+    "job_for", "cache_root", "cache_key", "write_cache_entry", "run_pool",
 ]
 
 #: Architectures the checks must cover whatever else NVRTC offers.
@@ -321,19 +322,56 @@ def compile_ptx(source: str, arch: int, options: tuple = (), name_expressions: t
 # Families, with an on-disk cache keyed by everything that goes into the compile
 # --------------------------------------------------------------------------------------------
 
+def cache_root() -> Path:
+    """The checks' cache folder: ``$CUPYOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/cupyops``
+    (``~/.cache/cupyops``)."""
+    return Path(os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops"))
+
+
 def default_cache_dir() -> Path:
-    root = os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops")
-    return Path(root) / "nvrtc-checks"
+    return cache_root() / "nvrtc-checks"
 
 
-def _cache_key(source: str, arch: int, options: tuple, exprs: tuple) -> str:
+def cache_key(*parts: str) -> str:
+    """A file name for a cache entry: the SHA-256 of ``parts`` (each part ended by a byte no
+    part holds)."""
     h = hashlib.sha256()
-    for part in (source, str(arch), "\0".join(options), "\0".join(exprs),
-                 "%d.%d" % nvrtc_version(), "v1"):
+    for part in parts:
         h.update(part.encode())
         h.update(b"\1")
     return h.hexdigest()
+
+
+def write_cache_entry(path: Path, data) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file, so that a reader never
+    sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _cache_key(source: str, arch: int, options: tuple, exprs: tuple) -> str:
+    return cache_key(source, str(arch), "\0".join(options), "\0".join(exprs),
+                     "%d.%d" % nvrtc_version(), "v1")
+
+
+def run_pool(fn, jobs_list: list, workers: int, done) -> None:
+    """``fn(job)`` for each job, in a pool of ``workers`` spawned processes (fork and NVRTC's
+    threads do not mix) where ``workers`` > 1 and there are several jobs, else here, in order;
+    ``done(k, result)`` as job ``k`` finishes."""
+    if workers > 1 and len(jobs_list) > 1:
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(jobs_list)),
+                                                    mp_context=ctx) as ex:
+            futures = {ex.submit(fn, job): k for k, job in enumerate(jobs_list)}
+            for fut in concurrent.futures.as_completed(futures):
+                done(futures[fut], fut.result())
+    else:
+        for k, job in enumerate(jobs_list):
+            done(k, fn(job))
 
 
 def _compile_job(job: tuple) -> dict:
@@ -354,7 +392,10 @@ def compile_family(family, dtype, arch: int, *, cache_dir: Path | str | None = N
     return compile_many([(family, dtype, arch)], cache_dir=cache_dir, jobs=1)[0]
 
 
-def _job_for(family, dtype, arch, sources=None):
+def job_for(family, dtype, arch, sources=None):
+    """``(family, (source, arch, options, name expressions))``: what compiling ``family``'s
+    module for ``dtype`` and ``sm_<arch>`` takes, as the CuPy path would compile it (its
+    includes inlined). ``sources`` caches the inlined sources across calls."""
     fam = _modules.get_family(family) if isinstance(family, str) else family
     sources = {} if sources is None else sources
     source = sources.get(fam.source)
@@ -382,7 +423,7 @@ def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
     todo = []
     sources: dict = {}
     for i, (family, dtype, arch) in enumerate(items):
-        fam, job = _job_for(family, dtype, arch, sources)
+        fam, job = job_for(family, dtype, arch, sources)
         key = _cache_key(*job)
         path = cache / f"{key}.json" if cache else None
         if path is not None and path.is_file():
@@ -406,21 +447,9 @@ def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
             return
         results[i] = CompileResult.from_json(out["result"])
         if path is not None:          # written as each finishes: an interrupted run keeps them
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(out["result"]))
-            os.replace(tmp, path)
+            write_cache_entry(path, out["result"])
 
-    if jobs > 1 and len(todo) > 1:
-        import multiprocessing
-        ctx = multiprocessing.get_context("spawn")   # fork + NVRTC threads is unsafe
-        with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
-                                                    mp_context=ctx) as ex:
-            futures = {ex.submit(_compile_job, t[1]): t for t in todo}
-            for fut in concurrent.futures.as_completed(futures):
-                finish(futures[fut], fut.result())
-    else:
-        for t in todo:
-            finish(t, _compile_job(t[1]))
+    run_pool(_compile_job, [t[1] for t in todo], jobs, lambda k, out: finish(todo[k], out))
     if failures and errors == "raise":
         raise NvrtcError("\n\n".join(failures), "\n\n".join(failures))
     return results
@@ -453,24 +482,42 @@ class ArchLimits:
 
 
 KiB = 1024
-ARCH_LIMITS: dict[int, ArchLimits] = {a.arch: a for a in (
-    ArchLimits(70, 2048, 32, 96 * KiB, 96 * KiB, shared_alloc_unit=256,
-               reserved_shared_per_block=0, note="Volta (NVRTC 12 only)"),
-    ArchLimits(75, 1024, 16, 64 * KiB, 64 * KiB, shared_alloc_unit=256,
-               reserved_shared_per_block=0, note="Turing"),
-    ArchLimits(80, 2048, 32, 164 * KiB, 163 * KiB, note="A100"),
-    ArchLimits(86, 1536, 16, 100 * KiB, 99 * KiB, note="GA10x"),
-    ArchLimits(87, 1536, 16, 164 * KiB, 163 * KiB, note="Orin"),
-    ArchLimits(88, 1536, 16, 100 * KiB, 99 * KiB, note="assumed like sm_86"),
-    ArchLimits(89, 1536, 24, 100 * KiB, 99 * KiB, note="Ada"),
-    ArchLimits(90, 2048, 32, 228 * KiB, 227 * KiB, note="H100/H200"),
-    ArchLimits(100, 2048, 32, 228 * KiB, 227 * KiB, note="B200"),
-    ArchLimits(103, 2048, 32, 228 * KiB, 227 * KiB, note="B300"),
-    ArchLimits(107, 1536, 32, 128 * KiB, 99 * KiB, note="assumed like sm_120"),
-    ArchLimits(110, 1536, 32, 228 * KiB, 227 * KiB, note="Thor (assumed 48 warps/SM)"),
-    ArchLimits(120, 1536, 32, 128 * KiB, 99 * KiB, note="RTX 50 / RTX PRO Blackwell"),
-    ArchLimits(121, 1536, 32, 128 * KiB, 99 * KiB, note="GB10"),
-)}
+
+#: The per-SM limits, one architecture a line: arch, threads/SM, blocks/SM, shared memory/SM
+#: (KiB, largest carveout), opt-in shared memory/block (KiB), shared memory allocation unit
+#: (bytes), per-block shared memory reservation (bytes), note. Registers: 64 K per SM, 255 per
+#: thread, allocated per warp in units of 256 (:class:`ArchLimits`' defaults).
+_ARCH_TABLE = """
+ 70  2048  32  96   96   256     0  Volta (NVRTC 12 only)
+ 75  1024  16  64   64   256     0  Turing
+ 80  2048  32  164  163  128  1024  A100
+ 86  1536  16  100  99   128  1024  GA10x
+ 87  1536  16  164  163  128  1024  Orin
+ 88  1536  16  100  99   128  1024  assumed like sm_86
+ 89  1536  24  100  99   128  1024  Ada
+ 90  2048  32  228  227  128  1024  H100/H200
+100  2048  32  228  227  128  1024  B200
+103  2048  32  228  227  128  1024  B300
+107  1536  32  128  99   128  1024  assumed like sm_120
+110  1536  32  228  227  128  1024  Thor (assumed 48 warps/SM)
+120  1536  32  128  99   128  1024  RTX 50 / RTX PRO Blackwell
+121  1536  32  128  99   128  1024  GB10
+"""
+
+
+def _arch_limits_table(text: str) -> dict:
+    """``arch -> ArchLimits`` of a table laid out as :data:`_ARCH_TABLE`."""
+    out = {}
+    for line in text.strip().splitlines():
+        *numbers, note = line.split(None, 7)
+        arch, threads, blocks, smem, optin, unit, reserved = (int(n) for n in numbers)
+        out[arch] = ArchLimits(arch, threads, blocks, smem * KiB, optin * KiB,
+                               shared_alloc_unit=unit, reserved_shared_per_block=reserved,
+                               note=note)
+    return out
+
+
+ARCH_LIMITS: dict[int, ArchLimits] = _arch_limits_table(_ARCH_TABLE)
 
 
 def arch_limits(arch: int) -> ArchLimits:
