@@ -48,7 +48,7 @@ __all__ = [
 #: Architectures the checks must cover whatever else NVRTC offers.
 REQUIRED_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 
-_FAMILY_MODULES = ("cupyops.ops.argreduce.launch", "cupyops.ops.nonzero.launch")
+_FAMILY_MODULES = ("cupyops.ops.argreduce.family", "cupyops.ops.nonzero.family")
 
 
 class NvrtcError(RuntimeError):
@@ -584,7 +584,7 @@ def occupancy(registers: int, block_size: int, arch: int, shared_static: int = 0
 # --------------------------------------------------------------------------------------------
 
 def load_family_modules() -> list:
-    """Import the launch modules that register families (those that exist)."""
+    """Import the op modules that register the kernel families (those that exist)."""
     loaded = []
     for name in _FAMILY_MODULES:
         if importlib.util.find_spec(name) is not None:
