@@ -358,25 +358,50 @@ def _blocks(V, nk, kind, tie, is_float, L, B, use_arg):
     rshape = V.shape[nk:]
     Kc = _prod(kshape)
     P = rshape[:L]
-    nL = rshape[L]
-    Ish = rshape[L + 1:]
-    inner = _prod(Ish)
-    pd = nk + L
+    inner = _prod(rshape[L + 1:])
     main, tail, nb, rem = _block_view(V, nk, L, B)
-    As, ms = [], []
     keyed = use_arg and V.dtype.newbyteorder("=") == _F16   # block values are int16 keys
     if keyed:
         is_float = False
     # tie last with a single block per run of L (short rows): scan each block reversed (a
     # bounded in-cache copy) so that argmax/argmin's first position is the block's last one
     rev = use_arg and tie == "last" and tail is None and nb == 1 and _prod(P) < 4
-    known = use_arg and (tie == "first" or rev)       # in-block positions come from argmax
+    if use_arg and main is not None and nb == 1 and not P and tail is None:
+        # one block per group: NumPy's argmax/argmin is the answer
+        a_ = _argblocks(main[..., 0, ::-1] if rev else main[..., 0, :], kind,
+                        need_values=False)[0].reshape(-1).astype(np.int64, copy=False)
+        return (B - 1) - a_ if rev else a_
+    As, ms = _block_extremes(main, tail, nk + L, kind, B, rev, use_arg)
+    bm = ms[0] if len(ms) == 1 else np.concatenate(ms, axis=-1)
+    nbt = bm.shape[-1]
+    rows = np.arange(Kc)
+    if _prod(bm.shape[nk:]) == 1:
+        widx = np.zeros(Kc, np.int64)
+    else:
+        widx = _solve(bm, nk, kind, tie, is_float)   # winning block per kept position
+    mwin = bm.reshape(Kc, -1)[rows, widx]
+    wb = widx % nbt
+    pl = widx // nbt
+    if use_arg and (tie == "first" or rev):       # in-block positions come from argmax
+        A = As[0] if len(As) == 1 else np.concatenate(As, axis=-1)
+        j = A.reshape(Kc, -1)[rows, widx]
+    else:
+        j = _locate_in_blocks(main, tail, kshape, P, rows, wb, pl, mwin, nb, rem, B, inner,
+                              kind, tie, keyed, is_float)
+    # j: position inside the block (row-major over (run along L, I))
+    jr = j // inner if inner > 1 else j
+    ji = j - jr * inner if inner > 1 else 0
+    return (pl * rshape[L] + wb * B + jr) * inner + ji
+
+
+def _block_extremes(main, tail, pd, kind, B, rev, use_arg):
+    """The extreme of every block of :func:`_blocks` (main blocks, then the tail's one):
+    ``(positions, extremes)``, lists of arrays shaped kshape + P + (blocks,). With ``use_arg``
+    the positions inside each block come with them (argmax/argmin along a contiguous L,
+    reversed with ``rev``); else max/min over (B, I), and no positions. ``pd``: L's dim in
+    V."""
+    As, ms = [], []
     if use_arg:
-        if main is not None and nb == 1 and not P and tail is None:
-            # one block per group: NumPy's argmax/argmin is the answer
-            a_ = _argblocks(main[..., 0, ::-1] if rev else main[..., 0, :], kind,
-                            need_values=False)[0].reshape(-1).astype(np.int64, copy=False)
-            return (B - 1) - a_ if rev else a_
         if main is not None:
             a_, m_ = _argblocks(main[..., ::-1] if rev else main, kind)
             As.append((B - 1) - a_ if rev else a_)
@@ -390,54 +415,45 @@ def _blocks(V, nk, kind, tie, is_float, L, B, use_arg):
             ms.append(_reduce(main, tuple(range(pd + 1, main.ndim)), kind))
         if tail is not None:
             ms.append(_reduce(tail, tuple(range(pd, tail.ndim)), kind)[..., None])
-    bm = ms[0] if len(ms) == 1 else np.concatenate(ms, axis=-1)
-    nbt = bm.shape[-1]
-    rows = np.arange(Kc)
-    if _prod(bm.shape[nk:]) == 1:
-        widx = np.zeros(Kc, np.int64)
+    return As, ms
+
+
+def _locate_in_blocks(main, tail, kshape, P, rows, wb, pl, mwin, nb, rem, B, inner, kind, tie,
+                      keyed, is_float):
+    """The position of each kept position's extreme inside its winning block (``wb``-th of
+    the run along L, at prefix ``pl``; ``mwin`` its extreme), where NumPy did not give it: the
+    winning blocks alone are gathered (sub-space copies of at most CHUNK_ELEMS elements at a
+    time) and located (first/last equal; NaN equal where the extreme is NaN)."""
+    kc = np.unravel_index(rows, kshape) if kshape else ()
+    pc = np.unravel_index(pl, P) if P else ()
+    j = np.empty(rows.size, np.int64)
+    if rem:
+        in_tail = wb == nb
+        groups = [(np.flatnonzero(~in_tail), False), (np.flatnonzero(in_tail), True)]
     else:
-        widx = _solve(bm, nk, kind, tie, is_float)   # winning block per kept position
-    bm2 = bm.reshape(Kc, -1)
-    mwin = bm2[rows, widx]
-    wb = widx % nbt
-    pl = widx // nbt
-    if known:
-        A = As[0] if len(As) == 1 else np.concatenate(As, axis=-1)
-        j = A.reshape(Kc, -1)[rows, widx]
-    else:
-        kc = np.unravel_index(rows, kshape) if nk else ()
-        pc = np.unravel_index(pl, P) if P else ()
-        j = np.empty(Kc, np.int64)
-        if rem:
-            in_tail = wb == nb
-            groups = [(np.flatnonzero(~in_tail), False), (np.flatnonzero(in_tail), True)]
-        else:
-            groups = [(rows, False)]
-        for sel, is_tail in groups:
-            width = (rem if is_tail else B) * inner
-            step = max(1, CHUNK_ELEMS // width)          # bounded gather buffers
-            for a0 in range(0, sel.size, step):
-                ss = sel[a0:a0 + step]
-                index = tuple(c[ss] for c in kc) + tuple(c[ss] for c in pc)
-                if is_tail:
-                    # (cnt, rem, *I); with no index arrays (one group, no prefix) add the row axis
-                    g = tail[index] if index else tail[np.newaxis]
-                else:
-                    g = main[index + (wb[ss],)]          # (cnt, B, *I): sub-space copies
-                cnt = g.shape[0]
-                g2 = g.reshape(cnt, width)
-                if keyed:
-                    g2 = _f16_keys(np.ascontiguousarray(g2, dtype=_F16), kind)
-                buf, eq = _eq_buffer((cnt,), (width,))
-                mw = mwin[ss]
-                np.equal(g2, mw[:, None], out=eq)
-                if is_float and np.isnan(mw).any():
-                    eq |= np.isnan(g2)
-                j[ss] = _locate(buf, width, tie)
-    # j: position inside the block (row-major over (run along L, I))
-    jr = j // inner if inner > 1 else j
-    ji = j - jr * inner if inner > 1 else 0
-    return (pl * nL + wb * B + jr) * inner + ji
+        groups = [(rows, False)]
+    for sel, is_tail in groups:
+        width = (rem if is_tail else B) * inner
+        step = max(1, CHUNK_ELEMS // width)          # bounded gather buffers
+        for a0 in range(0, sel.size, step):
+            ss = sel[a0:a0 + step]
+            index = tuple(c[ss] for c in kc) + tuple(c[ss] for c in pc)
+            if is_tail:
+                # (cnt, rem, *I); with no index arrays (one group, no prefix) add the row axis
+                g = tail[index] if index else tail[np.newaxis]
+            else:
+                g = main[index + (wb[ss],)]          # (cnt, B, *I): sub-space copies
+            cnt = g.shape[0]
+            g2 = g.reshape(cnt, width)
+            if keyed:
+                g2 = _f16_keys(np.ascontiguousarray(g2, dtype=_F16), kind)
+            buf, eq = _eq_buffer((cnt,), (width,))
+            mw = mwin[ss]
+            np.equal(g2, mw[:, None], out=eq)
+            if is_float and np.isnan(mw).any():
+                eq |= np.isnan(g2)
+            j[ss] = _locate(buf, width, tie)
+    return j
 
 
 def _twolevel(V, nk, kind, tie, is_float, gt):
@@ -504,7 +520,6 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
         return out
     if any(x.shape[a] == 0 for a in axes):
         raise ValueError("attempt to get argmax of an empty sequence")
-
     # NumPy's own rule is ours for tie="first" (first NaN, -0.0 == 0.0, exact integers), and
     # its SIMD argmax/argmin beats anything chunked when the groups are the trailing block of a
     # C-contiguous array: a reshape views them as rows without a copy. float16 is excluded
@@ -512,21 +527,9 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
     # (NumPy's argmax copies a read-only input whole, hence the writeable condition.)
     if (tie == "first" and x.dtype != np.float16 and x.flags.c_contiguous and x.flags.aligned
             and x.flags.writeable and x.dtype.isnative
-            and axes == tuple(range(x.ndim - len(axes), x.ndim))):
-        pick = np.argmax if kind == "max" else np.argmin
-        group = x.size // max(1, _prod(kshape_out))
-        if len(axes) == x.ndim:
-            # one group spans everything: NumPy's flat 1-D loop
-            out[...] = pick(x.reshape(-1))
-            return out
-        direct = index_dtype == np.intp and out.flags.c_contiguous
-        if direct or group * x.itemsize >= 64:   # else the intp temporary would outgrow the input/8
-            rows = x.reshape(_prod(kshape_out), -1)
-            if direct:
-                pick(rows, axis=1, out=out.reshape(-1))
-            else:
-                out[...] = pick(rows, axis=1).reshape(kshape_out)
-            return out
+            and axes == tuple(range(x.ndim - len(axes), x.ndim))
+            and _numpy_rows(x, axes, kind, kshape_out, index_dtype, out)):
+        return out
 
     # kept axes with a zero stride: the answer is constant along them
     bk = [a for a in kept_axes if x.strides[a] == 0 and x.shape[a] > 1]
@@ -536,12 +539,52 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
         out[...] = sub
         return out
 
-    # NaN-like values (float NaN; complex with a NaN part; NaT) are unequal to themselves:
-    # the engines find them through np.isnan, and max/min/argmax propagate them (NumPy >= 1.18
-    # for NaT), so they are the extreme as our rule says
-    is_float = x.dtype.kind in "fcmM"
+    origin, kdims, rdims, fixed, flip = _canonical(x, axes, kept_axes, tie)
+    # reversing every reduced dim reverses the lexicographic order of the group
+    work_tie = ("last" if tie == "first" else "first") if flip else tie
+    out_flat = out.reshape(-1) if out.flags.c_contiguous else None
+    res_flat = out_flat if out_flat is not None else np.empty(_prod(kshape_out), index_dtype)
+    if not rdims:
+        res_flat[...] = fixed
+    else:
+        # NaN-like values (float NaN; complex with a NaN part; NaT) are unequal to themselves:
+        # the engines find them through np.isnan, and max/min/argmax propagate them (NumPy >=
+        # 1.18 for NaT), so they are the extreme as our rule says
+        _solve_chunks(origin, kdims, rdims, fixed, flip, kind, work_tie, x.dtype.kind in "fcmM",
+                      res_flat)
+    if out_flat is None:
+        out[...] = res_flat.reshape(kshape_out)
+    return out
 
-    # reduced dims: weights over the original reduced shape
+
+def _numpy_rows(x, axes, kind, kshape_out, index_dtype, out) -> bool:
+    """tie="first" over the trailing ``axes`` of a C-contiguous ``x`` by NumPy's own
+    argmax/argmin, where its temporaries stay small: True when ``out`` holds the answer."""
+    pick = np.argmax if kind == "max" else np.argmin
+    group = x.size // max(1, _prod(kshape_out))
+    if len(axes) == x.ndim:
+        # one group spans everything: NumPy's flat 1-D loop
+        out[...] = pick(x.reshape(-1))
+        return True
+    direct = index_dtype == np.intp and out.flags.c_contiguous
+    if direct or group * x.itemsize >= 64:   # else the intp temporary would outgrow the input/8
+        rows = x.reshape(_prod(kshape_out), -1)
+        if direct:
+            pick(rows, axis=1, out=out.reshape(-1))
+        else:
+            out[...] = pick(rows, axis=1).reshape(kshape_out)
+        return True
+    return False
+
+
+def _canonical(x, axes, kept_axes, tie):
+    """The canonical form of step 1 (module doc): ``(origin, kdims, rdims, fixed, flip)``.
+
+    ``kdims`` / ``rdims``: the kept / reduced dims read, ``[n, stride, weight]`` (weights over
+    the original reduced shape; kept dims weigh 0), merged where they chain; ``fixed``: the
+    index that the reduced dims of stride 0 contribute (their last index for tie="last");
+    ``flip``: every reduced dim ran backwards, so ``origin`` is x with them reversed and the
+    strides in ``rdims`` are positive."""
     rsh = [x.shape[a] for a in axes]
     w = 1
     weights = [0] * len(axes)
@@ -563,10 +606,8 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
     kdims = _merge([[x.shape[a], x.strides[a], 0] for a in kept_axes if x.shape[a] > 1])
 
     flip = bool(rdims) and all(d[1] < 0 for d in rdims)
-    work_tie = tie
     origin = x
     if flip:
-        # reversing every reduced dim reverses the lexicographic order of the group
         sel = [slice(None)] * x.ndim
         for a in axes:
             if x.strides[a] < 0 and x.shape[a] > 1:
@@ -574,50 +615,46 @@ def argreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype,
         origin = x[tuple(sel)]
         for d in rdims:
             d[1] = -d[1]
-        work_tie = "last" if tie == "first" else "first"
         # kept dims are unaffected: their coordinate 0 is the same element in x and origin
         # (origin only moves along reduced axes, whose coordinate we index from the other end)
+    return origin, kdims, rdims, fixed, flip
 
-    out_flat = out.reshape(-1) if out.flags.c_contiguous else None
-    res_flat = out_flat if out_flat is not None else np.empty(_prod(kshape_out), index_dtype)
 
-    if not rdims:
-        res_flat[...] = fixed
+def _solve_chunks(origin, kdims, rdims, fixed, flip, kind, tie, is_float, res_flat):
+    """Steps 2 and 3 (module doc): the view V of the canonical form, solved in kept chunks
+    (the chunk budget depends on the engine), each chunk's compact index mapped to the index
+    over the original reduced axes and written to its slice of ``res_flat``."""
+    rshape = tuple(d[0] for d in rdims)
+    R = _prod(rshape)
+    V = as_strided(origin, shape=tuple(d[0] for d in kdims) + rshape,
+                   strides=tuple(d[1] for d in kdims) + tuple(d[1] for d in rdims))
+    nk = len(kdims)
+    kshape = V.shape[:nk]
+    # engine-dependent chunk budget (kept positions per chunk)
+    eng, param = _plan(V.shape, V.strides, nk, tie, V.dtype.itemsize)
+    if eng == "scan":
+        kbudget = SCAN_CHUNK
+    elif eng == "base":
+        kbudget = CHUNK_ELEMS // R
     else:
-        rshape = tuple(d[0] for d in rdims)
-        R = _prod(rshape)
-        V = as_strided(origin, shape=tuple(d[0] for d in kdims) + rshape,
-                       strides=tuple(d[1] for d in kdims) + tuple(d[1] for d in rdims))
-        nk = len(kdims)
-        kshape = V.shape[:nk]
-        # engine-dependent chunk budget (kept positions per chunk)
-        eng, param = _plan(V.shape, V.strides, nk, work_tie, V.dtype.itemsize)
-        if eng == "scan":
-            kbudget = SCAN_CHUNK
-        elif eng == "base":
-            kbudget = CHUNK_ELEMS // R
+        blocks = -(-R // param)       # block entries per kept position
+        kbudget = min(BIG_ELEMS // R, BLOCKS_BUDGET // max(blocks, 1))
+    kbudget = min(kbudget, KEPT_CHUNK)      # bounds the per-position int64 temporaries
+    for start, count, index in _kept_chunks(kshape, max(1, kbudget)):
+        Vc = V[index]
+        nkc = nk - sum(1 for i in index if not isinstance(i, slice))
+        comp = _solve(Vc, nkc, kind, tie, is_float)
+        if flip:
+            comp = (R - 1) - comp
+        if len(rdims) == 1 and rdims[0][2] == 1:
+            lin = comp + fixed if fixed else comp
         else:
-            blocks = -(-R // param)       # block entries per kept position
-            kbudget = min(BIG_ELEMS // R, BLOCKS_BUDGET // max(blocks, 1))
-        kbudget = min(kbudget, KEPT_CHUNK)      # bounds the per-position int64 temporaries
-        for start, count, index in _kept_chunks(kshape, max(1, kbudget)):
-            Vc = V[index]
-            nkc = nk - sum(1 for i in index if not isinstance(i, slice))
-            comp = _solve(Vc, nkc, kind, work_tie, is_float)
-            if flip:
-                comp = (R - 1) - comp
-            if len(rdims) == 1 and rdims[0][2] == 1:
-                lin = comp + fixed if fixed else comp
-            else:
-                lin = np.full(comp.shape, fixed, dtype=np.int64)
-                q = comp
-                for n, _s, wt in reversed(rdims):
-                    q, c = np.divmod(q, n)
-                    lin += c * wt
-            res_flat[start:start + count] = lin
-    if out_flat is None:
-        out[...] = res_flat.reshape(kshape_out)
-    return out
+            lin = np.full(comp.shape, fixed, dtype=np.int64)
+            q = comp
+            for n, _s, wt in reversed(rdims):
+                q, c = np.divmod(q, n)
+                lin += c * wt
+        res_flat[start:start + count] = lin
 
 
 def _gather(x: np.ndarray, axes: tuple, idx: np.ndarray) -> np.ndarray:

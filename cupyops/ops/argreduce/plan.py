@@ -423,176 +423,221 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
             min_work_per_thread=MIN_WORK_PER_THREAD, min_block_team_vecs=MIN_BLOCK_TEAM_VECS,
             min_scratch_ratio=MIN_SCRATCH_RATIO,
             min_decode_block_vecs=MIN_DECODE_BLOCK_VECS) -> ArgreducePlan:
-    """The kernel, team, vector width, split and index width of a normalised layout."""
-    (kept, red, red_mem, write, in_base, out_base, index_base, zero_last, span_in, n_out,
+    """The plan of a normalised layout (the tuple of :func:`_strided_layout`), by layout case:
+    the kernel and its threads (:func:`_row_team`: the innermost dimension read is reduced;
+    else :func:`_column`), a split's chunks cut to its scratch budget (:func:`_split_chunks`)
+    or turned into one launch (:func:`_decode_chunks`), then the finish pass of a split
+    (:func:`_finish_layout`) and the index width (:func:`_needs_64bit`). Every part is a pure
+    function of its arguments; the fields go into the plan positionally (:data:`_new_plan`)."""
+    (kept, red, red_mem, write, in_base, out_base, index_base, zero_last, _span, n_out,
      group_full) = layout
     # positions a group reads, and the span of their logical indices
-    if len(red) == 1:
-        group = red[0][0]
-        red_span = (group - 1) * abs(red[0][2])
+    if len(red) == 1:                   # (the common case: no loop)
+        group, red_span = red[0][0], (red[0][0] - 1) * abs(red[0][2])
     else:
         group, red_span = 1, 0
         for d in red:
             group *= d[0]
             red_span += (d[0] - 1) * abs(d[2])
-    key_size = itemsize            # partial keys at the value's own width
     smem_key = 16 if itemsize == 16 else (8 if itemsize == 8 else 4)   # keys in registers
-    idx_bytes = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4   # (a first guess)
-    align = itemsize if element_align is None else int(element_align)
     base_byte = int(base_address) + in_base * itemsize
+    align = itemsize if element_align is None else int(element_align)
     narrow = align < itemsize and base_byte % itemsize != 0
-
-    # ---- kernel choice ---------------------------------------------------------------------
-    r0 = red[0][1] if red else None
-    k0 = kept[0][1] if kept else None
-    use_row = r0 is not None and (k0 is None or k0 == 0 or r0 < k0)
     target_threads = props.sm_count * props.max_threads_per_sm
     block_threads = min(BLOCK, props.max_threads_per_block)
+    r0 = red[0][1] if red else None
+    k0 = kept[0][1] if kept else None
+    if r0 is not None and (k0 is None or k0 == 0 or r0 < k0):
+        kernel, case = "row", ("row" if r0 == 1 else "general")
+        vec, team, block, grid_x, step, nchunks, shared, write_step = _row_team(
+            kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, smem_key,
+            target_threads, block_threads, min_block_team_vecs, min_split_elements,
+            min_work_per_thread)
+    else:
+        kernel, case = "col", ("column" if k0 == 1 else "general")
+        vec, team, block, grid_x, step, nchunks, shared, write_step = _column(
+            kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
+            target_threads, block_threads, min_split_elements, min_work_per_thread)
+    if nchunks > 1 and min_scratch_ratio > 0:
+        nchunks = _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full,
+                                n_out, grid_x, nchunks, props.sm_count, target_threads,
+                                min_scratch_ratio)
+    chunk, passes = group, 1
+    finish_block, finish_grid, finish_shared, write_chunk = _NO_FINISH
+    decoded = None
+    if (team == block_threads and kernel == "row" and not hardmax and min_decode_block_vecs > 0
+            and grid_x * nchunks < -(-props.sm_count // 2)):
+        decoded = _decode_chunks(group, n_out, props.sm_count, r0, vec, itemsize,
+                                 min_decode_block_vecs)
+    if decoded is not None:
+        chunk, nchunks = decoded
+        case = "decode"
+    elif nchunks > 1:
+        chunk, nchunks = _chunking(group, nchunks, kernel, r0, vec, itemsize)
+        if nchunks > 1:
+            passes, case = 2, "split"
+            fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
+                kernel, hardmax, n_out, group_full, target_threads, nchunks)
+            finish_block, finish_grid = (fbx, fby, 1), (fgx, wsplit, 1)
+            finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
+    use_64bit = _needs_64bit(force_64bit, hardmax, layout, vec, group, step, chunk, write_step,
+                             write_chunk, nchunks, red_span)
+    return _new_plan((
+        case, kernel, bool(hardmax), use_64bit, itemsize, n_out, group, group_full, in_base,
+        out_base, index_base, zero_last, kept, red, red_mem, write, vec, team, step, write_step,
+        block, (grid_x, nchunks, 1), shared, chunk, nchunks, passes, finish_block, finish_grid,
+        finish_shared, write_chunk, itemsize,     # (partial keys at the value's own width)
+        # (one chunk is the whole group: the bound of its relative indices is the group's span)
+        _index_width(red_span if nchunks == 1 else partial_index_bound(red, chunk),
+                     8 if use_64bit else 4), bool(narrow), decoded is not None))
 
+
+def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, smem_key,
+              target_threads, block_threads, min_block_team_vecs, min_split_elements,
+              min_work_per_thread):
+    """Kernel ``row`` (case ``"row"``, or ``"general"`` when the innermost reduced stride is not
+    1): a team of 1..32 lanes, or the whole block, reduces each group with vector loads of
+    ``vec`` elements. Returns ``(vec, team, block, grid_x, step, nchunks, shared,
+    write_step)``; ``nchunks`` > 1 asks to split few big groups across blocks along grid.y."""
     vec = 1
-    if use_row:
-        if r0 == 1:
-            # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars:
-            # every other input stride a multiple of the width (a power of two, so of the
-            # strides' bitwise or; negative strides too)
-            others = 0
-            for d in kept:
-                others |= d[1]
-            for d in red[1:]:
-                others |= d[1]
-            for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
-                if red[0][0] % v == 0 and base_byte % (v * itemsize) == 0 and others % v == 0:
-                    vec = v
-                    break
-        inner_vecs = red_mem[0][0] // vec if r0 == 1 else red[0][0]
-        group_vecs = group // vec
-        # hardmax writes its group with the same team, one element per lane: size the team by
-        # elements so a warp's stores cover whole sectors
-        team = min(32, _pow2ceil(red_mem[0][0] if hardmax else inner_vecs))
-        if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
-            team = block_threads
-        per_block = max(1, block_threads // team)
-        block = (block_threads, 1, 1)
-        grid_x = -(-n_out // per_block)
+    if red[0][1] == 1:
+        # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars: every
+        # other input stride a multiple of the width (a power of two, so of the strides'
+        # bitwise or; negative strides too)
+        others = 0
+        for d in kept:
+            others |= d[1]
+        for d in red[1:]:
+            others |= d[1]
+        for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
+            if red[0][0] % v == 0 and base_byte % (v * itemsize) == 0 and others % v == 0:
+                vec = v
+                break
+        inner_vecs = red_mem[0][0] // vec
+    else:
+        inner_vecs = red[0][0]
+    group_vecs = group // vec
+    # hardmax writes its group with the same team, one element per lane: size the team by
+    # elements so a warp's stores cover whole sectors (team: a power of two, as _pow2ceil)
+    n = red_mem[0][0] if hardmax else inner_vecs
+    team = min(32, (1 << (n - 1).bit_length()) if n > 1 else 1)
+    if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
+        team = block_threads
+    grid_x = -(-n_out // max(1, block_threads // team))
+    nchunks, shared = 1, 0
+    if team == block_threads:
         threads = n_out * team
-        step = team * vec
         # split across blocks: few outputs, big groups
-        nchunks = 1
-        if (team == block_threads and threads < target_threads
-                and n_out * group >= min_split_elements):
+        if threads < target_threads and n_out * group >= min_split_elements:
             want = -(-target_threads // threads)
             most = group_vecs // (block_threads * min_work_per_thread)
             nchunks = max(1, min(want, most, MAX_GRID_Y))
-        # chunks of a contiguous reduction start on a 32-byte sector, as the group does: a
-        # warp's vector load straddling one more sector would cost 1/16 more traffic
-        unit = math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec
-        kernel = "row"
-        if team == block_threads:
-            shared = _smem(block_threads // 32 + 1, smem_key, 8)
-        else:
-            shared = 0
-        write_step = team
-    else:
-        k0n = kept[0][0] if kept else 1
-        # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
-        # contiguous innermost kept dimension and reads them with one 4-byte load
-        if itemsize < 4 and k0 == 1 and not hardmax:   # (hardmax stores one element a lane)
-            v = 4 // itemsize
-            if (k0n % v == 0 and all(d[1] % v == 0 for d in kept[1:])
-                    and all(d[1] % v == 0 for d in red)
-                    and base_byte % (v * itemsize) == 0):
-                vec = v
-        n_vec_out = n_out // vec
-        bx = min(32, _pow2ceil(min(k0n // vec, n_vec_out)))
-        by = max(1, min(block_threads // bx, _pow2ceil(group)))
-        block = (bx, by, 1)
-        grid_x = -(-n_vec_out // bx)
-        threads = grid_x * bx * by
-        step = by
-        nchunks = 1
-        if threads < target_threads and n_out * group >= min_split_elements:
-            want = -(-target_threads // threads)
-            most = group // (by * min_work_per_thread)
-            nchunks = max(1, min(want, most, MAX_GRID_Y))
-        unit = 1
-        kernel = "col"
-        team = 1
-        shared = _smem(bx * by * vec, smem_key, 8) if by > 1 else 0
-        write_step = by
+        shared = _smem(block_threads // 32 + 1, smem_key, 8)
+    return vec, team, (block_threads, 1, 1), grid_x, team * vec, nchunks, shared, team
 
-    if nchunks > 1 and min_scratch_ratio > 0:
-        # scratch bytes per group: nchunks partials stored, then loaded by each finish block of
-        # the group (hardmax: every write block of grid.y re-reduces them); the index width
-        # grows with the chunk, so settle the two together
-        reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads)[3]
-        most_chunks = nchunks
-        for _ in range(4):
-            width = partial_index_width(red, -(-group // max(1, most_chunks)), idx_bytes)
-            per_chunk = (key_size + width) * (1 + reads) * min_scratch_ratio
-            fewer = min(most_chunks, (group * itemsize) // per_chunk)
-            if fewer == most_chunks:
-                break
-            most_chunks = max(1, fewer)
-        # ...but argmin/argmax never go below two blocks per SM: a grid that leaves SMs idle
-        # loses more bandwidth to memory latency than the partials cost in traffic. (hardmax
-        # keeps the limit: its finish pass rereads the partials, and a group that fits a block
-        # is best served by the fused kernel that reads it once and writes it once.)
-        keep_busy = 1 if hardmax else min(nchunks, -(-2 * props.sm_count // max(1, grid_x)))
-        nchunks = max(1, keep_busy, min(nchunks, most_chunks))
-    # decode shapes: argmin/argmax over few big contiguous groups that the plan so far would
-    # spread over fewer blocks than half the SMs: one launch of up to two blocks per SM, at
-    # least half the SMs, with the last block of each group combining its partials
-    last_block = False
-    half_sms = -(-props.sm_count // 2)
-    if (use_row and not hardmax and team == block_threads and grid_x * nchunks < half_sms
-            and min_decode_block_vecs > 0):
-        most = min(group_vecs // min_decode_block_vecs, MAX_GRID_Y)
-        per_group = min(-(-2 * props.sm_count // n_out), most)
-        if per_group > 1:
-            dchunk = -(-group // per_group)
-            dchunk = -(-dchunk // unit) * unit
-            dn = -(-group // dchunk)
-            if n_out * dn >= half_sms:
-                last_block, nchunks = True, dn
-    if nchunks > 1:
-        chunk = -(-group // nchunks)
-        chunk = -(-chunk // unit) * unit
-        nchunks = -(-group // chunk)
-    else:
-        chunk = group
+
+def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
+            target_threads, block_threads, min_split_elements, min_work_per_thread):
+    """Kernel ``col`` (case ``"column"``, or ``"general"`` when the innermost kept stride ``k0``
+    is not 1): threads x run over outputs (coalesced loads across the warp), threads y
+    interleave over the group and combine in shared memory. Returns :func:`_row_team`'s tuple
+    (team 1; ``vec``: neighbouring groups a thread owns)."""
+    vec = 1
+    k0n = kept[0][0] if kept else 1
+    # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
+    # contiguous innermost kept dimension and reads them with one 4-byte load
+    if itemsize < 4 and k0 == 1 and not hardmax:   # (hardmax stores one element a lane)
+        v = 4 // itemsize
+        if (k0n % v == 0 and all(d[1] % v == 0 for d in kept[1:])
+                and all(d[1] % v == 0 for d in red)
+                and base_byte % (v * itemsize) == 0):
+            vec = v
+    n_vec_out = n_out // vec
+    n = min(k0n // vec, n_vec_out)          # (powers of two, as _pow2ceil)
+    bx = min(32, (1 << (n - 1).bit_length()) if n > 1 else 1)
+    by = max(1, min(block_threads // bx, (1 << (group - 1).bit_length()) if group > 1 else 1))
+    grid_x = -(-n_vec_out // bx)
+    threads = grid_x * bx * by
+    nchunks = 1
+    if threads < target_threads and n_out * group >= min_split_elements:
+        want = -(-target_threads // threads)
+        most = group // (by * min_work_per_thread)
+        nchunks = max(1, min(want, most, MAX_GRID_Y))
+    shared = _smem(bx * by * vec, smem_key, 8) if by > 1 else 0
+    return vec, 1, (bx, by, 1), grid_x, by, nchunks, shared, by
+
+
+def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full, n_out, grid_x,
+                  nchunks, sm_count, target_threads, min_scratch_ratio) -> int:
+    """Case ``"split"``: the chunks of a group split ``nchunks`` ways along grid.y, fewer where
+    the partials' traffic would pass 1 / ``min_scratch_ratio`` of the input bytes.
+
+    Scratch bytes per group: nchunks partials stored, then loaded by each finish block of the
+    group (hardmax: every write block of grid.y re-reduces them); the index width grows with
+    the chunk, so the two are settled together."""
+    idx_bytes = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4   # (a first guess)
+    # finish blocks per group (grid.y of the finish pass): argmin/argmax's one, hardmax's
+    # write blocks
+    reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads,
+                           nchunks)[3] if hardmax else 1
+    most_chunks = nchunks                   # (> 1 here, and never below 1)
+    for _ in range(4):
+        width = partial_index_width(red, -(-group // most_chunks), idx_bytes)
+        per_chunk = (itemsize + width) * (1 + reads) * min_scratch_ratio   # keys: itemsize
+        fewer = min(most_chunks, (group * itemsize) // per_chunk)
+        if fewer == most_chunks:
+            break
+        most_chunks = max(1, fewer)
+    # ...but argmin/argmax never go below two blocks per SM: a grid that leaves SMs idle
+    # loses more bandwidth to memory latency than the partials cost in traffic. (hardmax
+    # keeps the limit: its finish pass rereads the partials, and a group that fits a block
+    # is best served by the fused kernel that reads it once and writes it once.)
+    keep_busy = 1 if hardmax else min(nchunks, -(-2 * sm_count // max(1, grid_x)))
+    return max(1, keep_busy, min(nchunks, most_chunks))
+
+
+def _decode_chunks(group, n_out, sm_count, r0, vec, itemsize, min_decode_block_vecs):
+    """Case ``"decode"``: argmin/argmax over few big groups, each reduced by whole blocks of the
+    row kernel, that the plan so far spreads over fewer blocks than half the SMs: one launch of
+    up to two blocks per SM, at least half the SMs, the last block of each group combining its
+    partials. Returns ``(chunk, nchunks)`` (:func:`_chunking`, which gives the same pair again
+    for these ``nchunks``), or None where that does not reach half the SMs."""
+    most = min(group // vec // min_decode_block_vecs, MAX_GRID_Y)
+    per_group = min(-(-2 * sm_count // n_out), most)
+    if per_group > 1:
+        chunks = _chunking(group, per_group, "row", r0, vec, itemsize)
+        if n_out * chunks[1] >= -(-sm_count // 2):
+            return chunks
+    return None
+
+
+def _chunking(group, nchunks, kernel, r0, vec, itemsize) -> tuple:
+    """``(chunk, nchunks)``: ``group`` positions cut into about ``nchunks`` chunks, ``(group,
+    1)`` where that leaves one. A chunk of the row kernel holds whole vectors, and one of a
+    contiguous reduction (``r0``, the innermost reduced stride, is 1) starts on a 32-byte
+    sector, as the group does: a warp's vector load straddling one more sector would cost
+    1/16 more traffic."""
+    unit = 1 if kernel != "row" else (math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec)
+    chunk = -(-group // nchunks)
+    chunk = -(-chunk // unit) * unit
+    nchunks = -(-group // chunk)
     if nchunks <= 1:
-        nchunks, chunk = 1, group
+        return group, 1
     # every chunk holds at least one position: a partial of an empty chunk would carry
     # ArBest's "empty" marker, whose index a compact relative partial cannot represent
     if (nchunks - 1) * chunk >= group:                     # pragma: no cover - an invariant
         raise RuntimeError(f"plan_argreduce: chunk {chunk} x {nchunks} leaves an empty chunk "
                            f"of a group of {group}")
+    return chunk, nchunks
 
-    passes = 2 if nchunks > 1 and not last_block else 1
-    if last_block:
-        case = "decode"
-    elif passes == 2:
-        case = "split"
-    elif kernel == "row":
-        case = "row" if r0 == 1 else "general"
-    else:
-        case = "column" if (k0 == 1) else "general"
 
-    finish_block = (1, 1, 1)
-    finish_grid = (1, 1, 1)
-    finish_shared = 0
-    write_chunk = 0
-    if passes == 2:
-        fbx, fby, fgx, wsplit, write_chunk = _finish_layout(kernel, hardmax, n_out, group_full,
-                                                            target_threads)
-        if not hardmax:
-            fby = max(1, min(fby, _pow2ceil(nchunks)))
-        finish_block = (fbx, fby, 1)
-        finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
-        finish_grid = (fgx, wsplit, 1)
-
-    # ---- 32 or 64-bit internal indexing -----------------------------------------------------
-    use_64bit = bool(force_64bit) or max(
+def _needs_64bit(force_64bit, hardmax, layout, vec, group, step, chunk, write_step, write_chunk,
+                 nchunks, red_span) -> bool:
+    """32 or 64-bit internal indexing: 64 bits where any offset, position, index or count the
+    kernels compute (plus a thread's last stride past its range) reaches :data:`LIMIT_32`, or
+    where ``force_64bit`` asks for it."""
+    (_, _, _, _, in_base, _, index_base, zero_last, span_in, n_out, group_full) = layout
+    return bool(force_64bit) or max(
         span_in + abs(in_base) + vec,
         group + step + chunk,
         group_full + max(write_step, FINISH_BLOCK) + write_chunk,
@@ -600,15 +645,6 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
         (n_out * group_full if hardmax else n_out),
         abs(index_base) + abs(zero_last) + red_span,
     ) >= LIMIT_32
-
-    return _new_plan((
-        case, kernel, bool(hardmax), use_64bit, itemsize, n_out, group, group_full, in_base,
-        out_base, index_base, zero_last, kept, red, red_mem, write, vec, team, step, write_step,
-        block, (grid_x, nchunks, 1), shared, chunk, nchunks, passes, finish_block, finish_grid,
-        finish_shared, write_chunk, key_size,
-        # (one chunk is the whole group: the bound of its relative indices is the group's span)
-        _index_width(red_span if nchunks == 1 else partial_index_bound(red, chunk),
-                     8 if use_64bit else 4), bool(narrow), last_block))
 
 
 #: an ArgreducePlan from all its fields, in order (the named tuple's generated ``__new__``
@@ -625,11 +661,13 @@ def _vec_widths(itemsize):
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
 
 
-def _finish_layout(kernel, hardmax, n_out, group_full, target_threads):
-    """The finish pass's threads: x over groups, y over the partials (and the one-hot
+def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks) -> tuple:
+    """The finish pass of a ``"split"`` plan (its second launch): ``(block x, block y, grid x,
+    grid y, write_chunk)``. Threads x run over groups, y over the partials (and the one-hot
     positions): a group of a row layout is written along y (contiguous positions), a column
-    layout along x. Returns (block x, block y before capping by the partials, grid x,
-    grid y = write blocks per group, write_chunk)."""
+    layout along x. argmin/argmax give a group no more threads y than it has partials
+    (``nchunks``); hardmax cuts each group's one-hot write into grid.y blocks of
+    ``write_chunk`` positions (grid y: write blocks per group)."""
     if hardmax and kernel == "row":
         fbx = 1
     else:
@@ -644,7 +682,13 @@ def _finish_layout(kernel, hardmax, n_out, group_full, target_threads):
         wsplit = min(wblocks_want, wblocks_most, MAX_GRID_Y)
         write_chunk = -(-group_full // wsplit)
         wsplit = -(-group_full // write_chunk)
+    else:
+        fby = max(1, min(fby, _pow2ceil(nchunks)))
     return fbx, fby, fgx, wsplit, write_chunk
+
+
+#: the finish fields of a plan without a finish pass: block, grid, shared memory, write_chunk
+_NO_FINISH = ((1, 1, 1), (1, 1, 1), 0, 0)
 
 
 def step_digits(step: int, sizes) -> tuple:
