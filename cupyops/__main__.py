@@ -1,4 +1,4 @@
-"""Command line: ``python -m cupyops demo`` and ``python -m cupyops bench``."""
+"""Command line: ``python -m cupyops demo``, ``bench``, ``selftest`` and ``gpucheck``."""
 from __future__ import annotations
 
 import argparse
@@ -99,22 +99,42 @@ def demo(device=None) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "bench":
-        # everything after "bench" belongs to the benchmark's own parser (argparse's REMAINDER
+    if argv and argv[0] in _TOOLS:
+        # everything after the command belongs to the tool's own parser (argparse's REMAINDER
         # would drop a leading option such as --tiny)
-        from .bench.bench import main as bench_main
-        return int(bench_main(argv[1:]) or 0)
+        return int(_TOOLS[argv[0]]()(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="python -m cupyops")
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="list devices and compute DirectML's reference examples")
     p_demo.add_argument("--device", default=None, help="cpu, simt or cuda (default: $CUPYOPS_DEVICE or cpu)")
-    p_bench = sub.add_parser("bench", help="benchmark against the peers (cupyops/bench/; options: bench --help)")
-    p_bench.add_argument("rest", nargs=argparse.REMAINDER)
+    for name, text in _TOOL_HELP.items():
+        sub.add_parser(name, help=text, add_help=False)
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo(args.device)
-    from .bench.bench import main as bench_main    # pragma: no cover - handled above
-    return int(bench_main(args.rest) or 0)
+    return demo(args.device)
+
+
+def _bench():
+    from .bench.bench import main as bench_main
+    return bench_main
+
+
+def _selftest():
+    from .tools.selftest import main as selftest_main
+    return selftest_main
+
+
+def _gpucheck():
+    from .tools.gpucheck import main as gpucheck_main
+    return gpucheck_main
+
+
+#: commands whose options their own tool parses: the tool's main, looked up when run
+_TOOLS = {"bench": _bench, "selftest": _selftest, "gpucheck": _gpucheck}
+_TOOL_HELP = {
+    "bench": "benchmark against the peers (cupyops/bench/; options: bench --help)",
+    "selftest": "check every operator on a device against NumPy (options: selftest --help)",
+    "gpucheck": "the offline acceptance run on a GPU machine (options: gpucheck --help)",
+}
 
 
 if __name__ == "__main__":

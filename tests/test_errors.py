@@ -214,6 +214,43 @@ def test_cuda_device_without_gpu_is_a_clear_error():
     raises_untouched(x, RuntimeError, "not available here", lambda: cupyops.argwhere(x, device="cuda:0"))
 
 
+@pytest.mark.parametrize("device,unavailable", [("cuda", "cuda"), ("simt", "simt")])
+def test_argument_errors_come_before_device_errors(device, unavailable, monkeypatch):
+    """A device that cannot run here is a RuntimeError only for a call whose arguments are
+    good: a bad argument gets its own error on any machine (issue 25)."""
+    from cupyops import _call
+    from cupyops.core import devices as _devices
+    from cupyops.core import placement as _placement
+    if unavailable == "simt":
+        monkeypatch.setattr(_placement, "simt_compiler_found", lambda: False)
+        monkeypatch.setattr(_devices, "simt_status", lambda: (False, "no C++ compiler"))
+    elif _devices.cuda_status()[0]:
+        pytest.skip("a GPU is present")
+    _call.clear()
+    x = np.ones((3, 4), np.float32)
+    bad = [
+        (np.exceptions.AxisError, lambda: cupyops.argmax(x, axis=5, device=device)),
+        (TypeError, lambda: cupyops.argmax(x.astype(object), device=device)),
+        (ValueError, lambda: cupyops.argmin(x, tie="middle", device=device)),
+        (TypeError, lambda: cupyops.argmax(x, dtype=np.float32, device=device)),
+        (ValueError, lambda: cupyops.argmax(np.ones((0, 2)), axis=0, device=device)),
+        (TypeError, lambda: cupyops.hardmax(x.astype("M8[s]"), device=device)),
+        (TypeError, lambda: cupyops.argwhere(x, dtype=np.int8, device=device)),
+        (ValueError, lambda: cupyops.nonzero(np.float32(1), device=device)),
+        (np.exceptions.AxisError, lambda: cupyops.count_nonzero(x, axis=2, device=device)),
+        (ValueError, lambda: cupyops.nonzero_coordinates(x, size=-1, device=device)),
+        (TypeError, lambda: cupyops.argmax(x, keepdims="yes", device=device)),
+    ]
+    for error, call in bad:
+        with pytest.raises(error):
+            call()
+    for call in (lambda: cupyops.argmax(x, axis=1, device=device),
+                 lambda: cupyops.nonzero_coordinates(x, size=3, device=device),
+                 lambda: cupyops.count_nonzero(x, device=device)):
+        with pytest.raises(RuntimeError, match="not available here"):
+            call()
+
+
 @pytest.mark.parametrize("op", ["argmax", "argmin", "hardmax", "count_nonzero"])
 def test_axis_error_names_the_op_once(op, x):
     """No stutter ("argmax: axis: axis 2 ..."): the op, then NumPy's own wording."""

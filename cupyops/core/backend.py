@@ -223,6 +223,11 @@ class Backend:
     def _launcher(self, raw, expr):
         raise NotImplementedError
 
+    def struct_arg(self, value):
+        """A kernel's by-value struct argument (a ``np.void``) as this backend's launches take
+        it: the simt layer takes the ``np.void`` itself."""
+        return value
+
     def _checked(self, expr, unchecked, raw=None):
         """``launch(grid, block, args, shared_mem=0)``: the launch configuration checked, then
         ``unchecked``; ``launch.unchecked`` skips the check (configurations checked before)."""
@@ -379,7 +384,12 @@ class SimtBackend(Backend):
 
 
 class CupyBackend(Backend):
-    """Kernels from ``cupy.RawModule`` on one GPU, launched on CuPy's current stream."""
+    """Kernels from ``cupy.RawModule`` on one GPU, launched on CuPy's current stream.
+
+    The steady state makes no call it can avoid: no ``cupy.cuda.Device`` context when this
+    device is already current (one ``cudaGetDevice`` tells), structs converted to what CuPy
+    passes by value once per prepared launch (:meth:`struct_arg`), allocations from the
+    current device's pool."""
 
     name = "cuda"
 
@@ -394,6 +404,7 @@ class CupyBackend(Backend):
         _check_supported(self.props)
         self._per_thread = int(getattr(cupy.cuda.runtime, "streamPerThread", 2))
         self._optin_set: dict = {}
+        self._current_device = cupy.cuda.runtime.getDevice
 
     def _device_scope(self):
         return self._device()
@@ -403,25 +414,41 @@ class CupyBackend(Backend):
         # one shared between threads would mix them up
         return self._cupy.cuda.Device(self.device_id)
 
+    def _scope(self):
+        """Nothing to do when this device is current, else a context that makes it so."""
+        if self._current_device() == self.device_id:
+            return _NO_SCOPE
+        return self._device()
+
+    def struct_arg(self, value):
+        """CuPy passes a C struct by value as a one-element NumPy array of its dtype (CuPy 13
+        refuses ``np.void``); made once per prepared launch."""
+        return np.array(value) if isinstance(value, np.void) else value
+
     def _launcher(self, raw, expr):
         Device = self._cupy.cuda.Device
+        current = self._current_device
         device_id = self.device_id
         default_max = self.props.max_shared_per_block
         optin_set = self._optin_set
 
         def unchecked(grid, block, args, shared_mem=0):
             _trace.record_launch(expr, grid, block, shared_mem, args)
-            args = cupy_kernel_args(args)
-            with Device(device_id):
-                if shared_mem > default_max and optin_set.get(expr, 0) < shared_mem:
-                    # dynamic shared memory above 48 KiB must be opted into per function
+            if shared_mem > default_max and optin_set.get(expr, 0) < shared_mem:
+                # dynamic shared memory above 48 KiB must be opted into per function
+                with Device(device_id):
                     raw.max_dynamic_shared_size_bytes = shared_mem
-                    optin_set[expr] = shared_mem
+                optin_set[expr] = shared_mem
+            if current() == device_id:
+                return raw(grid, block, args, shared_mem=shared_mem)
+            with Device(device_id):
                 return raw(grid, block, args, shared_mem=shared_mem)
 
         return self._checked(expr, unchecked, raw)
 
     def empty(self, shape, dtype):
+        if self._current_device() == self.device_id:
+            return self._cupy.empty(shape, dtype=dtype)
         with self._device():
             return self._cupy.empty(shape, dtype=dtype)
 
@@ -429,16 +456,19 @@ class CupyBackend(Backend):
         return self.empty((), dtype)
 
     def zeros(self, shape, dtype):
-        with self._device():
+        with self._scope():
             return self._cupy.zeros(shape, dtype=dtype)
 
     def full(self, shape, fill, dtype):
-        with self._device():
+        with self._scope():
             return self._cupy.full(shape, fill, dtype=dtype)
 
     def zero_fill(self, arr) -> None:
-        with self._device():
+        if self._current_device() == self.device_id:
             arr.fill(0)            # a memset on the current stream: capturable, in order
+            return
+        with self._device():
+            arr.fill(0)
 
     def stream_key(self):
         """This device's current stream (CuPy keeps one per device). Every thread's per-thread
@@ -464,7 +494,7 @@ class CupyBackend(Backend):
             return dry.count
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
-        with self._device():
+        with self._scope():
             return int(arr.get().reshape(()))
 
     def asarray_input(self, x):
@@ -476,12 +506,15 @@ class CupyBackend(Backend):
         x = np.asarray(x)
         if x.dtype.byteorder not in ("=", "|"):
             x = x.astype(x.dtype.newbyteorder("="))
-        with self._device():
+        with self._scope():
             return cp.asarray(x)
 
     def asnumpy(self, arr):
-        with self._device():
+        with self._scope():
             return self._cupy.asnumpy(arr)
+
+
+_NO_SCOPE = contextlib.nullcontext()
 
 
 def cupy_kernel_args(args) -> tuple:

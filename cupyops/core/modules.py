@@ -40,7 +40,7 @@ __all__ = [
     "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "KernelCompileError",
     "ctype", "name_expression", "register_family", "families", "get_family",
     "read_kernel_file", "inline_includes", "module_source", "compile_options",
-    "get_module", "get_function", "clear_cache", "register_module_factory",
+    "get_module", "get_function", "clear_cache", "register_module_factory", "module_factory",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -407,6 +407,11 @@ def register_module_factory(backend_name: str, factory: ModuleFactory | None) ->
         _factories.pop(backend_name, None)
     else:
         _factories[backend_name] = factory
+
+
+def module_factory(backend_name: str) -> ModuleFactory | None:
+    """The factory installed for a backend name (tests put it back after their own)."""
+    return _factories.get(backend_name)
 
 
 _modules: dict[tuple, object] = {}

@@ -148,6 +148,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     ``axes``): kernels, checked configurations, packed parameters, scratch. Not cached (see
     :func:`prepare`)."""
     main = (FAMILY, vdt, expression(ROW if plan.kernel == "row" else COL, vdt, plan.use_64bit))
+    arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
     out_width = 0 if hardmax else out_dtype.itemsize
     # the partials (one (key, index) slot per group and chunk, in two arrays of the plan's
@@ -166,18 +167,15 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     scratch = ((*_partial_specs(plan, slots), ((nflags,), _UINT32)), _scratch_views)
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
     finish = fparams = finish_cfg = None
-    if plan.last_block:
-        params = build_params(plan, kind=kind, tie=tie, mode=MODE_DECODE, out_width=out_width,
-                              nan_skip=nan_skip, narrow_out=narrow_out)
-    elif plan.passes == 1:
-        params = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
-                              nan_skip=nan_skip, narrow_out=narrow_out)
-    else:
-        params = build_params(plan, kind=kind, tie=tie, mode=MODE_PARTIAL, out_width=out_width,
-                              nan_skip=nan_skip, narrow_out=narrow_out)
+    split = plan.passes > 1 and not plan.last_block
+    mode = MODE_DECODE if plan.last_block else MODE_PARTIAL if split else final_mode
+    params = arg(build_params(plan, kind=kind, tie=tie, mode=mode, out_width=out_width,
+                              nan_skip=nan_skip, narrow_out=narrow_out))
+    if split:
         finish = (FAMILY, vdt, expression(FINISH, vdt, plan.use_64bit))
-        fparams = build_params(plan, kind=kind, tie=tie, mode=final_mode, out_width=out_width,
-                               finish=True, nan_skip=nan_skip, narrow_out=narrow_out)
+        fparams = arg(build_params(plan, kind=kind, tie=tie, mode=final_mode,
+                                   out_width=out_width, finish=True, nan_skip=nan_skip,
+                                   narrow_out=narrow_out))
         finish_cfg = backend.check_launch(finish[2], plan.finish_grid, plan.finish_block,
                                           plan.finish_shared_mem)
     if hardmax:

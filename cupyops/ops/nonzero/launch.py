@@ -77,7 +77,7 @@ def count_runner(backend, x, axes, *, force_64bit=False):
     kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
     return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
-                                          smem, count_params(p), backend))
+                                          smem, backend.struct_arg(count_params(p)), backend))
 
 
 def _count_run(state, x, workspace=None):
@@ -150,19 +150,21 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
     # row_stride is the count (the plan packs it between its template's bytes), the last
     # few kept here by count
-    place = coordinate_params(cp, plan.MODE_PLACE, layout) if rows else {}
+    arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
+    place = arg(coordinate_params(cp, plan.MODE_PLACE, layout)) if rows else {}
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
-        coordinate_params(cp, plan.MODE_SCAN, layout), place_expr, *place_cfg, place, np.dtype(index_dtype),
-        cp.ndim, _scratch_spec(cp), backend))
+        arg(coordinate_params(cp, plan.MODE_SCAN, layout)), place_expr, *place_cfg, place,
+        np.dtype(index_dtype), cp.ndim, _scratch_spec(cp), backend))
 
 
-def _column_params(cp, recent, count):
+def _column_params(backend, cp, recent, count):
     """PLACE's parameters of the column layout for ``count`` nonzeros, kept in ``recent``
     (the last 8 counts)."""
     if len(recent) >= 8:
         recent.clear()
-    p = recent[count] = coordinate_params(cp, plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count)
+    p = recent[count] = backend.struct_arg(
+        coordinate_params(cp, plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count))
     return p
 
 
@@ -178,7 +180,8 @@ def _exact_run(state, x, workspace=None, stats=None):
         if stats is None:
             st, params = counter, scan_params
         else:
-            st, params = stats, coordinate_params(cp, plan.MODE_SCAN, layout, stats=True)
+            st, params = stats, backend.struct_arg(
+                coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
         scan = backend.launcher(_NAME, dtype, scan_expr)
         scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
         count = backend.read_scalar(count_dev)               # the one device-to-host read
@@ -186,7 +189,7 @@ def _exact_run(state, x, workspace=None, stats=None):
         if count:
             p = place if rows else place.get(count)
             if p is None:
-                p = _column_params(cp, place, count)
+                p = _column_params(backend, cp, place, count)
             # (the same kernel as the scan's: its launcher again)
             place_kernel = scan if place_expr == scan_expr else \
                 backend.launcher(_NAME, dtype, place_expr)
@@ -208,7 +211,8 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
     expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
-    params = coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value))
+    params = backend.struct_arg(
+        coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
     return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
                                           (k, cp.ndim), index_dtype, _scratch_spec(cp), backend))
 
@@ -226,8 +230,8 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
         if stats is None:
             st, p = counter, params
         else:
-            st, p = stats, coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill,
-                                     stats=True)
+            st, p = stats, backend.struct_arg(coordinate_params(
+                cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
         backend.launcher(_NAME, dtype, expr)(grid, block, (x, p, counter, status, coords,
                                                            count_dev, st), smem)
     return coords, count_dev

@@ -1,0 +1,198 @@
+"""``python -m cupyops gpucheck --out DIR [--budget SECONDS] [--plan]``: the offline acceptance
+run on a GPU machine.
+
+It runs with the Python it is started with (no venv, no pip, no network), from an installed
+copy or from a bare checkout (``PYTHONPATH=. python -m cupyops gpucheck``: the kernels are
+found beside the package). Steps run in order of priority, each as a subprocess capped in
+seconds, until the budget is spent; a step whose optional dependency is missing (pytest,
+compute-sanitizer, ncu, the checkout's tests/) is skipped with a word. Every log goes under
+DIR; the summary table (step, result, seconds) comes last, in DIR/summary.txt and on stdout,
+with the total budget. ``--plan`` prints the steps and their caps and runs nothing. Without a
+GPU it prints ``no GPU`` and why, and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import typing
+
+__all__ = ["STEPS", "Step", "plan_text", "main"]
+
+#: the default total budget: the GPU machine's 15 minutes include its start-up and a rerun
+DEFAULT_BUDGET = 300
+PACKAGE = pathlib.Path(__file__).resolve().parents[1]
+CHECKOUT = PACKAGE.parent
+_SMALL = "--dtypes=bool,uint8,int64,float16,float32,complex128"
+
+
+class Step(typing.NamedTuple):
+    """One step: its name, its cap in seconds, the command (after ``python``, or a tool's name
+    first) and what it needs (``"pytest"``, ``"tests"``, a program on PATH)."""
+
+    name: str
+    cap: int
+    argv: tuple
+    needs: tuple = ()
+    what: str = ""
+
+
+def _py(*args) -> tuple:
+    return ("{python}",) + args
+
+
+def _sanitized(tool: str, *args) -> tuple:
+    return ("compute-sanitizer", f"--tool={tool}", "--error-exitcode=99") + _py(*args)
+
+
+_API_TESTS = ("tests/test_argreduce_api.py", "tests/test_nonzero_api.py", "tests/test_seeds.py",
+              "tests/test_errors.py", "tests/test_firstcall.py", "tests/test_host_cost.py",
+              "tests/test_onnx_cases.py", "tests/test_bf16.py", "tests/test_interop.py",
+              "tests/test_cupy_path.py")
+
+#: in order of priority (docs/performance.md, "On a GPU")
+STEPS = (
+    Step("selftest-quick", 100, _py("-m", "cupyops", "selftest", "--quick", "--device", "cuda",
+                                    "--json", "{out}/selftest-quick.json"),
+         what="every op x dtype x layout on the GPU, NumPy and CuPy input"),
+    Step("gpu-tests", 70, _py("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                              "tests"), ("pytest", "tests"),
+         "the gpu-marked tests: graph capture and replay, streams, Workspace, two GPUs"),
+    Step("memcheck", 120, _sanitized("memcheck", "-m", "cupyops", "selftest", "--quick",
+                                     "--device", "cuda"), ("compute-sanitizer",),
+         "compute-sanitizer memcheck over selftest --quick"),
+    Step("kernel-timings", 45, _py("-m", "cupyops.bench.gpu_events", "--json",
+                                   "{out}/kernel-timings.json"),
+         what="CUDA-event timings of the kernel-memory cases against CuPy"),
+    Step("bench", 100, _py("-m", "cupyops", "bench", "cuda", "--json", "{out}/bench-cuda.json",
+                           "--markdown", "{out}/bench-cuda.md", "--quiet"),
+         what="bench cuda (quick sizes) against CuPy and PyTorch, host overhead included"),
+    Step("api-tests", 150, _py("-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                               "cuda or cupy", *_API_TESTS), ("pytest", "tests"),
+         "the API tests with the GPU devices on"),
+    Step("racecheck", 60, _sanitized("racecheck", "-m", "cupyops", "selftest", "--quick",
+                                     "--device", "cuda", _SMALL), ("compute-sanitizer",),
+         "racecheck over a smaller selftest"),
+    Step("synccheck", 60, _sanitized("synccheck", "-m", "cupyops", "selftest", "--quick",
+                                     "--device", "cuda", _SMALL), ("compute-sanitizer",),
+         "synccheck over a smaller selftest"),
+    Step("initcheck", 60, _sanitized("initcheck", "-m", "cupyops", "selftest", "--quick",
+                                     "--device", "cuda", _SMALL), ("compute-sanitizer",),
+         "initcheck over a smaller selftest"),
+    Step("selftest-full", 300, _py("-m", "cupyops", "selftest", "--device", "cuda", "--json",
+                                   "{out}/selftest-full.json"), what="the full selftest"),
+    Step("bench-full", 300, _py("-m", "cupyops", "bench", "cuda", "--full", "--json",
+                                "{out}/bench-cuda-full.json", "--quiet"),
+         what="bench cuda --full"),
+    Step("ncu-dram", 120, ("ncu", "--metrics", "dram__throughput.avg.pct_of_peak_sustained_"
+                           "elapsed,gpu__time_duration.sum", "--kernel-name", "regex:argreduce|"
+                           "nonzero|count_nonzero", "--launch-skip", "10", "--launch-count", "40")
+         + _py("-m", "cupyops.bench.gpu_events", "--repeat", "3"), ("ncu",),
+         "Nsight Compute's DRAM throughput of the main kernels"),
+)
+
+
+def plan_text(budget: int) -> str:
+    lines = [f"{i + 1:>2}. {s.name:<16} cap {s.cap:>4} s  {s.what}" for i, s in enumerate(STEPS)]
+    lines.append(f"steps run in this order until the budget is spent; each gets at most its "
+                 f"cap and what is left")
+    lines.append(f"budget {budget} s")
+    return "\n".join(lines)
+
+
+def _missing(step: Step) -> str | None:
+    """Why ``step`` cannot run here, or None."""
+    for need in step.needs:
+        if need == "tests":
+            if not (CHECKOUT / "tests" / "conftest.py").is_file():
+                return "no tests/ beside the package (an installed copy): run from a checkout"
+        elif need == "pytest":
+            try:
+                import pytest  # noqa: F401
+            except ImportError:
+                return "pytest is not installed (pip install pytest hypothesis)"
+        elif shutil.which(need) is None:
+            return f"{need} is not on PATH"
+    return None
+
+
+def _env() -> dict:
+    """The children's environment: this package importable first (a bare checkout too)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT)] + [p for p in env.get(
+        "PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("CUPYOPS_PROGRESS", "0")
+    return env
+
+
+def run_step(step: Step, out: pathlib.Path, seconds: float) -> tuple:
+    """``(result, seconds)``: "pass", "FAIL (exit N)", "timeout", or "skipped: why"."""
+    why = _missing(step)
+    if why:
+        return f"skipped: {why}", 0.0
+    argv = [a.format(python=sys.executable, out=out) for a in step.argv]
+    log = out / f"{step.name}.log"
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        f.write(f"$ {' '.join(argv)}\n")
+        f.flush()
+        try:
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=CHECKOUT,
+                                env=_env(), timeout=max(1.0, seconds)).returncode
+        except subprocess.TimeoutExpired:
+            return f"timeout after {seconds:.0f} s", time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    if rc == 5 and "pytest" in argv:
+        return "skipped: pytest collected no tests", took
+    return ("pass" if rc == 0 else f"FAIL (exit {rc})"), took
+
+
+def _summary(rows, budget, spent) -> str:
+    lines = [f"{'step':<16} {'result':<50} {'seconds':>8}"]
+    lines += [f"{name:<16} {result:<50} {secs:>8.1f}" for name, result, secs in rows]
+    lines.append(f"budget {budget} s, spent {spent:.0f} s")
+    return "\n".join(lines)
+
+
+def _gpu() -> tuple:
+    from cupyops.core.devices import cuda_status
+    return cuda_status()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cupyops gpucheck", description=__doc__.split(
+        "\n\n")[0])
+    p.add_argument("--out", default="gpucheck-out", help="folder for the logs (default: %(default)s)")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                   help="total seconds (default: %(default)s; 540 runs more of the list)")
+    p.add_argument("--plan", action="store_true", help="print the steps and caps, run nothing")
+    args = p.parse_args(argv)
+    if args.plan:
+        print(plan_text(args.budget))
+        return 0
+    ok, why = _gpu()
+    if not ok:
+        print(f"no GPU: {why}")
+        return 2
+    out = pathlib.Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"gpucheck: {why}; budget {args.budget} s; logs in {out}", flush=True)
+    t0, rows = time.perf_counter(), []
+    for step in STEPS:
+        left = args.budget - (time.perf_counter() - t0)
+        if left < 5:
+            rows.append((step.name, "not run: budget spent", 0.0))
+            continue
+        result, secs = run_step(step, out, min(step.cap, left))
+        rows.append((step.name, result, secs))
+        print(f"  {step.name}: {result} ({secs:.1f} s)", flush=True)
+    text = _summary(rows, args.budget, time.perf_counter() - t0)
+    (out / "summary.txt").write_text(text + "\n")
+    print(text)
+    return 0 if all(r[1] == "pass" or r[1].startswith(("skipped", "not run")) for r in rows) \
+        else 1
