@@ -494,6 +494,11 @@ class CupyBackend(Backend):
             return dry.count
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
+        if self.stream_capturing():
+            raise ValueError("this call reads a count to the host (the exact-size nonzero "
+                             "forms: argwhere, nonzero, nonzero_coordinates(size=None)), which "
+                             "CUDA-graph capture cannot hold; capture nonzero_coordinates("
+                             "size=k) instead")
         with self._scope():
             return int(arr.get().reshape(()))
 

@@ -99,13 +99,32 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
             backend.kernel(fam.name, dt, expr)     # compiles the module once, loads each function
         return fam.name, dt
 
+    # modules with the same source and name expressions (the nonzero family's bool, int8 and
+    # uint8, ...) compile once: the first of each in parallel, then the others, which the
+    # compilers' caches serve
+    firsts, rest, seen = [], [], set()
+    for fam, dt in work:
+        same = (fam.name, fam.expressions_for(dt))
+        (rest if same in seen else firsts).append((fam, dt))
+        seen.add(same)
     if max_workers is None:
-        max_workers = min(4, os.cpu_count() or 1, len(work))
+        max_workers = min(_usable_cores(), len(firsts))
     with _progress.batch(len(work), backend_name):
         if max_workers <= 1 or backend_name == "cuda" and _needs_serial_cuda():
-            return [build(item) for item in work]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
-            return list(ex.map(build, work))
+            done = [build(item) for item in firsts]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
+                done = list(ex.map(build, firsts))
+        done += [build(item) for item in rest]
+    order = {(f.name, d): i for i, (f, d) in enumerate(work)}
+    return sorted(done, key=order.get)
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def _needs_serial_cuda() -> bool:

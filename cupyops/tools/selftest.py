@@ -390,14 +390,11 @@ def _prepare(device, dtypes):
     """Compile the modules the sweep needs, in parallel (kernel devices)."""
     if device == "cpu":
         return
-    import os
-
     import cupyops
     from cupyops.core import modules
     wanted = {np.dtype("m8[ns]") if d.kind in "mM" else d for d in dtypes}
     served = {d for f in modules.families().values() for d in f.dtypes}
-    cupyops.precompile(dtypes=[d for d in wanted if d in served], device=device,
-                       max_workers=min(8, os.cpu_count() or 1))
+    cupyops.precompile(dtypes=[d for d in wanted if d in served], device=device)
 
 
 def run(device="cpu", quick=False, ops=OPS, dtypes=None, seed=0) -> dict:
