@@ -372,9 +372,12 @@ class Cache:
         try:
             return self._build_in(primary, stem, suffixes, build, verify, force)
         except OSError as e:
-            if primary == self._fallback or isinstance(e, CacheError):
-                raise CacheError(e.errno, f"{self.label}: cannot write the cache folder {self._describe(primary)} "
-                                          f"({_reason(e)}): set {self.env_var} to a writable folder") from e
+            if isinstance(e, CacheError):
+                raise
+            if primary == self._fallback:  # already the temporary folder that replaces the configured one
+                raise CacheError(e.errno, f"{self.label}: the cache folder {self._describe(self.configured())} is "
+                                          f"not usable, nor is the temporary folder {primary} ({_reason(e)}): set "
+                                          f"{self.env_var} to a writable folder") from e
             fallback = self._fallback_folder(primary, e)
         return self._entry_elsewhere(primary, fallback, stem, suffixes, build, verify, force, why)
 
