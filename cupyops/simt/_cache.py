@@ -115,7 +115,7 @@ def locked(path, *, timeout: float | None = None):
     lock = Path(path).with_name(Path(path).name + ".lock")
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)  # flock needs no write
         try:
             if deadline is None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
