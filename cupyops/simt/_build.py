@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from . import _cache
 from ._errors import CompileError
 
 _HERE = Path(__file__).resolve().parent
@@ -65,16 +66,19 @@ def compiler_id() -> str:
     return _compiler_id_cache[cxx]
 
 
+_CACHE = _cache.Cache("CUPYOPS_SIMT_CACHE", lambda: Path.home() / ".cache" / "cupyops" / "simt", "cupyops.simt",
+                      "cupyops-simt")
+
+
 def cache_dir() -> Path:
-    d = os.environ.get("CUPYOPS_SIMT_CACHE")
-    p = Path(d) if d else Path.home() / ".cache" / "cupyops" / "simt"
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    """The folder of the cached libraries: $CUPYOPS_SIMT_CACHE (default ~/.cache/cupyops/simt),
+    or a private temporary folder when that one is unusable (with a one-time warning)."""
+    return _CACHE.folder()
 
 
 def _support_digest() -> str:
     h = hashlib.sha256()
-    for f in sorted(INCLUDE_DIR.glob("*.h")) + list(RUNTIME_SOURCES) + [Path(__file__)]:
+    for f in sorted(INCLUDE_DIR.glob("*.h")) + list(RUNTIME_SOURCES) + [Path(__file__), _HERE / "_cache.py"]:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     h.update(compiler_id().encode())
@@ -119,29 +123,134 @@ def _run_compiler(cmd: list[str], what: str) -> None:
         raise CompileError(f"compilation of {what} failed: {_explain(r.stderr or '')}{first}\n{log}", log=log)
 
 
-def _atomic_build(out: Path, build) -> None:
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem + ".", suffix=".tmp.so")
-    os.close(fd)
+# ---------------------------------------------------------------- cached libraries
+# Each library is built from a unique temporary source into a unique temporary object and
+# library, its entry symbols are checked, then it is fsync'ed and renamed into place, under a
+# per-digest lock (concurrent first uses wait for one compile), and its sha256 is recorded in a
+# ".sum" sidecar written after it.  Nothing is dlopen'ed before its digests check (_cache.Cache).
+RUNTIME_SYMBOLS = ("simt_launch", "simt_register_module", "simt_module_static_shared", "simt_symbol_name",
+                   "simt_context_switch_benchmark")
+
+
+def _elf_problem(data: bytes) -> str | None:
+    """Why `data` is not a whole ELF64 shared object (None if it looks whole): every header, segment
+    and section it names must lie inside it (a truncated library crashes the process in dlopen)."""
+    import struct
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return "not an ELF64 file"
     try:
-        build(tmp)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        e_type, = struct.unpack_from("<H", data, 0x10)
+        e_phoff, e_shoff = struct.unpack_from("<QQ", data, 0x20)
+        e_phentsize, e_phnum, e_shentsize, e_shnum = struct.unpack_from("<HHHH", data, 0x36)
+        if e_type != 3 or e_phnum == 0:  # ET_DYN
+            return "not a shared library"
+        for i in range(e_phnum):
+            _, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, e_phoff + i * e_phentsize)
+            if p_offset + p_filesz > len(data):
+                return "truncated"
+        for i in range(e_shnum):
+            sh = struct.unpack_from("<IIQQQQ", data, e_shoff + i * e_shentsize)
+            if sh[1] != 8 and sh[4] + sh[5] > len(data):  # not SHT_NOBITS
+                return "truncated"
+    except struct.error:
+        return "truncated"
+    return None
 
 
-def build_runtime() -> Path:
-    out = cache_dir() / f"simt_runtime-{support_digest()[:24]}.so"
-    if out.exists():
-        return out
+def _verify_entry(name: str, data: bytes) -> str | None:
+    if name.endswith(".so"):
+        why = _elf_problem(data)
+        return f"{name} is {why}" if why else None
+    if name.endswith(".stack") and not data.strip().isdigit():
+        return f"{name} is damaged"
+    return None
+
+
+def exported_symbols(so_path) -> set:
+    """Names of the defined dynamic symbols of an ELF64 shared object (what dlsym finds)."""
+    import struct
+    data = Path(so_path).read_bytes()
+    if _elf_problem(data):
+        return set()
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    out = set()
+    for sh in sections:
+        sh_type, sh_offset, sh_size, sh_link, sh_entsize = sh[1], sh[4], sh[5], sh[6], sh[9]
+        if sh_type != 11 or not sh_entsize:  # SHT_DYNSYM
+            continue
+        str_off = sections[sh_link][4]
+        for k in range(sh_size // sh_entsize):
+            st_name, _, _, st_shndx, _, _ = struct.unpack_from("<IBBHQQ", data, sh_offset + k * sh_entsize)
+            if st_shndx != 0 and st_name != 0:
+                out.add(data[str_off + st_name:data.index(b"\0", str_off + st_name)].decode(errors="replace"))
+    return out
+
+
+def _check_exports(so_path, names, what: str) -> None:
+    """Refuse to install a library that lacks an entry symbol (e.g. built from an empty source)."""
+    missing = sorted(set(names) - exported_symbols(so_path))
+    if missing:
+        raise CompileError(f"{what}: the built library lacks {', '.join(missing[:4])}"
+                           f"{' ...' if len(missing) > 4 else ''}", log=" ".join(missing))
+
+
+def _cleanup(*paths) -> None:
+    for f in paths:
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+
+def build_runtime(force: bool = False) -> Path:
+    """The cached, checked runtime library (built on first use; rebuilt with `force`)."""
 
     def build(tmp):
         cmd = [compiler(), "-std=c++17", "-O2", "-frounding-math", "-fPIC", "-shared", "-fvisibility=hidden",
                *map(str, RUNTIME_SOURCES), "-o", tmp, "-ldl"]
         _run_compiler(cmd, "the cupyops.simt runtime")
+        _check_exports(tmp, RUNTIME_SYMBOLS, "the cupyops.simt runtime")
+        return {}
 
-    _atomic_build(out, build)
+    return _CACHE.entry(f"simt_runtime-{support_digest()[:24]}", (".so",), build, verify=_verify_entry, force=force)
+
+
+_private: list = []
+
+
+def _private_copy(path: Path) -> Path:
+    """A copy of `path` under a fresh name in a private folder of this process (removed at exit)."""
+    import atexit
+    import shutil
+    if not _private:
+        d = tempfile.mkdtemp(prefix="cupyops-simt-load-")
+        atexit.register(shutil.rmtree, d, True)
+        _private.append(Path(d))
+    out = _private[0] / f"{len(list(_private[0].iterdir()))}-{path.name}"
+    shutil.copyfile(path, out)
     return out
+
+
+def load_library(path: Path, rebuild, *, symbol: str, mode: int = 0):
+    """``(path, ctypes.CDLL)`` of the checked cached library `path`.  Should it still not load, or
+    lack `symbol`, it is rebuilt once (``rebuild()`` returns the new path) and loaded from a private
+    copy: dlopen would hand back whatever it already mapped for `path`."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL(str(path), mode=mode)
+        getattr(lib, symbol)
+        return path, lib
+    except (OSError, AttributeError) as e:
+        _CACHE.say(f"{path.name} in the cache folder {path.parent} does not load ({e}): rebuilding it")
+    path = rebuild()
+    try:
+        lib = ctypes.CDLL(str(_private_copy(path)), mode=mode)
+        getattr(lib, symbol)
+    except (OSError, AttributeError) as e:
+        raise CompileError(f"the rebuilt library {path} does not load either: {e}", log=str(e)) from e
+    return path, lib
 
 
 # ---------------------------------------------------------------- options
@@ -532,8 +641,9 @@ def stack_need(so_path) -> int:
         return 0
 
 
-def build_module(source: str, options, entries: list[str], name: str = "kernel") -> Path:
-    """Compile a kernel source (already assembled) into a cached shared object."""
+def build_module(source: str, options, entries: list[str], name: str = "kernel", force: bool = False) -> Path:
+    """Compile a kernel source (already assembled) into a cached, checked shared object (rebuilt
+    with `force`)."""
     check_source(source, name)
     opts = translate_options(options)
     full = f'#line 1 "{name}"\n' + preprocess(source) + generated_entries(entries)
@@ -543,20 +653,15 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel")
     h.update("\0".join(opts + list(flags)).encode())
     h.update(support_digest().encode())
     digest = h.hexdigest()[:32]
-    d = cache_dir()
-    out = d / f"mod-{digest}.so"
-    if out.exists():
-        return out
-    src_path = d / f"mod-{digest}.cpp"
-    src_path.write_text(full)
 
     def build(tmp):
-        obj = tmp[:-3] + ".o"
+        base = tmp[:-3]  # a unique mod-<digest>.so.<token>.tmp
+        src_path, obj, su = base + ".cpp", base + ".o", base + ".su"
         try:
+            Path(src_path).write_text(full)
             cmd = [compiler(), *KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", "-include",
-                   str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", str(src_path), "-o", obj]
+                   str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", src_path, "-o", obj]
             _run_compiler(cmd, f"kernel module {name!r}")
-            su = obj[:-2] + ".su"
             frame = 0
             try:
                 for ln in Path(su).read_text().splitlines():
@@ -574,16 +679,16 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel")
             if missing:
                 raise CompileError(f"kernel module {name!r} uses {', '.join(missing)}: unsupported CUDA built-in(s), "
                                    f"not emulated by cupyops.simt", log=" ".join(missing))
-            out.with_suffix(".stack").write_text(str(frame))
             # link without -fsanitize: the callbacks resolve against the runtime at load time
             _run_compiler([compiler(), "-shared", "-fPIC", obj, "-o", tmp], f"kernel module {name!r} (link)")
+            _check_exports(tmp, ["__simt_tls_anchor"] + [f"__simt_{k}_{i}" for i in range(len(entries))
+                                                         for k in ("entry", "sig", "kaddr")],
+                           f"kernel module {name!r}")
+            return {".stack": str(frame).encode()}
         finally:
-            for f in (obj, obj[:-2] + ".su"):
-                if os.path.exists(f):
-                    os.unlink(f)
+            _cleanup(src_path, obj, su)
 
-    _atomic_build(out, build)
-    return out
+    return _CACHE.entry(f"mod-{digest}", (".so", ".stack"), build, verify=_verify_entry, force=force)
 
 
 def source_location(so_path, offset: int, name: str = "kernel.cu") -> str | None:
@@ -597,10 +702,11 @@ def source_location(so_path, offset: int, name: str = "kernel.cu") -> str | None
     if r.returncode != 0 or len(lines) < 2 or lines[1].startswith("??"):
         return None
     # innermost frame first; with -i, inlined callers follow
-    src = str(Path(so_path).with_suffix(".cpp"))
+    # the module's own (temporary, removed) source file, should a location name it
+    src = re.compile(r"\S*/" + re.escape(Path(so_path).stem) + r"[^\s:/]*\.cpp")
     frames = []
     for i in range(0, len(lines) - 1, 2):
-        loc = re.sub(r"\s*\(discriminator \d+\)", "", lines[i + 1]).replace(src, name)
+        loc = src.sub(name, re.sub(r"\s*\(discriminator \d+\)", "", lines[i + 1]))
         frames.append(f"{loc} ({lines[i]})")
     return " <- ".join(frames[:4])
 

@@ -103,8 +103,8 @@ def _rt():
     if _runtime is None:
         with _LOCK:
             if _runtime is None:
-                path = _build.build_runtime()
-                lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+                _, lib = _build.load_library(_build.build_runtime(), lambda: _build.build_runtime(force=True),
+                                             symbol="simt_launch", mode=ctypes.RTLD_GLOBAL)
                 lib.simt_launch.argtypes = [ctypes.POINTER(_LaunchDesc), ctypes.POINTER(_Err),
                                             ctypes.POINTER(_Stats)]
                 lib.simt_launch.restype = ctypes.c_int
@@ -555,7 +555,9 @@ class RawModule:
             path = _build.build_module(self.code, self.options, entries, self.name)
             key = str(path)
             if key not in RawModule._memo:
-                lib = ctypes.CDLL(str(path))
+                path, lib = _build.load_library(
+                    path, lambda: _build.build_module(self.code, self.options, entries, self.name, force=True),
+                    symbol="__simt_tls_anchor")
                 anchor = ctypes.cast(getattr(lib, "__simt_tls_anchor"), ctypes.c_void_p).value
                 mid = _rt().simt_register_module(anchor, anchor)
                 if mid < 0:
