@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from ._cache import atomic_write_text
 from ._errors import CompileError
 
 _ARCH = "--gpu-architecture=compute_90"
@@ -72,9 +73,13 @@ def check(source: str, options, name_expressions, name: str = "kernel.cu", cache
         return _memo[key]
     path = cache_dir / f"nvrtc-{key[:32]}.json" if cache_dir else None
     if path is not None and path.exists():
-        res = json.loads(path.read_text())
-        _memo[key] = res
-        return res
+        try:
+            res = json.loads(path.read_text())
+        except (OSError, ValueError):     # damaged: computed again and rewritten
+            res = None
+        if isinstance(res, dict):
+            _memo[key] = res
+            return res
     err, prog = nv.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     if err != nv.nvrtcResult.NVRTC_SUCCESS:  # pragma: no cover
         return {}
@@ -118,7 +123,7 @@ def check(source: str, options, name_expressions, name: str = "kernel.cu", cache
     _memo[key] = res
     if path is not None:
         try:
-            path.write_text(json.dumps(res))
+            atomic_write_text(path, json.dumps(res))
         except OSError:  # pragma: no cover
             pass
     return res

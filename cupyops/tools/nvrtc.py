@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from cupyops.core import modules as _modules
+from cupyops.simt._cache import atomic_write_text
 
 __all__ = [
     "NvrtcError", "KernelStats", "CompileResult", "ArchLimits", "ARCH_LIMITS", "Occupancy",
@@ -344,12 +345,11 @@ def cache_key(*parts: str) -> str:
 
 
 def write_cache_entry(path: Path, data) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file, so that a reader never
-    sees half of it."""
+    """Write ``data`` as JSON to ``path`` as the simt build cache writes (a unique temporary
+    file, fsync, rename): no reader and no crash ever leaves a partial file there. Readers treat
+    a file they cannot parse as a miss."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data))
 
 
 def _cache_key(source: str, arch: int, options: tuple, exprs: tuple) -> str:
