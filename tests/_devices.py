@@ -136,13 +136,26 @@ def to_device(x, device):
     return copy_into(x, dt, lambda n: cupy.empty(n, np.uint8), _cupy_view, _cupy_put)
 
 
+def laid_out(a, strides):
+    """NumPy array ``a`` copied to the given ``strides`` (a CuPy result's: tests read the
+    layout of results too, and ``cupy.asnumpy`` gives C order)."""
+    if a.ndim == 0 or a.size == 0 or a.strides == tuple(strides):
+        return a
+    lo = sum((n - 1) * s for n, s in zip(a.shape, strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(a.shape, strides) if s > 0) + a.dtype.itemsize
+    out = np.ndarray(a.shape, a.dtype, buffer=np.empty(hi - lo, np.uint8), offset=-lo,
+                     strides=strides)
+    out[...] = a
+    return out
+
+
 def host(r):
-    """A result (or a tuple of them) as NumPy arrays."""
+    """A result (or a tuple of them) as NumPy arrays, CuPy ones with their strides."""
     if isinstance(r, tuple):
         return tuple(host(a) for a in r)
     if type(r).__module__.startswith("cupy"):
         import cupy
-        return cupy.asnumpy(r)
+        return laid_out(cupy.asnumpy(r), r.strides)
     return r
 
 

@@ -299,6 +299,18 @@ def test_cupy_input_keeps_the_layout(name):
         assert nbytes < 256 + 10 * 4
 
 
+@pytest.mark.parametrize("name", list(_layouts()))
+def test_cupy_results_come_back_with_their_strides(name):
+    x = _layouts()[name]
+    if x.dtype.kind == "V":
+        x = x.view(np.uint16)
+    y = _devices.laid_out(x.copy(order="C"), x.strides)
+    assert y.strides == x.strides and y.dtype == x.dtype
+    np.testing.assert_array_equal(y, x)
+    assert (y.flags.c_contiguous, y.flags.f_contiguous) == (x.flags.c_contiguous,
+                                                            x.flags.f_contiguous)
+
+
 def test_results_come_back_as_numpy_and_workspaces_follow_the_device():
     r = np.arange(3)
     assert _devices.host(r) is r and _devices.host((r, r))[1] is r
