@@ -1,9 +1,20 @@
 """The devices the API-level tests run on: the NumPy path, the CUDA kernels on the SIMT layer
 (the CPU's execution of CUDA) and, when ``cupyops.core.devices.cuda_status()`` finds a GPU, the
 same kernels on it twice: NumPy input with ``device="cuda"``, and CuPy input (the pseudo-device
-``"cupy"``). ``ops(device)`` gives the cupyops functions as seen from a NumPy test on one of
-them: arguments and results stay NumPy arrays, and for ``"cupy"`` the call itself takes and
-returns CuPy arrays (checked), with ``out=`` passed as CuPy arrays and copied back."""
+``"cupy"``, always after the NumPy-input devices). ``ops(device)`` gives the cupyops functions
+as seen from a NumPy test on one of them: arguments and results stay NumPy arrays, and for
+``"cupy"`` the call itself takes and returns CuPy arrays (checked), with ``out=`` passed as
+CuPy arrays and copied back. CuPy input keeps the NumPy array's layout: the same strides (zero
+and negative ones too) and the same data-pointer offset modulo 256, so layout cases reach the
+GPU as they are (a broadcast of 2**33 elements stays one element).
+
+``to_device``, ``device_kw``, ``host``, ``shares_memory`` and ``workspace`` are the pieces of
+``ops`` for tests that need a call's own input or results (freshness, memory sharing, cache
+keys, scratch).
+
+Every test that calls the API on simt also runs on the GPU devices, unless it is about the
+emulator itself, its traffic counters, dry runs or CuPy's host marshalling: those are
+``EMULATOR_ONLY`` (tests/test_gpu_coverage.py enforces both)."""
 import numpy as np
 
 import cupyops
@@ -12,6 +23,155 @@ from cupyops.core.devices import cuda_status
 GPU = bool(cuda_status()[0])
 KERNEL_DEVICES = ["simt"] + (["cuda", "cupy"] if GPU else [])
 NONZERO_KERNEL_DEVICES = list(KERNEL_DEVICES)
+
+#: Tests that call the API on simt only, as ``path::function`` under tests/ (every
+#: parametrization of the function): each is about the emulator itself (its C++ compiler),
+#: its traffic counters, dry runs, or CuPy's host marshalling, and its node id says so (simt,
+#: traffic, dry_run, marshal or overhead).
+EMULATOR_ONLY = {
+    # dry runs: launches recorded instead of run
+    "test_dry_run.py::test_every_op_records_without_compiling",
+    "test_dry_run.py::test_bad_input_fails_the_same_inside",
+    "test_dry_run.py::test_dry_run_ends_with_the_block",
+    "test_host_cost.py::test_dry_run_steady_state_records_every_launch",
+    "test_host_cost.py::test_dry_run_keeps_only_the_recent_launches",
+    # the emulator's C++ compiler
+    "test_dispatch.py::test_simt_needs_a_compiler_that_works",
+    "test_host_cost.py::test_a_cached_simt_call_fails_once_the_compiler_is_gone",
+    # traffic counters (simt.record_traffic) of the public calls
+    "test_nonzero_packed.py::test_traffic_goals",
+    "test_traffic.py::test_argreduce_traffic_goal",
+}
+
+#: dtype kinds a CuPy array can hold (bfloat16, kind "V", aside)
+_CUPY_KINDS = "biufc"
+
+
+def is_cupy(device) -> bool:
+    return device == "cupy"
+
+
+def device_kw(device) -> dict:
+    """The ``device=`` keyword of a call on ``device``: none for CuPy input."""
+    return {} if is_cupy(device) else {"device": device}
+
+
+def workspace(nbytes, device):
+    """A cupyops.Workspace for calls on ``device`` (CuPy input: the current GPU's)."""
+    return cupyops.Workspace(nbytes, device="cuda" if is_cupy(device) else device)
+
+
+def cupy_can_hold(dtype) -> bool:
+    """Whether CuPy has arrays of ``dtype`` (not datetime64 / timedelta64, object, strings)."""
+    dt = np.dtype(dtype)
+    return dt.kind in _CUPY_KINDS or (dt.kind == "V" and dt.name == "bfloat16")
+
+
+def copy_layout(x, align):
+    """Where a copy of NumPy array ``x`` (not empty) with ``x``'s strides sits in a fresh
+    buffer: ``(nbytes, offset)``, ``offset`` being the byte offset of element 0. The lowest
+    byte ``x`` spans sits at ``x``'s own address mod 256, rounded down to ``align`` (a GPU
+    array's elements are aligned; an unaligned NumPy array's copy is not)."""
+    lo = hi = 0                    # byte extent relative to element 0
+    for n, s in zip(x.shape, x.strides):
+        if s > 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    hi += x.dtype.itemsize
+    pad = (x.__array_interface__["data"][0] + lo) % 256
+    pad -= pad % align
+    return pad + hi - lo, pad - lo
+
+
+def _bits(dt):
+    """The dtype a copy of ``dt`` is written through (bfloat16 as its uint16 bits)."""
+    return np.dtype(np.uint16) if dt.kind == "V" else dt
+
+
+def copy_into(x, dt, empty, view, put):
+    """A copy of NumPy array ``x`` (not empty, strides element-aligned) as dtype ``dt`` (x's in
+    native byte order) with x's strides, in the library whose ``empty(nbytes)`` gives a fresh
+    byte buffer, ``view(buffer, shape, dtype, offset, strides)`` an array on it and ``put(dst,
+    src)`` copies NumPy ``src`` into ``dst``: the distinct elements once (a zero-stride axis
+    at its first index), through their bits (bfloat16 as uint16)."""
+    from cupyops.core.dtypes import element_alignment
+    nbytes, offset = copy_layout(x, element_alignment(dt))
+    raw = empty(nbytes)
+    first = tuple(slice(0, 1) if s == 0 else slice(None) for s in x.strides)
+    distinct = x[first] if first else x
+    put(view(raw, distinct.shape, _bits(dt), offset, x.strides),
+        np.ascontiguousarray(distinct, dtype=dt).view(_bits(dt)))
+    return view(raw, x.shape, dt, offset, x.strides)
+
+
+def _cupy_view(raw, shape, dtype, offset, strides):
+    import cupy
+    return cupy.ndarray(shape, dtype, memptr=raw.data + offset, strides=strides)
+
+
+def _cupy_put(dst, src):
+    import cupy
+    dst[...] = cupy.asarray(src)
+
+
+def to_device(x, device):
+    """``x`` as a call on ``device`` takes it: for ``"cupy"`` a CuPy array on the current GPU
+    with x's values, strides and pointer offset (mod 256; native byte order, elements
+    aligned), else ``x`` itself. A dtype CuPy cannot hold (datetime64, ...) stays NumPy."""
+    if not is_cupy(device):
+        return x
+    import cupy
+    from cupyops.core.dtypes import element_alignment
+    x = np.asarray(x)
+    if not cupy_can_hold(x.dtype):
+        return x
+    dt = x.dtype.newbyteorder("=")
+    if x.size == 0:
+        return cupy.empty(x.shape, dt)
+    align = element_alignment(dt)
+    if any(n > 1 and s % align for n, s in zip(x.shape, x.strides)):
+        # strides no GPU array can have (cupyops refuses them): a compact copy
+        return cupy.asarray(np.ascontiguousarray(x, dtype=dt).view(_bits(dt))).view(dt)
+    return copy_into(x, dt, lambda n: cupy.empty(n, np.uint8), _cupy_view, _cupy_put)
+
+
+def laid_out(a, strides):
+    """NumPy array ``a`` copied to the given ``strides`` (a CuPy result's: tests read the
+    layout of results too, and ``cupy.asnumpy`` gives C order)."""
+    if a.ndim == 0 or a.size == 0 or a.strides == tuple(strides):
+        return a
+    lo = sum((n - 1) * s for n, s in zip(a.shape, strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(a.shape, strides) if s > 0) + a.dtype.itemsize
+    out = np.ndarray(a.shape, a.dtype, buffer=np.empty(hi - lo, np.uint8), offset=-lo,
+                     strides=strides)
+    out[...] = a
+    return out
+
+
+def host(r):
+    """A result (or a tuple of them) as NumPy arrays, CuPy ones with their strides."""
+    if isinstance(r, tuple):
+        return tuple(host(a) for a in r)
+    if type(r).__module__.startswith("cupy"):
+        import cupy
+        return laid_out(cupy.asnumpy(r), r.strides)
+    return r
+
+
+def shares_memory(a, b) -> bool:
+    """np.shares_memory, for CuPy results too (by their bounds: the stricter answer)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return bool(cupy.may_share_memory(a, b))
+    return bool(np.shares_memory(a, b))
+
+
+def _assert_cupy_results(got, name, device_id):
+    import cupy
+    for r in got:
+        assert isinstance(r, cupy.ndarray), f"{name}: CuPy in, {type(r).__name__} out"
+        assert r.device.id == device_id, f"{name}: result on another GPU"
 
 
 class _OnDevice:
@@ -36,32 +196,28 @@ class _CupyInput:
         fn = getattr(cupyops, name)
 
         def call(x, *args, out=None, **kw):
-            import cupy
             kw.pop("device", None)
-            if np.asarray(x).dtype.kind in "mM":
+            xc = to_device(x, "cupy")
+            if isinstance(xc, np.ndarray):
                 # CuPy has no datetime64/timedelta64 arrays: NumPy input on the GPU instead
-                return fn(x, *args, out=out, device="cuda", **kw)
-            xc = cupy.asarray(np.asarray(x))
+                return fn(xc, *args, out=out, device="cuda", **kw)
             if out is not None:
                 outs = out if isinstance(out, tuple) else (out,)
-                outc = tuple(cupy.asarray(o) for o in outs)
+                outc = tuple(to_device(o, "cupy") for o in outs)
                 kw["out"] = outc if isinstance(out, tuple) else outc[0]
             res = fn(xc, *args, **kw)
             many = isinstance(res, tuple)
             got = res if many else (res,)
-            for r in got:
-                assert isinstance(r, cupy.ndarray), f"{name}: CuPy in, {type(r).__name__} out"
-                assert r.device.id == xc.device.id, f"{name}: result on another GPU"
+            _assert_cupy_results(got, name, xc.device.id)
             if out is not None:
                 assert all(r is o for r, o in zip(got, outc)), f"{name}: out= was not returned"
                 for o, oc in zip(outs, outc):
-                    o[...] = cupy.asnumpy(oc)
+                    o[...] = host(oc)
                 return out
-            host = tuple(cupy.asnumpy(r) for r in got)
-            return host if many else host[0]
+            return host(res)
         return call
 
 
 def ops(device):
     """The cupyops functions on ``device`` ("cpu", "simt", "cuda" or "cupy")."""
-    return _CupyInput() if device == "cupy" else _OnDevice(device)
+    return _CupyInput() if is_cupy(device) else _OnDevice(device)

@@ -107,20 +107,24 @@ def test_axis_empty_tuple():
     assert int(cupyops.argmin(np.array(4.0))) == 0
 
 
-def test_nan_rule_and_negative_zero():
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_rule_and_negative_zero(device):
+    o = ops(device)
     x = np.array([1.0, np.nan, 3.0, np.nan, -1.0], np.float32)
-    for f in (cupyops.argmax, cupyops.argmin):
+    for f in (o.argmax, o.argmin):
         assert int(f(x)) == 1 and int(f(x, tie="last")) == 3
     z = np.array([0.0, -0.0, -0.0, 0.0], np.float64)
-    assert int(cupyops.argmax(z)) == 0 and int(cupyops.argmax(z, tie="last")) == 3
-    assert int(cupyops.argmin(z)) == 0 and int(cupyops.argmin(z, tie="last")) == 3
+    assert int(o.argmax(z)) == 0 and int(o.argmax(z, tie="last")) == 3
+    assert int(o.argmin(z)) == 0 and int(o.argmin(z, tie="last")) == 3
 
 
-def test_exact_64bit_integer_compares():
+@pytest.mark.parametrize("device", DEVICES)
+def test_exact_64bit_integer_compares(device):
+    o = ops(device)
     big = np.array([2**62 + 1, 2**62 + 3, 2**62 + 2], np.int64)   # equal as float64
-    assert int(cupyops.argmax(big)) == 1 and int(cupyops.argmin(big)) == 0
+    assert int(o.argmax(big)) == 1 and int(o.argmin(big)) == 0
     ubig = np.array([2**64 - 2, 2**64 - 1, 0], np.uint64)
-    assert int(cupyops.argmax(ubig)) == 1 and int(cupyops.argmin(ubig)) == 2
+    assert int(o.argmax(ubig)) == 1 and int(o.argmin(ubig)) == 2
 
 
 def test_hardmax_empty_is_not_error():

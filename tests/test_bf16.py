@@ -16,6 +16,7 @@ from cupyops.core import trace as _trace
 from cupyops.core.backend import get_backend
 from test_gpu_argreduce import SPLIT_SMALL, fast_hardmax, fast_ref
 from test_gpu_nonzero import check_all as nz_check_all, layouts
+from _devices import KERNEL_DEVICES, device_kw, host, ops, to_device
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BE = get_backend("simt")
@@ -114,15 +115,15 @@ def test_nan_and_signed_zero_rules():
     x = bits.view(BF16)
     want = {("max", "first"): [3, 0, 0], ("max", "last"): [5, 3, 3],
             ("min", "first"): [3, 4, 0], ("min", "last"): [5, 5, 3]}
-    for device in ("cpu", "simt"):
+    for device in ["cpu"] + KERNEL_DEVICES:
+        o = ops(device)
         for (kind, tie), w in want.items():
-            f = cupyops.argmax if kind == "max" else cupyops.argmin
-            np.testing.assert_array_equal(f(x, axis=1, tie=tie, device=device), w)
-        np.testing.assert_array_equal(cupyops.nanargmax(x, axis=1, device=device), [2, 0, 1])
-        np.testing.assert_array_equal(cupyops.nanargmin(x, axis=1, tie="last", device=device),
-                                      [1, 5, 2])
+            f = o.argmax if kind == "max" else o.argmin
+            np.testing.assert_array_equal(f(x, axis=1, tie=tie), w, err_msg=device)
+        np.testing.assert_array_equal(o.nanargmax(x, axis=1), [2, 0, 1])
+        np.testing.assert_array_equal(o.nanargmin(x, axis=1, tie="last"), [1, 5, 2])
         with pytest.raises(ValueError, match="All-NaN"):
-            cupyops.nanargmax(np.array([0x7FC0, 0xFFC1], np.uint16).view(BF16), device=device)
+            o.nanargmax(np.array([0x7FC0, 0xFFC1], np.uint16).view(BF16))
 
 
 def test_nonzero_kernels_layouts():
@@ -135,36 +136,39 @@ def test_nonzero_kernels_layouts():
     np.testing.assert_array_equal(GN.argwhere(BE, x, np.dtype(np.int64)).ravel(), [2, 3, 4])
 
 
-@pytest.mark.parametrize("device", ["cpu", "simt"])
+@pytest.mark.parametrize("device", ["cpu"] + KERNEL_DEVICES)
 def test_public_api(device):
     rng = np.random.default_rng(4)
     x = tiny_bf16(rng, (6, 33))
     ref = f32(x)
+    o = ops(device)
     for axis in (None, 0, 1, (0, 1)):
         for tie in TIES:
-            assert np.array_equal(cupyops.argmax(x, axis=axis, tie=tie, device=device),
+            assert np.array_equal(o.argmax(x, axis=axis, tie=tie),
                                   cupyops.argmax(ref, axis=axis, tie=tie, device="cpu"))
-            assert np.array_equal(cupyops.argmin(x, axis=axis, tie=tie, device=device),
+            assert np.array_equal(o.argmin(x, axis=axis, tie=tie),
                                   cupyops.argmin(ref, axis=axis, tie=tie, device="cpu"))
-    h = cupyops.hardmax(x, axis=1, tie="last", device=device)
+    h = o.hardmax(x, axis=1, tie="last")
     assert h.dtype == BF16
     np.testing.assert_array_equal(h.astype(np.float32), cupyops.hardmax(ref, axis=1, tie="last"))
     out = np.full(x.shape, 7, BF16)
-    assert cupyops.hardmax(x, axis=0, out=out, device=device) is out
+    assert o.hardmax(x, axis=0, out=out) is out
     np.testing.assert_array_equal(out.astype(np.float32), cupyops.hardmax(ref, axis=0))
-    np.testing.assert_array_equal(cupyops.argwhere(x, device=device), np.argwhere(ref))
-    np.testing.assert_array_equal(cupyops.count_nonzero(x, axis=0, device=device),
-                                  np.count_nonzero(ref, axis=0))
-    for g, w in zip(cupyops.nonzero(x, device=device), np.nonzero(ref)):
+    np.testing.assert_array_equal(o.argwhere(x), np.argwhere(ref))
+    np.testing.assert_array_equal(o.count_nonzero(x, axis=0), np.count_nonzero(ref, axis=0))
+    for g, w in zip(o.nonzero(x), np.nonzero(ref)):
         np.testing.assert_array_equal(g, w)
 
 
-def test_input_untouched_and_errors():
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_input_untouched_and_errors(device):
     x = tiny_bf16(np.random.default_rng(5), (4, 9))
     keep = x.view(np.uint16).copy()
-    cupyops.hardmax(x, device="simt")
+    xd = to_device(x, device)          # the call's own input (a CuPy array for CuPy input)
+    cupyops.hardmax(xd, **device_kw(device))
     cupyops.argmax(x, axis=0)
     np.testing.assert_array_equal(x.view(np.uint16), keep)
+    np.testing.assert_array_equal(host(xd.view(np.uint16)), keep)
     with pytest.raises(TypeError, match="out has dtype bfloat16"):
         cupyops.argmax(x, axis=0, out=np.empty(9, BF16))
     with pytest.raises(TypeError, match="bfloat16"):     # the supported list names it

@@ -19,6 +19,7 @@ from cupyops.core import trace as _trace
 from cupyops.testing import recording
 
 import cupy_marshal
+from _devices import KERNEL_DEVICES, device_kw, host, ops, to_device, workspace
 
 HERE = Path(__file__).resolve().parent
 OLDEST_CUPY = "13.6.0"     # the floor of both extras (pyproject.toml)
@@ -116,25 +117,51 @@ def test_struct_goes_to_cupy_as_one_element_array():
 
 
 # ------------------------------------------------------------------------------------------
-# Scratch lifetimes (CUDA-graph capture safety), on simt
+# Scratch lifetimes (CUDA-graph capture safety), on every kernel device
 # ------------------------------------------------------------------------------------------
 
+def _is_memory(a, device) -> bool:
+    """Whether launch argument ``a`` is memory of ``device``'s kernels (simt: NumPy arrays; a
+    GPU: CuPy arrays, not the host-side parameter structs)."""
+    if device == "simt":
+        return isinstance(a, np.ndarray)
+    return type(a).__module__.startswith("cupy") and hasattr(a, "data")
+
+
 def _root(a):
-    while isinstance(a.base, np.ndarray):
+    """The array that owns a view's memory (NumPy or CuPy)."""
+    while hasattr(a.base, "base") and hasattr(a.base, "shape"):
         a = a.base
     return a
 
 
-def _scratch_roots(trace, x, results):
+def _address(a) -> int:
+    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else int(a.data.ptr)
+
+
+def _holds(a, host_arrays) -> bool:
+    """Whether GPU array ``a`` holds one of ``host_arrays`` (same dtype, size and values in
+    order): NumPy input on "cuda" reaches the kernels as a copy made inside the call, and its
+    results are GPU arrays before they are read back; neither is scratch."""
+    got = np.ravel(host(a))
+    return any(got.dtype == h.dtype and got.size == h.size and np.array_equal(got, np.ravel(h))
+               for h in host_arrays)
+
+
+def _scratch_roots(trace, x, results, device):
     """Weak references to the root buffers of every launch argument that is neither the
     input nor a result (scratch), and their addresses."""
-    skip = {id(_root(np.asarray(r))) for r in results} | {id(_root(x))}
+    skip = {id(_root(r)) for r in results} | {id(_root(x))}
+    mine = host((x, *results)) if device == "cuda" else ()
     refs, addrs = [], []
     for args in trace.launch_args:
         for a in args:
-            if isinstance(a, np.ndarray) and id(_root(a)) not in skip:
-                refs.append(weakref.ref(_root(a)))
-                addrs.append(a.__array_interface__["data"][0])
+            if not _is_memory(a, device) or id(_root(a)) in skip:
+                continue
+            if device == "cuda" and _holds(a, mine):
+                continue
+            refs.append(weakref.ref(_root(a)))
+            addrs.append(_address(a))
     return refs, addrs
 
 
@@ -142,30 +169,32 @@ SPLIT = {"min_split_elements": 0, "min_work_per_thread": 1, "min_block_team_vecs
          "min_scratch_ratio": 0}
 
 
-def _calls(ws):
-    x2 = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
-    xn = (np.arange(5000) % 7 == 0).astype(np.float32)
+def _calls(ws, device):
+    """(name, input, call) of each scratch-using call; the calls' own results (CuPy arrays
+    for CuPy input)."""
+    kw = dict(device_kw(device), workspace=ws)
+    x2 = to_device(np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32), device)
+    xn = to_device((np.arange(5000) % 7 == 0).astype(np.float32), device)
     return [
-        ("argmax split", x2, lambda: (cupyops.argmax(x2, axis=0, device="simt", workspace=ws),)),
-        ("argmin one pass", x2, lambda: (cupyops.argmin(x2, axis=1, device="simt",
-                                                        workspace=ws),)),
-        ("hardmax", x2, lambda: (cupyops.hardmax(x2, axis=0, device="simt", workspace=ws),)),
-        ("size=", xn, lambda: cupyops.nonzero_coordinates(xn, size=100, device="simt",
-                                                          workspace=ws)),
-        ("exact", xn, lambda: cupyops.nonzero_coordinates(xn, device="simt", workspace=ws)),
+        ("argmax split", x2, lambda: (cupyops.argmax(x2, axis=0, **kw),)),
+        ("argmin one pass", x2, lambda: (cupyops.argmin(x2, axis=1, **kw),)),
+        ("hardmax", x2, lambda: (cupyops.hardmax(x2, axis=0, **kw),)),
+        ("size=", xn, lambda: cupyops.nonzero_coordinates(xn, size=100, **kw)),
+        ("exact", xn, lambda: cupyops.nonzero_coordinates(xn, **kw)),
     ]
 
 
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 @pytest.mark.parametrize("with_workspace", [False, True])
-def test_scratch_outlives_the_call(monkeypatch, with_workspace):
+def test_scratch_outlives_the_call(monkeypatch, with_workspace, device):
     from cupyops.ops.argreduce import launch as G
     from cupyops.ops.argreduce import plan as GP
     monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT))
-    ws = cupyops.Workspace(1 << 20, device="simt") if with_workspace else None
-    for name, x, call in _calls(ws):
+    ws = workspace(1 << 20, device) if with_workspace else None
+    for name, x, call in _calls(ws, device):
         with recording(args=True) as t:
             res = call()
-        refs, addrs = _scratch_roots(t, x, res)
+        refs, addrs = _scratch_roots(t, x, res, device)
         assert refs, f"{name}: no scratch argument was recorded"
         del res, t
         gc.collect()
@@ -173,56 +202,58 @@ def test_scratch_outlives_the_call(monkeypatch, with_workspace):
         assert not dead, f"{name}: scratch freed after the call (a captured graph would write it)"
         with recording(args=True) as t2:
             res2 = call()
-        _, addrs2 = _scratch_roots(t2, x, res2)
+        _, addrs2 = _scratch_roots(t2, x, res2, device)
         if with_workspace:
             assert addrs2 == addrs, f"{name}: the same workspace gave other scratch addresses"
 
 
-def test_split_plan_really_splits(monkeypatch):
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_split_plan_really_splits(monkeypatch, device):
     from cupyops.ops.argreduce import launch as G
     from cupyops.ops.argreduce import plan as GP
     monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT))
     x = np.random.default_rng(1).integers(0, 3, (64, 96)).astype(np.float32)
     with recording() as t:
-        r = cupyops.argmax(x, axis=0, device="simt")
+        r = ops(device).argmax(x, axis=0)
     assert t.plans[0].passes == 2 and [l[0].split("<")[0] for l in t.launches] == [
         "argreduce_col", "argreduce_finish"]
     np.testing.assert_array_equal(r, np.argmax(x, axis=0))
 
 
-def test_scratch_is_rezeroed_on_every_call():
-    ws = cupyops.Workspace(1 << 16, device="simt")
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_scratch_is_rezeroed_on_every_call(device):
+    ws = workspace(1 << 16, device)
     a = (np.arange(3000) % 5 == 0).astype(np.int32)
     b = (np.arange(3000) % 3 == 0).astype(np.int32)
     for x in (a, b, a):
-        coords, count = cupyops.nonzero_coordinates(x, size=2000, device="simt", workspace=ws)
+        coords, count = ops(device).nonzero_coordinates(x, size=2000, workspace=ws)
         assert int(count) == np.count_nonzero(x)
         np.testing.assert_array_equal(coords[:int(count), 0], np.flatnonzero(x))
 
 
-def test_workspace_errors():
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_workspace_errors(device):
     x = np.ones((4, 4), np.float32)
-    ws = cupyops.Workspace(16, device="simt")
+    o = ops(device)
+    ws = workspace(16, device)
     with pytest.raises(ValueError, match="needs .* bytes of scratch"):
-        cupyops.nonzero_coordinates(np.ones(100_000, np.float32), size=4, device="simt",
-                                    workspace=ws)
+        o.nonzero_coordinates(np.ones(100_000, np.float32), size=4, workspace=ws)
     with pytest.raises(TypeError, match="workspace must be None or a cupyops.Workspace"):
-        cupyops.argmax(x, device="simt", workspace=bytearray(16))
+        o.argmax(x, workspace=bytearray(16))
     with pytest.raises(ValueError, match="NumPy path"):
-        cupyops.argmax(x, device="cpu", workspace=cupyops.Workspace(1024, device="simt"))
+        cupyops.argmax(x, device="cpu", workspace=workspace(1024, device))
     with pytest.raises(ValueError, match="device must be"):
         cupyops.Workspace(1024, device="cpu")
     with pytest.raises(ValueError, match="non-negative"):
-        cupyops.Workspace(-1, device="simt")
+        workspace(-1, device)
 
 
 def test_nonzero_coordinates_out(monkeypatch):
     x = (np.arange(600).reshape(20, 30) % 7 == 0).astype(np.float32)
     want, wn = cupyops.nonzero_coordinates(x, size=50, fill_value=-1, dtype=np.int32)
-    for device in ("cpu", "simt"):
+    for device in ["cpu"] + KERNEL_DEVICES:
         oc, on = np.zeros((50, 2), np.int32), np.zeros((), np.int64)
-        c, n = cupyops.nonzero_coordinates(x, size=50, fill_value=-1, out=(oc, on),
-                                           device=device)
+        c, n = ops(device).nonzero_coordinates(x, size=50, fill_value=-1, out=(oc, on))
         assert c is oc and n is on
         np.testing.assert_array_equal(c, want)
         assert int(n) == int(wn)
@@ -234,9 +265,10 @@ def test_nonzero_coordinates_out(monkeypatch):
         cupyops.nonzero_coordinates(x, size=49, out=(oc, on))
 
 
-def test_zero_d_fixed_size_makes_no_host_read():
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_zero_d_fixed_size_makes_no_host_read(device):
     with recording() as t:
-        c, n = cupyops.nonzero_coordinates(np.array(2.5, np.float32), size=3, device="simt")
+        c, n = ops(device).nonzero_coordinates(np.array(2.5, np.float32), size=3)
     assert t.d2h_reads == 0 and c.shape == (3, 0) and int(n) == 1
 
 
@@ -252,23 +284,29 @@ def _complex64_at_4(n, shape=None):
     return x if shape is None else x.reshape(shape)
 
 
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 @pytest.mark.parametrize("shape", [(1025,), (33, 31), (3, 5, 7)])
-def test_complex64_at_4_byte_offset_every_nonzero_op(shape):
+def test_complex64_at_4_byte_offset_every_nonzero_op(shape, device):
+    """(CuPy input keeps the 4-byte offset; NumPy input on "cuda" reaches the kernels as a
+    fresh GPU copy, 8-byte aligned: planned as the aligned input.)"""
     n = int(np.prod(shape))
     x = _complex64_at_4(n, shape)
     ref = x.copy()                   # 8-byte aligned: the plain path
+    o = ops(device)
     calls = {
-        "argwhere": lambda a: cupyops.argwhere(a, device="simt"),
-        "nonzero": lambda a: np.stack(cupyops.nonzero(a, device="simt")),
-        "count_nonzero": lambda a: cupyops.count_nonzero(a, axis=-1, device="simt"),
-        "count_all": lambda a: cupyops.count_nonzero(a, device="simt"),
-        "size=": lambda a: cupyops.nonzero_coordinates(a, size=n, device="simt")[0],
-        "exact": lambda a: cupyops.nonzero_coordinates(a, device="simt")[0],
+        "argwhere": lambda a: o.argwhere(a),
+        "nonzero": lambda a: np.stack(o.nonzero(a)),
+        "count_nonzero": lambda a: o.count_nonzero(a, axis=-1),
+        "count_all": lambda a: o.count_nonzero(a),
+        "size=": lambda a: o.nonzero_coordinates(a, size=n)[0],
+        "exact": lambda a: o.nonzero_coordinates(a)[0],
     }
+    narrow = device != "cuda"
     for name, f in calls.items():
         with recording() as t:
             got = f(x)
-        assert all(p.narrow_loads for p in t.plans), f"{name}: not planned with 4-byte loads"
+        assert t.plans and all(p.narrow_loads == narrow for p in t.plans), \
+            f"{name}: not planned with {'4-byte' if narrow else 'whole'} loads"
         with recording() as t:
             want = f(ref)
         assert not any(p.narrow_loads for p in t.plans), f"{name}: aligned input planned narrow"

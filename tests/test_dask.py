@@ -22,6 +22,7 @@ dask = pytest.importorskip("dask")
 import cupyops  # noqa: E402
 from ref_argreduce import ref_argreduce, ref_hardmax  # noqa: E402
 from strategies import COMPLEX_DTYPES, DATETIME_DTYPES, REAL_DTYPES, arrays, axis_args  # noqa: E402
+from _devices import KERNEL_DEVICES, device_kw, host, is_cupy, to_device  # noqa: E402
 
 ALL_DTYPES = REAL_DTYPES + COMPLEX_DTYPES + DATETIME_DTYPES
 ARG_OPS = ["argmax", "argmin", "nanargmax", "nanargmin"]
@@ -142,8 +143,20 @@ def chunkings(draw, shape):
     return tuple(out)
 
 
-def _dask_of(a, chunks):
+def _dask_of(a, chunks, device="cpu"):
+    """A Dask array of ``a`` in ``chunks``: CuPy chunks for the pseudo-device "cupy"."""
+    a = to_device(a, device)
     return da.from_array(a, chunks=chunks, asarray=False) if a.ndim else da.from_array(a)
+
+
+def _computed(r, sched, client, device):
+    """A computed result as NumPy arrays; CuPy chunks give CuPy results (checked)."""
+    got = _compute(r, sched, client)
+    if is_cupy(device):
+        for g in (got if isinstance(got, tuple) else (got,)):
+            assert type(g).__module__.startswith("cupy"), type(g)
+        return host(got)
+    return got
 
 
 def _same_error(build, ref_exc):
@@ -180,9 +193,9 @@ def _check_argreduce(data, sched, client, device="cpu", dtypes=ALL_DTYPES, max_d
         ref = f(a, axis, **kw)
     except (ValueError, TypeError) as exc:
         ref = exc
-    x = _dask_of(a, chunks)
+    x = _dask_of(a, chunks, device)
     try:
-        r = f(x, axis, device=device, **kw)
+        r = f(x, axis, **device_kw(device), **kw)
     except (ValueError, TypeError) as exc:   # argument errors: eager, same type and message
         _same_error(exc, ref)
         return
@@ -192,7 +205,7 @@ def _check_argreduce(data, sched, client, device="cpu", dtypes=ALL_DTYPES, max_d
         with pytest.raises(ValueError, match="All-NaN slice encountered"):
             _compute(r, sched, client)
         return
-    got = _compute(r, sched, client)
+    got = _computed(r, sched, client, device)
     assert type(got) is np.ndarray and got.dtype == ref.dtype, (type(got), got.dtype, ref.dtype)
     assert got.shape == ref.shape == r.shape
     np.testing.assert_array_equal(got, ref)
@@ -214,22 +227,24 @@ def test_argreduce_distributed(data, client):
     _check_argreduce(data, "distributed", client)
 
 
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 @settings(max_examples=10)
 @given(data=st.data())
-def test_argreduce_simt_per_chunk(data):
-    # the kernels run per chunk (CPU emulation of CUDA) under dask
-    _check_argreduce(data, "threads", None, device="simt",
+def test_argreduce_kernels_per_chunk(device, data):
+    # the kernels run per chunk (simt: the CPU emulation of CUDA; CuPy chunks for "cupy")
+    _check_argreduce(data, "threads", None, device=device,
                      dtypes=["float32", "int16", "uint64", "complex64", "bool"], max_dims=2)
 
 
-def test_argreduce_simt_distributed(client):
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_argreduce_kernels_distributed(client, device):
     a = np.array([[1, 2, 3], [3, 0, 4], [2, 5, 2]], np.float32)
     a = np.tile(a, (2, 3))
-    x = da.from_array(a, chunks=(4, 2))
+    x = _dask_of(a, (4, 2), device)
     for op, axis, tie in [("argmax", None, "first"), ("argmin", (0, 1), "last"),
                           ("argmax", 0, "last"), ("nanargmin", 1, "first")]:
         f = getattr(cupyops, op)
-        got = _compute(f(x, axis, tie=tie, device="simt"), "distributed", client)
+        got = _computed(f(x, axis, tie=tie, **device_kw(device)), "distributed", client, device)
         np.testing.assert_array_equal(got, f(a, axis, tie=tie))
 
 
@@ -387,15 +402,15 @@ def test_hardmax_distributed(data, client):
     _check_hardmax(data, "distributed", client)
 
 
-def test_hardmax_seed_and_simt():
+def test_hardmax_seed_on_every_device():
     a = np.array([[[12, 0], [-101, 11]], [[3, 234], [0, -101]]], np.float32)
-    x = da.from_array(a, chunks=1)
     want = {(1,): [[[1, 0], [0, 1]], [[1, 1], [0, 0]]], (0,): [[[1, 0], [0, 1]], [[0, 1], [1, 0]]],
             (0, 2): [[[0, 0], [0, 1]], [[0, 1], [0, 0]]]}
     for axes, w in want.items():
-        for dev in ["cpu", "simt"]:
+        for dev in ["cpu"] + KERNEL_DEVICES:
+            x = _dask_of(a, 1, dev)
             np.testing.assert_array_equal(
-                cupyops.hardmax(x, axes, device=dev).compute(scheduler="threads"), w)
+                _computed(cupyops.hardmax(x, axes, **device_kw(dev)), "threads", None, dev), w)
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,16 +442,16 @@ def test_count_nonzero_distributed(data, client):
     _check_count(data, "distributed", client)
 
 
-def test_count_nonzero_unknown_chunks_and_simt():
+def test_count_nonzero_unknown_chunks_and_kernels():
     a = np.arange(-5, 7)
     x = da.from_array(a, chunks=5)
     y = x[x > -3]                          # unknown chunk sizes: fine for a count
     assert np.isnan(y.chunks[0][0])
     assert cupyops.count_nonzero(y).compute(scheduler="threads") == 8
-    np.testing.assert_array_equal(
-        cupyops.count_nonzero(da.from_array(a.reshape(3, 4), chunks=(2, 3)), 0,
-                              device="simt").compute(scheduler="threads"),
-        np.count_nonzero(a.reshape(3, 4), 0))
+    for dev in KERNEL_DEVICES:
+        r = cupyops.count_nonzero(_dask_of(a.reshape(3, 4), (2, 3), dev), 0, **device_kw(dev))
+        np.testing.assert_array_equal(_computed(r, "threads", None, dev),
+                                      np.count_nonzero(a.reshape(3, 4), 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,13 +463,14 @@ def _check_coords(data, sched, client, device="cpu", dtypes=ALL_DTYPES):
     chunks = data.draw(chunkings(a.shape), label="chunks")
     which = data.draw(st.sampled_from(["argwhere", "nonzero", "coords", "coords_size"]))
     dtype = data.draw(st.sampled_from([None] + COORD_DTYPES), label="dtype")
-    x = _dask_of(a, chunks)
+    x = _dask_of(a, chunks, device)
+    dev = device_kw(device)
     plain = a.view(np.int64) if a.dtype.kind in "mM" else a
     if which == "argwhere":
         ref = cupyops.argwhere(a, dtype=dtype)
-        r = cupyops.argwhere(x, dtype=dtype, device=device)
+        r = cupyops.argwhere(x, dtype=dtype, **dev)
         assert np.isnan(r.shape[0]) and r.shape[1] == a.ndim
-        got = _compute(r, sched, client)
+        got = _computed(r, sched, client, device)
         assert got.dtype == ref.dtype and got.shape == ref.shape
         np.testing.assert_array_equal(got, ref)
         np.testing.assert_array_equal(got, np.argwhere(plain))
@@ -464,7 +480,7 @@ def _check_coords(data, sched, client, device="cpu", dtypes=ALL_DTYPES):
                 cupyops.nonzero(x)
             return
         ref = cupyops.nonzero(a)
-        got = _compute(cupyops.nonzero(x, device=device), sched, client)
+        got = _computed(cupyops.nonzero(x, **dev), sched, client, device)
         assert len(got) == a.ndim
         for g, w, n in zip(got, ref, np.nonzero(plain)):
             assert g.dtype == w.dtype == np.int64
@@ -474,12 +490,11 @@ def _check_coords(data, sched, client, device="cpu", dtypes=ALL_DTYPES):
         size = data.draw(st.integers(0, 8), label="size") if which == "coords_size" else None
         fill = data.draw(st.sampled_from([0, 7]), label="fill")
         rc, rn = cupyops.nonzero_coordinates(a, size=size, fill_value=fill, dtype=dtype)
-        c, n = cupyops.nonzero_coordinates(x, size=size, fill_value=fill, dtype=dtype,
-                                           device=device)
+        c, n = cupyops.nonzero_coordinates(x, size=size, fill_value=fill, dtype=dtype, **dev)
         assert n.shape == () and n.dtype == np.int64
         if size is not None:
             assert c.shape == (size, a.ndim)
-        gc, gn = _compute((c, n), sched, client)
+        gc, gn = _computed((c, n), sched, client, device)
         assert gc.dtype == rc.dtype and gc.shape == rc.shape
         np.testing.assert_array_equal(gc, rc)
         assert type(gn) is np.ndarray and gn.shape == () and gn == rn == np.count_nonzero(plain)
@@ -496,10 +511,11 @@ def test_coordinates_distributed(data, client):
     _check_coords(data, "distributed", client)
 
 
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 @settings(max_examples=8)
 @given(data=st.data())
-def test_coordinates_simt_per_chunk(data):
-    _check_coords(data, "threads", None, device="simt", dtypes=["float32", "uint8", "complex64"])
+def test_coordinates_kernels_per_chunk(device, data):
+    _check_coords(data, "threads", None, device=device, dtypes=["float32", "uint8", "complex64"])
 
 
 def test_argwhere_row_major_across_trailing_chunks(sched):

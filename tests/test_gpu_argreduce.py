@@ -15,6 +15,7 @@ from cupyops import simt
 from cupyops.core import trace as _trace
 from cupyops.core.backend import get_backend
 from ref_argreduce import ref_argreduce, ref_hardmax
+from _devices import KERNEL_DEVICES, ops, workspace
 
 BE = get_backend("simt")
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
@@ -827,33 +828,48 @@ def test_decode_all_nan_group_raises_and_tickets_restart(dtype):
         np.testing.assert_array_equal(out, ref_argreduce(ok, (1,), "max", "first", nan=True))
 
 
-def test_decode_tickets_zeroed_with_a_workspace():
-    import cupyops
+def _sm_count(device) -> int:
+    """The SM count the kernel path plans for on ``device`` (simt: the H100's)."""
+    return get_backend("cuda" if device in ("cuda", "cupy") else device).props.sm_count
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_decode_tickets_zeroed_with_a_workspace(device):
+    """The public call's one-launch decode plan, three calls on one Workspace: the tickets in
+    its scratch are zeroed on every call (out prefilled with a sentinel)."""
     rng = np.random.default_rng(35)
-    ws = cupyops.Workspace(1 << 20, device="simt")
+    ws = workspace(1 << 20, device)
     for i in range(3):
         x = tiny_values(rng, (8, 70001), np.float32)
         out = np.full((8,), -7, np.int64)
-        r, t = decode_run(x, "max", "last", out=out, workspace=ws)
+        with _trace.recording() as t:
+            assert ops(device).argmax(x, axis=1, tie="last", out=out, workspace=ws) is out
+        plan = t.plans[0]
+        assert plan.case == "decode" and plan.last_block and plan.passes == 1, plan
+        assert len(t.launches) == 1 and t.launches[0][0].startswith("argreduce_row<")
+        grid = t.launches[0][1]
+        assert grid[0] * grid[1] * grid[2] >= -(-_sm_count(device) // 2), grid
         np.testing.assert_array_equal(out, fast_ref(x, (1,), "max", "last"))
 
 
 def test_decode_64bit_indexing():
-    import cupyops
     from cupyops.testing import force_64bit
     rng = np.random.default_rng(36)
     for shape in ((1, 131076), (8, 70001)):
         x = tiny_values(rng, shape, np.float32)
         for kind in KINDS:
             for tie in TIES:
-                with force_64bit(), _trace.recording() as t:
-                    f = cupyops.argmax if kind == "max" else cupyops.argmin
-                    r = f(x, axis=1, device="simt", tie=tie)
-                p = t.plans[0]
-                assert p.case == "decode" and p.use_64bit and len(t.launches) == 1
-                assert "long long" in t.launches[0][0]
-                assert t.launches[0][1][0] * t.launches[0][1][1] >= 66
-                np.testing.assert_array_equal(r, fast_ref(x, (1,), kind, tie))
+                for device in KERNEL_DEVICES:
+                    with force_64bit(), _trace.recording() as t:
+                        f = getattr(ops(device), "arg" + kind)
+                        r = f(x, axis=1, tie=tie)
+                    p = t.plans[0]
+                    assert p.case == "decode" and p.use_64bit and len(t.launches) == 1
+                    assert "long long" in t.launches[0][0]
+                    assert t.launches[0][1][0] * t.launches[0][1][1] >= \
+                        -(-_sm_count(device) // 2), device
+                    np.testing.assert_array_equal(r, fast_ref(x, (1,), kind, tie),
+                                                  err_msg=device)
         with force_64bit():
             y = nan_values(rng, shape, np.float64)
             r, t = decode_run(y, "min", "last", nan=True, force_64bit=True)

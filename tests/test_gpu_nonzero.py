@@ -5,13 +5,13 @@ read counts and memory traffic."""
 import numpy as np
 import pytest
 
-import cupyops
 from cupyops import simt
 from cupyops.core import backend as _backend
 from cupyops.core import trace as _trace
 from cupyops.ops.nonzero import family as GF
 from cupyops.ops.nonzero import launch as G
 from cupyops.ops.nonzero import plan as P
+from _devices import KERNEL_DEVICES, ops
 
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
                                 np.uint32, np.int64, np.uint64, np.float16, np.float32,
@@ -382,13 +382,15 @@ def test_memory_traffic(be):
 
 # ------------------------------------------------------------------------------ public API
 
-def test_public_api_on_simt():
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_public_api_on_every_kernel_device(device):
+    o = ops(device)
     x = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(1, 1, 2, 4)
-    c, n = cupyops.nonzero_coordinates(x, device="simt")
+    c, n = o.nonzero_coordinates(x)
     np.testing.assert_array_equal(c, [[0, 0, 0, 0], [0, 0, 0, 3], [0, 0, 1, 1], [0, 0, 1, 3]])
     assert int(n) == 4
-    np.testing.assert_array_equal(cupyops.argwhere(x[0, 0], device="simt"), np.argwhere(x[0, 0]))
-    assert int(cupyops.count_nonzero(x, device="simt")) == 4
+    np.testing.assert_array_equal(o.argwhere(x[0, 0]), np.argwhere(x[0, 0]))
+    assert int(o.count_nonzero(x)) == 4
 
 
 # ------------------------------------------------------------------------------ slow sweep

@@ -11,6 +11,7 @@ from cupyops import _call as _api
 from cupyops.core import dtypes as _bf16
 from cupyops.core.arrays import library_of
 from cupyops.interop import dlpack as _adapt
+from _devices import KERNEL_DEVICES, device_kw, is_cupy
 
 xps = pytest.importorskip("array_api_strict")
 _StrictArray = type(xps.asarray(0))
@@ -89,7 +90,10 @@ def test_array_api_strict_in_and_out():
     c, n = cupyops.nonzero_coordinates(x, size=8, fill_value=-1)
     assert isinstance(c, _StrictArray) and isinstance(n, _StrictArray) and int(n) == 6
     assert isinstance(cupyops.count_nonzero(x, axis=0), _StrictArray)
-    assert isinstance(cupyops.argmin(x, device="simt"), _StrictArray)
+    for dev in KERNEL_DEVICES:
+        if is_cupy(dev):
+            continue    # array_api_strict arrays live on the host: there is no GPU form of them
+        assert isinstance(cupyops.argmin(x, device=dev), _StrictArray)
 
 
 def test_array_api_strict_out_written_in_place():
@@ -109,6 +113,12 @@ torch_only = pytest.mark.skipif("torch" not in sys.modules and
 @pytest.fixture
 def torch():
     return pytest.importorskip("torch")
+
+
+def _tensor_on(t, device):
+    """A CPU tensor as the call on ``device`` takes it: on the GPU for "cupy" (a CUDA tensor,
+    viewed as a CuPy array), else as it is (``device=`` then names the device)."""
+    return t.cuda() if is_cupy(device) else t
 
 
 @torch_only
@@ -133,19 +143,23 @@ def test_torch_zero_copy_by_pointer(torch):
 
 @torch_only
 def test_torch_every_op(torch):
-    x = torch.tensor([[1.0, 5.0, float("nan"), 5.0], [0.0, -0.0, 3.0, 3.0]])
-    keep = x.clone()
-    for dev in ("cpu", "simt"):
-        assert torch.equal(cupyops.argmax(x, axis=1, device=dev), torch.tensor([2, 2]))
-        assert torch.equal(cupyops.argmin(x, axis=1, tie="last", device=dev), torch.tensor([2, 1]))
-        assert torch.equal(cupyops.nanargmax(x, axis=1, tie="last", device=dev), torch.tensor([3, 3]))
-        h = cupyops.hardmax(x, axis=1, device=dev)
+    x0 = torch.tensor([[1.0, 5.0, float("nan"), 5.0], [0.0, -0.0, 3.0, 3.0]])
+    keep = x0.clone()
+    for dev in ["cpu"] + KERNEL_DEVICES:
+        x, kw = _tensor_on(x0, dev), device_kw(dev)
+        r = cupyops.argmax(x, axis=1, **kw)
+        assert r.device == x.device and torch.equal(r.cpu(), torch.tensor([2, 2]))
+        assert torch.equal(cupyops.argmin(x, axis=1, tie="last", **kw).cpu(), torch.tensor([2, 1]))
+        assert torch.equal(cupyops.nanargmax(x, axis=1, tie="last", **kw).cpu(),
+                           torch.tensor([3, 3]))
+        h = cupyops.hardmax(x, axis=1, **kw)
         assert h.dtype == torch.float32 and h.tolist() == [[0, 0, 1, 0], [0, 0, 1, 0]]
-        assert torch.equal(cupyops.argwhere(x, device=dev), torch.tensor(np.argwhere(x.numpy())))
-        assert cupyops.count_nonzero(x, device=dev).item() == 6
-        rows, cols = cupyops.nonzero(x, device=dev)
+        assert torch.equal(cupyops.argwhere(x, **kw).cpu(), torch.tensor(np.argwhere(x0.numpy())))
+        assert cupyops.count_nonzero(x, **kw).item() == 6
+        rows, cols = cupyops.nonzero(x, **kw)
         assert rows.tolist() == [0, 0, 0, 0, 1, 1] and cols.tolist() == [0, 1, 2, 3, 2, 3]
-    assert torch.equal(x.isnan(), keep.isnan()) and torch.equal(x.nan_to_num(), keep.nan_to_num())
+        x = x.cpu()
+        assert torch.equal(x.isnan(), keep.isnan()) and torch.equal(x.nan_to_num(), keep.nan_to_num())
 
 
 @torch_only
@@ -185,13 +199,15 @@ def test_torch_out(torch):
 def test_torch_bfloat16(torch):
     f = torch.tensor([[1.0, -0.0, 0.0, 3.0, 3.0], [float("nan"), 2.0, float("nan"), -1.0, 5.0]])
     x = f.to(torch.bfloat16)
-    for dev in ("cpu", "simt"):
-        assert cupyops.argmax(x, axis=1, tie="last", device=dev).tolist() == [4, 2]
-        assert cupyops.argmin(x, axis=1, tie="last", device=dev).tolist() == [2, 2]
-        assert cupyops.nanargmin(x, axis=1, device=dev).tolist() == [1, 3]
-        h = cupyops.hardmax(x, axis=1, device=dev)
+    for dev in ["cpu"] + KERNEL_DEVICES:
+        xd, kw = _tensor_on(x, dev), device_kw(dev)
+        assert cupyops.argmax(xd, axis=1, tie="last", **kw).tolist() == [4, 2]
+        assert cupyops.argmin(xd, axis=1, tie="last", **kw).tolist() == [2, 2]
+        assert cupyops.nanargmin(xd, axis=1, **kw).tolist() == [1, 3]
+        h = cupyops.hardmax(xd, axis=1, **kw)
+        assert h.device == xd.device
         assert h.dtype == torch.bfloat16 and h.float().tolist() == [[0, 0, 0, 1, 0], [1, 0, 0, 0, 0]]
-        assert cupyops.count_nonzero(x, device=dev).item() == 8
+        assert cupyops.count_nonzero(xd, **kw).item() == 8
     out = torch.empty_like(x)
     assert cupyops.hardmax(x, tie="last", out=out) is out and out[0, 4].item() == 1.0
     with pytest.raises(TypeError, match="out has dtype"):

@@ -4,7 +4,7 @@ import pytest
 
 import cupyops
 from cupyops.__main__ import seed_examples
-from _devices import KERNEL_DEVICES, NONZERO_KERNEL_DEVICES
+from _devices import KERNEL_DEVICES, NONZERO_KERNEL_DEVICES, is_cupy, ops
 
 EXAMPLES = seed_examples()
 
@@ -16,9 +16,17 @@ def _devices_for(label):
 
 @pytest.mark.parametrize("label,call,expected",
                          [pytest.param(*e, id=e[0]) for e in EXAMPLES])
-def test_seed_example(label, call, expected):
+def test_seed_example(label, call, expected, monkeypatch):
     for device in _devices_for(label):
-        got = call(device)
+        if is_cupy(device):
+            # the seed calls build NumPy input and name their device: CuPy input is the public
+            # functions taking the same values as CuPy arrays (ops("cupy"), no device)
+            with monkeypatch.context() as m:
+                for name in cupyops._call.PUBLIC:
+                    m.setattr(cupyops, name, getattr(ops(device), name))
+                got = call(None)
+        else:
+            got = call(device)
         assert isinstance(got, np.ndarray), f"{device}: result must be an array, got {type(got)}"
         np.testing.assert_array_equal(got, np.asarray(expected), err_msg=f"device={device}")
         assert got.shape == np.asarray(expected).shape
