@@ -15,13 +15,19 @@ keys, scratch).
 Every test that calls the API on simt also runs on the GPU devices, unless it is about the
 emulator itself, its traffic counters, dry runs or CuPy's host marshalling: those are
 ``EMULATOR_ONLY`` (tests/test_gpu_coverage.py enforces both)."""
+import os
+
 import numpy as np
 
 import cupyops
 from cupyops.core.devices import cuda_status
 
 GPU = bool(cuda_status()[0])
-KERNEL_DEVICES = ["simt"] + (["cuda", "cupy"] if GPU else [])
+#: CUPYOPS_TEST_DEVICES=cuda,cupy keeps only those kernel devices (the offline GPU check runs
+#: the API tests on the GPU alone: simt's compiles are cold on a fresh machine)
+_ONLY = {d.strip() for d in os.environ.get("CUPYOPS_TEST_DEVICES", "").split(",") if d.strip()}
+KERNEL_DEVICES = [d for d in ["simt"] + (["cuda", "cupy"] if GPU else [])
+                  if not _ONLY or d in _ONLY]
 NONZERO_KERNEL_DEVICES = list(KERNEL_DEVICES)
 
 #: Tests that call the API on simt only, as ``path::function`` under tests/ (every

@@ -34,13 +34,15 @@ _SMALL = "--dtypes=bool,uint8,int64,float16,float32,complex128"
 
 class Step(typing.NamedTuple):
     """One step: its name, its cap in seconds, the command (after ``python``, or a tool's name
-    first) and what it needs (``"pytest"``, ``"tests"``, a program on PATH)."""
+    first), what it needs (``"pytest"``, ``"tests"``, a program on PATH) and environment
+    variables of its own."""
 
     name: str
     cap: int
     argv: tuple
     needs: tuple = ()
     what: str = ""
+    env: tuple = ()
 
 
 def _py(*args) -> tuple:
@@ -58,7 +60,9 @@ _API_TESTS = ("tests/test_argreduce_api.py", "tests/test_nonzero_api.py", "tests
 _GPU_TESTS = ("tests/test_cupy_gpu.py", "tests/test_backend.py", "tests/test_modules.py")
 #: the API tests on the GPU devices alone: the emulator's own tests (and simt's compiles,
 #: cold on a fresh machine) and CuPy's host marshalling without a GPU are not this step's
-_NOT_EMULATOR = "not simt and not marshal and not traffic and not dry_run"
+_NOT_EMULATOR = ("not simt and not marshal and not traffic and not dry_run and not "
+                 "kernels_every_case and not compact_partials and not kernels_schedules and not "
+                 "nonzero_kernels_layouts and not refuse_a_narrower_one")
 
 #: in order of priority (docs/performance.md, "On a GPU")
 STEPS = (
@@ -79,7 +83,7 @@ STEPS = (
          what="bench cuda (quick sizes) against CuPy and PyTorch, host overhead included"),
     Step("api-tests", 150, _py("-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-k",
                                _NOT_EMULATOR, *_API_TESTS), ("pytest", "tests"),
-         "the API tests with the GPU devices on"),
+         "the API tests with the GPU devices on", (("CUPYOPS_TEST_DEVICES", "cuda,cupy"),)),
     Step("racecheck", 60, _sanitized("racecheck", "-m", "cupyops", "selftest", "--quick",
                                      "--device", "cuda", _SMALL), ("compute-sanitizer",),
          "racecheck over a smaller selftest"),
@@ -124,9 +128,10 @@ def _missing(step: Step) -> str | None:
     return None
 
 
-def _env() -> dict:
-    """The children's environment: this package importable first (a bare checkout too)."""
-    env = dict(os.environ)
+def _env(step: Step) -> dict:
+    """A step's environment: this package importable first (a bare checkout too), and the
+    step's own variables."""
+    env = dict(os.environ, **dict(step.env))
     env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT)] + [p for p in env.get(
         "PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -148,7 +153,7 @@ def run_step(step: Step, out: pathlib.Path, seconds: float) -> tuple:
         f.write(f"$ {' '.join(argv)}\n")
         f.flush()
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=CHECKOUT,
-                                env=_env(), start_new_session=True)
+                                env=_env(step), start_new_session=True)
         try:
             rc = proc.wait(timeout=max(1.0, seconds))
         except subprocess.TimeoutExpired:
