@@ -42,6 +42,7 @@ EMULATOR_ONLY = {
     "test_host_cost.py::test_dry_run_steady_state_records_every_launch",
     "test_host_cost.py::test_dry_run_keeps_only_the_recent_launches",
     # the emulator's C++ compiler
+    "test_errors.py::test_argument_errors_come_before_device_errors_of_cuda_and_simt",
     "test_dispatch.py::test_simt_needs_a_compiler_that_works",
     "test_host_cost.py::test_a_cached_simt_call_fails_once_the_compiler_is_gone",
     # traffic counters (simt.record_traffic) of the public calls

@@ -215,7 +215,7 @@ def test_cuda_device_without_gpu_is_a_clear_error():
 
 
 @pytest.mark.parametrize("device,unavailable", [("cuda", "cuda"), ("simt", "simt")])
-def test_argument_errors_come_before_device_errors(device, unavailable, monkeypatch):
+def test_argument_errors_come_before_device_errors_of_cuda_and_simt(device, unavailable, monkeypatch):
     """A device that cannot run here is a RuntimeError only for a call whose arguments are
     good: a bad argument gets its own error on any machine (issue 25)."""
     from cupyops import _call
