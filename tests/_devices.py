@@ -207,7 +207,9 @@ class _CupyInput:
             xc = to_device(x, "cupy")
             if isinstance(xc, np.ndarray):
                 # CuPy has no datetime64/timedelta64 arrays: NumPy input on the GPU instead
-                return fn(xc, *args, out=out, device="cuda", **kw)
+                if out is not None:
+                    kw["out"] = out
+                return fn(xc, *args, device="cuda", **kw)
             if out is not None:
                 outs = out if isinstance(out, tuple) else (out,)
                 outc = tuple(to_device(o, "cupy") for o in outs)

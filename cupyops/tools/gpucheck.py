@@ -78,7 +78,7 @@ STEPS = (
     Step("kernel-timings", 45, _py("-m", "cupyops.bench.gpu_events", "--json",
                                    "{out}/kernel-timings.json"),
          what="CUDA-event timings of the kernel-memory cases against CuPy"),
-    Step("bench", 100, _py("-m", "cupyops", "bench", "cuda", "--budget", "0.01", "--json",
+    Step("bench", 150, _py("-m", "cupyops", "bench", "cuda", "--budget", "0.01", "--json",
                            "{out}/bench-cuda.json", "--markdown", "{out}/bench-cuda.md"),
          what="bench cuda (quick sizes) against CuPy and PyTorch, host overhead included"),
     Step("api-tests", 150, _py("-m", "pytest", "-q", "-p", "no:cacheprovider", "--maxfail=30",
