@@ -11,7 +11,9 @@ process. With a system CUDA toolkit on the machine, it runs a second time with `
 ``CUDA_HOME`` pointing at it: the venv's NVRTC and headers must still win. A control installs
 CuPy 14.0.1, the release below the floor, which takes ``CUDA_PATH``'s headers.
 
-Wheels are cached by pip in ``$CUPYOPS_PIP_CACHE`` (else the test cache folder's ``pip``).
+The wheels are kept in ``$CUPYOPS_WHEELHOUSE`` (else the test cache folder's ``wheels``): pip
+resolves each case against the index (``pip download`` into that folder fetches only the files
+it lacks), then installs from the folder alone.
 """
 import json
 import os
@@ -66,21 +68,30 @@ def _clean_env(**extra) -> dict:
     return env
 
 
-def _install(tmp: Path, requirements: list, pins: dict) -> Path:
-    """A fresh venv with ``requirements``, ``pins`` as constraints; its python."""
+def _pip(args: list, what: str):
+    cmd = [sys.executable, "-m", "pip", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=_clean_env())
+    assert r.returncode == 0, f"{what}: {' '.join(cmd)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+
+def _install(tmp: Path, local: str, requirements: list, pins: dict) -> Path:
+    """A fresh venv with ``local`` (the cupyops wheel, with an extra or not) and
+    ``requirements`` (those of the extra, or others), ``pins`` as constraints; its python."""
+    wheelhouse = Path(os.environ.get("CUPYOPS_WHEELHOUSE", cache_folder() / "wheels"))
+    wheelhouse.mkdir(parents=True, exist_ok=True)
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False, system_site_packages=False, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-           "--disable-pip-version-check",
-           "--cache-dir", os.environ.get("CUPYOPS_PIP_CACHE", str(cache_folder() / "pip"))]
+    constraints = []
     if pins:
-        constraints = tmp / "constraints.txt"
-        constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
-        cmd += ["-c", str(constraints)]
-    cmd += requirements
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=_clean_env())
-    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        path = tmp / "constraints.txt"
+        path.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
+        constraints = ["-c", str(path)]
+    quiet = ["--quiet", "--disable-pip-version-check"]
+    _pip(["download", *quiet, "-d", str(wheelhouse), *constraints, "numpy>=1.24",
+          *requirements], "download")
+    _pip(["--python", str(python), "install", *quiet, "--no-index", "--find-links",
+          str(wheelhouse), *constraints, local, *requirements], "install")
     return python
 
 
@@ -114,7 +125,7 @@ def _check_probe(probe: dict, prefix: Path, major: int, what: str):
 @pytest.mark.parametrize("extra", ["cuda13", "cuda12"])
 def test_extra_compiles_from_its_own_venv(extra, which, wheel, tmp_path, record_property):
     pins = floor_pins(extra) if which == "floor" else {}
-    python = _install(tmp_path, [f"{wheel}[{extra}]"], pins)
+    python = _install(tmp_path, f"{wheel}[{extra}]", extra_requirements(extra), pins)
     prefix = python.parent.parent
     versions = _versions(python)
     cupy_name = f"cupy-cuda{CUDA_MAJOR[extra]}x"
@@ -151,7 +162,7 @@ def test_below_the_floor_cupy_takes_the_system_headers(wheel, tmp_path):
         pytest.skip("no system CUDA toolkit with headers on this machine")
     others = [r for r in extra_requirements("cuda13") if not Requirement(r).name.startswith("cupy")]
     pins = {n: v for n, v in floor_pins("cuda13").items() if not n.startswith("cupy")}
-    python = _install(tmp_path, [str(wheel), f"cupy-cuda13x=={BELOW_FLOOR}", *others], pins)
+    python = _install(tmp_path, str(wheel), [f"cupy-cuda13x=={BELOW_FLOOR}", *others], pins)
     probe = _run(python, ["probe"], tmp_path, CUDA_PATH=toolkit, CUDA_HOME=toolkit)
     assert probe["cupy"] == BELOW_FLOOR
     assert all(_under(p, python.parent.parent) for p in probe["nvrtc_lib"]), probe["nvrtc_lib"]
