@@ -19,10 +19,11 @@ from cupyops.core import trace as _trace
 from cupyops.testing import recording
 
 import cupy_marshal
+from _cupy_extras import cupy_floor, cupy_target
 from _devices import KERNEL_DEVICES, device_kw, host, ops, to_device, workspace
 
 HERE = Path(__file__).resolve().parent
-OLDEST_CUPY = "13.6.0"     # the floor of both extras (pyproject.toml)
+OLDEST_PACKAGE, OLDEST_CUPY = cupy_floor("cuda13")   # the floor of the extras (pyproject.toml)
 
 
 @pytest.fixture(scope="module")
@@ -60,33 +61,15 @@ def test_marshalling_check_can_fail():
 
 
 def _oldest_cupy_target() -> Path:
-    """cupy-cuda13x==13.6.0 installed with pip --target, once (cached across runs)."""
-    root = Path(os.environ.get("CUPYOPS_TEST_CACHE", Path.home() / ".cache" / "cupyops" / "test"))
-    tag = f"cupy-cuda13x-{OLDEST_CUPY}-py{sys.version_info[0]}{sys.version_info[1]}-np{np.__version__}"
-    target = root / tag
-    if (target / "cupy" / "__init__.py").is_file():
-        return target
-    tmp = root / (tag + f".tmp{os.getpid()}")
-    root.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "--target", str(tmp), f"cupy-cuda13x=={OLDEST_CUPY}", f"numpy=={np.__version__}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}"
-    try:
-        tmp.rename(target)
-    except OSError:            # another run got there first
-        pass
-    return target
+    """The extras' floor CuPy installed with pip --target, once (cached across runs)."""
+    return cupy_target(OLDEST_PACKAGE, OLDEST_CUPY)
 
 
 def test_oldest_cupy_marshals_every_launch(sweep, tmp_path):
     target = _oldest_cupy_target()
-    # two controls that must fail under 13.6: a raw np.void (the old parameter passing) and a
-    # numpy array of two elements
-    params = [d for *_, descs in sweep for d in descs if d[0] == "value"
-              and isinstance(d[1], np.void)][0]
-    controls = [("control-void", (1,), (1,), 0, [("raw", params[1])]),
-                ("control-array", (1,), (1,), 0, [("value", np.ones(2, np.int64))])]
+    # a control that must fail: a numpy array of two elements. (A raw np.void, the old
+    # parameter passing, failed under CuPy 13.6; CuPy 14 takes structured scalars.)
+    controls = [("control-array", (1,), (1,), 0, [("value", np.ones(2, np.int64))])]
     pkl = tmp_path / "launches.pkl"
     pkl.write_bytes(pickle.dumps(list(sweep) + controls))
     env = dict(os.environ, PYTHONPATH=str(target))
@@ -99,7 +82,7 @@ def test_oldest_cupy_marshals_every_launch(sweep, tmp_path):
     assert not failures, "\n".join(failures[:20])
     assert res["ok"] == len(sweep)
     ctl = [f for f in res["failures"] if f.startswith("control")]
-    assert len(ctl) == 2 and "Unsupported type <class 'numpy.void'>" in ctl[0], ctl
+    assert len(ctl) == 1 and "numpy.ndarray of shape (2,)" in ctl[0], ctl
 
 
 # ------------------------------------------------------------------------------------------

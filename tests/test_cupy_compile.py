@@ -1,0 +1,125 @@
+"""Every kernel module through real CuPy's own compile path, without a GPU or driver, at the
+newest CuPy (this interpreter's, from the test extra) and at the extras' floor (installed with
+pip --target): ``cupy.cuda.compiler.compile_using_nvrtc`` with the options a ``RawModule``
+gets (``assemble_cupy_compiler_options`` and ``-ftz=true``), only the architecture query
+replaced (tests/cupy_compile.py). Every module compiles and every name expression comes back
+lowered. Both CuPy versions use this environment's NVRTC and CUDA headers (the test extra's).
+
+One architecture, sm_90. By default the query answers ``-arch=compute_90`` and PTX (CuPy's road
+for a device newer than its NVRTC), which runs NVRTC's front end, the include search and the
+lowering exactly as for a cubin and skips ptxas: 108 s of CPU for both CuPy versions instead of
+257 s (measured on a 2-core machine); tests/test_nvrtc_compile.py runs ptxas on the same sources
+and options. ``--run-slow`` (or ``CUPYOPS_CUPY_COMPILE=cubin``) asks for ``-arch=sm_90`` and a
+cubin, as CuPy does on an H100. Both CuPy versions compile at once, in two processes, each module
+once (identical modules, e.g. nonzero's int32 and uint32, share a cache entry). Warm, the test
+takes about a second. Results are cached under
+``cupyops.tools.nvrtc.cache_root()/cupy-compile``, keyed by every input (tests/cupy_compile.py),
+since no CuPy cache works without a driver.
+"""
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cupyops.core import modules as _modules
+from cupyops.tools import nvrtc as _nvrtc
+
+from _cupy_extras import cupy_floor, cupy_target
+
+HERE = Path(__file__).resolve().parent
+FLOOR_PACKAGE, FLOOR = cupy_floor("cuda13")
+
+try:
+    import cupy
+    NEWEST = cupy.__version__
+except Exception as exc:    # the test extra installs cupy-cuda13x; a bare install may not
+    cupy = None
+    WHY = f"cupy not importable: {exc}"
+
+pytestmark = pytest.mark.skipif(cupy is None, reason=cupy is None and WHY or "")
+
+
+def _jobs() -> list:
+    _nvrtc.load_family_modules()
+    jobs = []
+    for name, fam in sorted(_modules.families().items()):
+        if fam.source == _modules.SELFTEST_FAMILY.source:    # the registry tests' family
+            continue
+        source = _modules.module_source(name)
+        for dt in fam.dtypes:
+            jobs.append((f"{name}/{dt}", source, tuple(_modules.compile_options(fam)),
+                         tuple(fam.expressions_for(dt))))
+    return jobs
+
+
+def _method(config) -> str:
+    method = os.environ.get("CUPYOPS_CUPY_COMPILE")
+    if method:
+        return method
+    return "cubin" if config.getoption("--run-slow") else "ptx"
+
+
+@pytest.fixture(scope="module")
+def compiled(request, tmp_path_factory):
+    """{"newest": result, "floor": result} of tests/cupy_compile.py over every module."""
+    jobs = _jobs()
+    tmp = tmp_path_factory.mktemp("cupy_compile")
+    pkl = tmp / "jobs.pkl"
+    pkl.write_bytes(pickle.dumps({"jobs": jobs, "arch": 90, "method": _method(request.config),
+                                  "cache_dir": str(_nvrtc.cache_root() / "cupy-compile")}))
+    envs = {"newest": dict(os.environ),
+            "floor": dict(os.environ, PYTHONPATH=str(cupy_target(FLOOR_PACKAGE, FLOOR)))}
+    for env in envs.values():
+        env.pop("CUPY_CACHE_IN_MEMORY", None)
+    procs = {label: subprocess.Popen([sys.executable, str(HERE / "cupy_compile.py"), str(pkl)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env)
+             for label, env in envs.items()}
+    out = {}
+    for label, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"{label}: {stderr[-3000:]}"
+        out[label] = json.loads(stdout.strip().splitlines()[-1])
+        out[label]["jobs"] = len(jobs)
+    return out
+
+
+@pytest.mark.parametrize("which", ["newest", "floor"])
+def test_every_module_compiles_through_cupy(compiled, which):
+    res = compiled[which]
+    assert res["cupy"] == (NEWEST if which == "newest" else FLOOR)
+    results = res["results"]
+    assert len(results) == res["jobs"] and results
+    failed = {k: r["error"] for k, r in results.items() if not r["ok"]}
+    assert not failed, "\n\n".join(f"{k}: {e}" for k, e in list(failed.items())[:3])
+    unlowered = {k: [e for e, name in r["lowered"].items() if not name]
+                 for k, r in results.items()}
+    unlowered = {k: v for k, v in unlowered.items() if v}
+    assert not unlowered, unlowered
+    # every expression of every module, none missing from the answer
+    for key, _, _, exprs in _jobs():
+        assert set(results[key]["lowered"]) == set(exprs), key
+
+
+def test_both_argreduce_and_nonzero_modules_are_there(compiled):
+    families = {k.split("/")[0] for k in compiled["newest"]["results"]}
+    assert {"argreduce", "nonzero"} <= families
+
+
+def test_the_check_can_fail(monkeypatch):
+    """A source that does not compile and an expression that names no kernel are reported."""
+    import cupy_compile
+    from cupy.cuda import compiler
+    # compile_jobs replaces CuPy's architecture query in this process: put it back afterwards
+    monkeypatch.setattr(compiler, "_get_arch_for_options_for_nvrtc",
+                        compiler._get_arch_for_options_for_nvrtc)
+    bad = [("broken", 'extern "C" __global__ void k() { nope; }', ("--std=c++17",), ("k",)),
+           ("unknown", 'template <int N> __global__ void k() {}', ("--std=c++17",),
+            ("k<1>", "no_such_kernel<2>"))]
+    res = cupy_compile.compile_jobs(bad, 90, "ptx")["results"]
+    assert not res["broken"]["ok"] and "nope" in res["broken"]["error"]
+    assert not res["unknown"]["ok"], res["unknown"]
