@@ -299,6 +299,25 @@ def test_cupy_input_keeps_the_layout(name):
         assert nbytes < 256 + 10 * 4
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(_layouts()))
+def test_cupy_input_keeps_the_layout_on_the_gpu(name):
+    """to_device itself, on a GPU: CuPy arrays with x's strides, offset and values; host()
+    brings them back with the same strides."""
+    from cupyops.core.dtypes import element_alignment
+    x = _layouts()[name]
+    y = _devices.to_device(x, "cupy")
+    dt = x.dtype.newbyteorder("=")
+    assert type(y).__module__.startswith("cupy") and y.dtype == dt and y.strides == x.strides
+    ptr = x.__array_interface__["data"][0]
+    if ptr % element_alignment(dt) == 0:
+        assert int(y.data.ptr) % 256 == ptr % 256
+    back = _devices.host(y)
+    assert back.strides == x.strides
+    bits = (lambda a: a.view(np.uint16)) if dt.kind == "V" else (lambda a: a)
+    np.testing.assert_array_equal(bits(back), bits(x.astype(dt)))
+
+
 @pytest.mark.parametrize("name", list(_layouts()))
 def test_cupy_results_come_back_with_their_strides(name):
     x = _layouts()[name]
