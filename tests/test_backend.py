@@ -324,6 +324,8 @@ class _FakeRawKernel(_FakeKernel):
 def fake_cuda(selftest_family, monkeypatch):
     cupy = pytest.importorskip("cupy")
     monkeypatch.setattr(cupy.cuda, "Device", _NullDevice)
+    # the current device is another one (0): launches enter device 3's context
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 0)
     props = dataclasses.replace(_backend.H100_PROPS, name="fake H100")
     monkeypatch.setattr(_backend, "_cupy_device_props", lambda dev: props)
     monkeypatch.setattr(_backend, "_check_supported", lambda p: None)
@@ -335,10 +337,12 @@ def fake_cuda(selftest_family, monkeypatch):
         def get_function(self, e):
             return self.fns[e]
 
-    monkeypatch.setitem(_modules._factories, "cuda", lambda s, o, exprs, dev: Mod(exprs))
+    real = _modules.module_factory("cuda")
+    _modules.register_module_factory("cuda", lambda s, o, exprs, dev: Mod(exprs))
     _modules.clear_cache()
     _NullDevice.entered = []
     yield _backend.CupyBackend(3)
+    _modules.register_module_factory("cuda", real)
     _modules.clear_cache()
 
 
