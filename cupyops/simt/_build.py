@@ -302,14 +302,119 @@ def _check_source(src: str, name: str) -> None:
                            f"standard library (namespace \"std\" has no member)", log=src.splitlines()[line - 1])
 
 
+_BOUNDS_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?P<params>\([^()]*\))?(?P<body>.*)$")
+
+
+def _bounds_macros(src: str) -> dict:
+    """``#define NAME ... __launch_bounds__(...) ...`` (object- or function-like) of the source,
+    also through other such macros: name -> (parameter names or None, body).  Continuation lines
+    are joined; a body that uses the ``#``/``##`` operators is left alone."""
+    defs = {}
+    lines = _blank_comments_and_strings(src).split("\n")
+    orig = src.split("\n")
+    i = 0
+    while i < len(lines):
+        text, k = lines[i], i
+        while text.rstrip().endswith("\\") and k + 1 < len(lines):
+            k += 1
+            text = text.rstrip()[:-1] + " " + lines[k]
+        m = _BOUNDS_DEFINE.match(text)
+        if m and "#" not in m.group("body"):
+            # the body from the original text (string literals are blanked in `text`)
+            full = " ".join(ln.rstrip().rstrip("\\") for ln in orig[i:k + 1])
+            fm = _BOUNDS_DEFINE.match(full)
+            params = None
+            if m.group("params") is not None:
+                params = [x.strip() for x in m.group("params")[1:-1].split(",") if x.strip()]
+            defs[m.group("name")] = (params, (fm or m).group("body").strip())
+        i = k + 1
+    out = {n: d for n, d in defs.items() if "__launch_bounds__" in d[1] and n != "__launch_bounds__"}
+    grew = True
+    while grew:
+        grew = False
+        for n, d in defs.items():
+            if n not in out and n != "__launch_bounds__" and any(re.search(r"\b" + re.escape(o) + r"\b", d[1])
+                                                                 for o in out):
+                out[n] = d
+                grew = True
+    return out
+
+
+def _expand_bounds_macros(src: str) -> str:
+    """Expand, in code (not in directives), the uses of macros that carry __launch_bounds__, so
+    that the bounds below see them (up to 4 levels of such macros).  Line numbers are kept."""
+    for _ in range(8):
+        macros = _bounds_macros(src)
+        if not macros:
+            return src
+        code = _blank_directives(_blank_comments_and_strings(src))
+        edits = []
+        pat = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b")
+        for m in pat.finditer(code):
+            params, body = macros[m.group(1)]
+            end = m.end()
+            if params is not None:
+                j = end
+                while j < len(code) and code[j] in " \t\n":
+                    j += 1
+                if j >= len(code) or code[j] != "(":
+                    continue
+                end = _balanced(code, j)
+                args = [a.strip() for a in _split_top(src[j + 1:end - 1])]
+                rep = body
+                named = [q for q in params if q != "..."]
+                subst = {q: (args[n] if n < len(args) else "") for n, q in enumerate(named)}
+                if params and params[-1] == "...":
+                    subst["__VA_ARGS__"] = ", ".join(args[len(named):])
+                if subst:
+                    rep = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b", lambda q: subst[q.group(1)], rep)
+            else:
+                rep = body
+            nl = src.count("\n", m.start(), end)
+            edits.append((m.start(), end, " " + rep + " " + "\n" * nl))
+        if not edits:
+            return src
+        for a, b, text in sorted(edits, reverse=True):
+            src = src[:a] + text + src[b:]
+    return src
+
+
+_DECL_SKIP = {"__attribute__", "__align__", "alignas", "__declspec", "__launch_bounds__", "__maxnreg__",
+              "__cluster_dims__"}
+
+
+def _declarator_name(code: str, start: int) -> tuple[str | None, int]:
+    """The function name of the declaration going on at `start` (the identifier before the first
+    parameter list at parenthesis depth 0, skipping attribute groups) and the position of that '('."""
+    j = start
+    while j < len(code):
+        c = code[j]
+        if c in "{;":
+            return None, -1
+        if c == "(":
+            m = re.search(r"([A-Za-z_]\w*)\s*$", code[start:j])
+            if m and m.group(1) not in _DECL_SKIP:
+                return m.group(1), j
+            j = _balanced(code, j)
+            continue
+        j += 1
+    return None, -1
+
+
 def _launch_bounds(src: str) -> str:
-    """``__launch_bounds__(N, ...)`` of a kernel definition -> a check at the top of its body."""
+    """``__launch_bounds__(N, ...)`` of a kernel -> a check at the top of its body: on the
+    definition itself, through a macro, or on an earlier declaration of the kernel."""
+    if "__launch_bounds__" not in src:
+        return src
+    src = _expand_bounds_macros(src)
     code = _blank_directives(_blank_comments_and_strings(src))
     edits = []
+    declared = {}   # kernel name -> bound arguments, from declarations without a body
+    bodies = set()  # positions of bodies that already get a check
     for m in re.finditer(r"\b__launch_bounds__\s*\(", code):
         open_ = m.end() - 1
         close = _balanced(code, open_)
-        args = src[open_ + 1:close - 1]
+        args = src[open_ + 1:close - 1].replace("\n", " ")
         # the body: the first '{' (or ';' for a declaration) at parenthesis depth 0 after the name
         depth, j = 0, close
         while j < len(code):
@@ -324,7 +429,29 @@ def _launch_bounds(src: str) -> str:
         blank = "".join(ch if ch == "\n" else " " for ch in src[m.start():close])
         edits.append((m.start(), close, blank))
         if j < len(code) and code[j] == "{":
-            edits.append((j + 1, j + 1, f" __simt_launch_bounds({args.replace(chr(10), ' ')}); "))
+            edits.append((j + 1, j + 1, f" __simt_launch_bounds({args}); "))
+            bodies.add(j)
+        elif j < len(code):
+            # a declaration: its kernel's definition (later, without bounds of its own) gets the check
+            k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
+            if re.search(r"\btemplate\b", code[k + 1:m.start()]):
+                continue
+            name, _ = _declarator_name(code, k + 1)
+            if name:
+                declared[name] = (args, j)
+    for name, (args, after) in declared.items():
+        for d in re.finditer(r"\b" + re.escape(name) + r"\s*\(", code[after:]):
+            pos = after + d.start()
+            k = max(code.rfind(";", 0, pos), code.rfind("{", 0, pos), code.rfind("}", 0, pos))
+            if not re.search(r"\b__global__\b", code[k + 1:pos]):
+                continue
+            end = _balanced(code, after + d.end() - 1)
+            n = end
+            while n < len(code) and code[n] in " \t\n":
+                n += 1
+            if n < len(code) and code[n] == "{" and n not in bodies:
+                edits.append((n + 1, n + 1, f" __simt_launch_bounds({args}); "))
+                bodies.add(n)
     for a, b, text in sorted(edits, reverse=True):
         src = src[:a] + text + src[b:]
     return src
@@ -404,6 +531,8 @@ def _blank_directives(code: str) -> str:
 
 def extern_c_kernels(src: str) -> list[str]:
     """Names of the extern "C" __global__ functions of a source (declared or defined)."""
+    if "__launch_bounds__" in src:
+        src = _expand_bounds_macros(src)
     code = _blank_directives(_blank_comments_and_strings(src))
     names = []
     # extern "C" { ... } blocks (the quotes' contents are blanked: look at the original)
