@@ -104,7 +104,7 @@ def _explain(stderr: str) -> str:
     if "variable length array" in stderr or "-Werror=vla" in stderr:
         return "variable-length arrays are not allowed in device code (NVRTC rejects them). "
     if "assignment of read-only" in stderr:
-        return "a store to read-only memory (__constant__ data or a const object; NVRTC rejects it). "
+        return "a store to a const object (NVRTC rejects it too). "
     return ""
 
 
@@ -457,9 +457,34 @@ def _launch_bounds(src: str) -> str:
     return src
 
 
+_SUBSCRIPTS = r"(?:\s*(?:\[(?:[^\[\];]|\[[^\[\];]*\])*\]|\.\s*\w+|->\s*\w+))*"
+
+
+def _maybe_stored(code: str, name: str, decl_start: int, decl_end: int, is_array: bool) -> bool:
+    """Whether the source may store to the variable `name` (outside its own declaration): an
+    assignment or increment of it (through subscripts and members), its address taken, or (an
+    array) its name used other than subscripted, which may hand a pointer to a store."""
+    n = re.escape(name)
+    pats = [r"\b" + n + r"\b" + _SUBSCRIPTS + r"\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)",
+            r"(?:\+\+|--)\s*\b" + n + r"\b"]
+    if is_array:
+        pats.append(r"\b" + n + r"\b(?!\s*\[)")
+    for pat in pats:
+        for m in re.finditer(pat, code):
+            if not (decl_start <= m.start() < decl_end):
+                return True
+    for m in re.finditer(r"&\s*\b" + n + r"\b", code):   # the address taken (not a binary &, &&)
+        before = code[:m.start()].rstrip()
+        if not (decl_start <= m.start() < decl_end) and not (before and (before[-1].isalnum() or before[-1] in "_)]&")):
+            return True
+    return False
+
+
 def _const_constant(src: str) -> str:
-    """``__constant__ T x = ...;`` -> ``const __constant__ T x = ...;``: a store to it is then a
-    compile error, as NVRTC's (stores through a cast pointer hit the read-only section at run time)."""
+    """``__constant__ T x = ...;`` -> ``const __constant__ T x = ...;`` where the source never
+    stores to x (g++ may then fold its values, as NVRTC does).  A store to __constant__ data
+    compiles (NVRTC warns and compiles that kernel to ``trap;``) and, as the data lives in a
+    read-only section, fails the launch that executes it (ReadOnlyWriteError)."""
     code = _blank_directives(_blank_comments_and_strings(src))
     edits = []
     for m in re.finditer(r"\b__constant__\b", code):
@@ -469,6 +494,10 @@ def _const_constant(src: str) -> str:
             continue
         decl = code[k + 1:end]
         if "=" not in decl or "(" in decl.split("=", 1)[0] or re.search(r"\bconst\b|\bextern\b", decl):
+            continue
+        head = decl.split("=", 1)[0]
+        nm = re.search(r"([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", head)
+        if nm and _maybe_stored(code, nm.group(1), k + 1, end, bool(nm.group(2))):
             continue
         edits.append(m.start())
     for pos in reversed(edits):

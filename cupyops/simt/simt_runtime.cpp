@@ -347,7 +347,12 @@ void spin_point_impl(Fiber *f) {
   if (ro >= 0 && w) {
     const Region &r = G->regions[ro];
     e->region_index = r.kind == R_ARG ? r.index : -1;
-    errf("write of %zu bytes to read-only memory at 0x%llx", n, (unsigned long long)a);
+    if (r.kind == R_MODULE)
+      errf("store of %zu bytes to __constant__ (or other read-only) data of the kernel module at 0x%llx: a GPU "
+           "build cannot store there (NVRTC warns \"Cannot store to pointer that points to constant memory "
+           "space\" and compiles the kernel to trap;), so the launch fails", n, (unsigned long long)a);
+    else
+      errf("write of %zu bytes to read-only memory at 0x%llx", n, (unsigned long long)a);
     fiber_fail(E_READONLY);
   }
   if (a < f->stack_lo && a + (1u << 20) >= f->stack_lo) {
