@@ -43,6 +43,9 @@ KERNEL_FLAGS = (
     "-fno-finite-loops",
     # C++ undefined behaviour that a GPU defines: reported through our UBSan handlers
     "-fsanitize=shift-exponent,float-cast-overflow",
+    # a dereference of a pointer not aligned for its type (a float4 at +4 B, a raw cast to int4*):
+    # checked before g++ splits the vector access into narrower ones that would pass
+    "-fsanitize=alignment",
     # per-function frame sizes: fiber stacks are sized from them
     "-fstack-usage",
 )

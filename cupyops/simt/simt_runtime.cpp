@@ -787,6 +787,29 @@ API void __ubsan_handle_float_cast_overflow(UbCast *d, uintptr_t from) {
 API void __ubsan_handle_float_cast_overflow_abort(UbCast *d, uintptr_t from) {
   __ubsan_handle_float_cast_overflow(d, from);
 }
+// -fsanitize=alignment: a load, store or member access through a pointer that is not aligned for
+// its type.  A GPU issues a vector type's access as one instruction (ld.v2/ld.v4: 8 or 16 bytes),
+// which faults unless the address is a multiple of its alignment; g++ may split it into narrower
+// accesses that the per-access check passes, so the type's alignment is checked here.
+struct UbMismatch { UbLoc loc; const UbType *type; unsigned char log_align, kind; };
+API void __ubsan_handle_type_mismatch_v1(UbMismatch *d, uintptr_t ptr) {
+  if (!G || !G->cur || !G->align) return;
+  size_t al = (size_t)1 << d->log_align;
+  if (!ptr || !(ptr & (al - 1))) return;
+  static const char *const kinds[] = {"load of", "store to", "reference binding to", "member access within",
+                                      "member call on", "constructor call on", "downcast of", "downcast of",
+                                      "upcast of", "cast to virtual base of", "assignment to", "dynamic operation on"};
+  const char *k = d->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[d->kind] : "access to";
+  Err *e = G->err;
+  e->addr = ptr; e->size = al; e->is_write = d->kind == 1; e->pc = (u64)__builtin_return_address(0);
+  e->region_index = -1;
+  errf("misaligned address: %s a %s (%zu-byte aligned type) at 0x%llx, which is not a multiple of %zu (one "
+       "%zu-byte access on a GPU)", k, d->type ? d->type->name : "?", al, (unsigned long long)ptr, al, al);
+  describe_place(ptr);
+  erra(" at %s:%u:%u", d->loc.file ? d->loc.file : "?", d->loc.line, d->loc.col);
+  fiber_fail(E_MISALIGNED);
+}
+API void __ubsan_handle_type_mismatch_v1_abort(UbMismatch *d, uintptr_t ptr) { __ubsan_handle_type_mismatch_v1(d, ptr); }
 
 namespace {
 void release_barrier(Block *b) {

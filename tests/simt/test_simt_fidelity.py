@@ -164,6 +164,11 @@ extern "C" __global__ void shuffles_wide(const int* x, int* out) {
   out[96 + lane] = __shfl_sync(0xffffffffu, v, 40);
 }
 extern "C" __global__ void subnormal_mul(const float* x, float* out) { out[0] = x[0] * x[1]; out[1] = x[0] + x[2]; }
+// a loop without any memory access (the value is read once): only the stall detector ends it
+extern "C" __global__ void spin_without_access(const int* flag) {
+  int v = flag[0];
+  if (blockIdx.x == 0 && threadIdx.x == 0) { while (v == 0) { } }
+}
 
 // ------------------------------------------------------------------ built-ins
 extern "C" __global__ void builtins(const unsigned* a, const unsigned* b, unsigned* out) {
@@ -270,10 +275,12 @@ def test_plain_load_spin_never_completes(mod, sched):
 
 def test_hoisted_spin_ends_under_default_watchdog(mod, monkeypatch):
     # no memory access, no sync point: the stall detector (CUPYOPS_SIMT_STALL_S, default 10 s)
-    # ends it long before the 300 s wall-clock limit
+    # ends it long before the 300 s wall-clock limit.  (A spin on a plain load is not hoisted by
+    # g++ since the alignment checks of issue 28: it re-reads the flag, and the race checker or
+    # the spin watchdog reports it, test_plain_load_spin_never_completes.)
     monkeypatch.setenv("CUPYOPS_SIMT_STALL_S", "1")
     with pytest.raises(simt.WatchdogError, match="without any memory access"):
-        run(mod, "plain_spin_on_later_block", 2, 32, (np.zeros(1, np.int32),))
+        run(mod, "spin_without_access", 2, 32, (np.zeros(1, np.int32),))
 
 
 def test_non_atomic_rmw_is_a_race(mod):

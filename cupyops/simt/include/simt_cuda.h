@@ -626,12 +626,12 @@ template <class T> struct __simt_param_info {
   enum { is_pointer = std::is_pointer<T>::value ? 1 : 0 };
 };
 template <class... P, size_t... I>
-__attribute__((no_sanitize_address, no_sanitize_thread, noinline)) static void __simt_call_impl(void (*k)(P...), void **a,
+__attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize("alignment"), noinline)) static void __simt_call_impl(void (*k)(P...), void **a,
                                                                           std::index_sequence<I...>) {
   k(*reinterpret_cast<typename std::remove_reference<P>::type *>(a[I])...);
 }
 template <class... P>
-__attribute__((no_sanitize_address, no_sanitize_thread)) static inline void __simt_call(void (*k)(P...), void **a) {
+__attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize("alignment"))) static inline void __simt_call(void (*k)(P...), void **a) {
   __simt_call_impl(k, a, std::index_sequence_for<P...>{});
 }
 // Writes 2 entries per parameter (sizeof, is_pointer); returns the arity.
