@@ -184,7 +184,50 @@ def translate_options(options) -> list[str]:
             continue
         # everything else (-arch=..., --use_fast_math, -lineinfo, --std=c++17, ...) is ignored
         i += 1
-    return out
+    return out + fp_contract_flags(opts)
+
+
+def fmad_option(options) -> bool:
+    """The module's --fmad (NVRTC's default: true; --use_fast_math implies it; the last one wins)."""
+    on = True
+    for o in options or ():
+        o = str(o)
+        if o in ("--fmad=false", "-fmad=false"):
+            on = False
+        elif o in ("--fmad=true", "-fmad=true", "--use_fast_math", "-use_fast_math"):
+            on = True
+    return on
+
+
+_cpu_fma: list = []
+
+
+def cpu_has_fma() -> bool:
+    """Whether this CPU (and OS) can run FMA3 instructions (x86-64 Linux: /proc/cpuinfo)."""
+    if not _cpu_fma:
+        flags = set()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for ln in f:
+                    if ln.startswith("flags"):
+                        flags = set(ln.split(":", 1)[1].split())
+                        break
+        except OSError:
+            pass
+        _cpu_fma.append({"fma", "avx"} <= flags and os.environ.get("CUPYOPS_SIMT_FMA", "1") != "0")
+    return _cpu_fma[0]
+
+
+def fp_contract_flags(options) -> list[str]:
+    """FMA contraction as the module's --fmad asks: NVRTC contracts a*b+c (float32 and float64)
+    into one fma by default, so the product is not rounded first.  g++ contracts the same way under
+    -ffp-contract=fast, but only for a target with FMA instructions (-mfma; 128-bit vectors, as
+    without it).  A CPU without FMA rounds twice (README)."""
+    if not fmad_option(options):
+        return ["-ffp-contract=off"]
+    if cpu_has_fma():
+        return ["-mfma", "-mprefer-vector-width=128", "-ffp-contract=fast"]
+    return ["-ffp-contract=fast"]
 
 
 # ---------------------------------------------------------------- source preprocessing
