@@ -19,6 +19,8 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/mman.h>
+#include <sys/ucontext.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <vector>
 #include <unordered_map>
@@ -234,6 +236,11 @@ struct Global {
   double stall_s;
   pid_t tid;  // the OS thread running the launch
   struct sigaction old_timer_sa;
+  // -ftz=true for float32 only: MXCSR traps on denormal operands and underflow (see ftz_trap)
+  int ftz_trap, ftz_stepping;
+  unsigned ftz_saved_mxcsr;
+  u64 ftz_flushes, ftz_exact;
+  struct sigaction old_trap_sa;
 };
 
 Global *G;
@@ -1439,7 +1446,89 @@ void order_round(std::vector<Fiber *> &v) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
 }
 
-void on_signal(int sig, siginfo_t *si, void *) {
+// ---- -ftz=true on float32 alone.  x86 has one flush-to-zero control (MXCSR FTZ/DAZ) for float32
+// and float64 together.  Under -ftz=true the fibers run with the denormal-operand and underflow
+// exceptions unmasked instead: an SSE/AVX instruction that reads a subnormal or produces a tiny
+// result faults (#XM -> SIGFPE) before it writes anything.  The handler decodes the instruction:
+// a float32 one (ss/ps, FMA with W0, a float<->double conversion) is re-executed with FTZ+DAZ, as
+// a GPU's .ftz instruction; any other (float64) one exactly.  Either way the exceptions are masked
+// for that one instruction, executed by single-stepping (EFLAGS.TF -> SIGTRAP), after which the
+// trapping MXCSR is restored.  Code without subnormals never traps: no cost.
+constexpr unsigned MX_DAZ = 0x40, MX_DM = 0x100, MX_UM = 0x800, MX_FTZ = 0x8000, MX_FLAGS = 0x3F;
+constexpr unsigned MX_FTZ_TRAP = 0x1F80u & ~(MX_DM | MX_UM);
+
+// Whether the SSE/AVX instruction at p works on float32 data (1) or not (0: float64, other).
+int insn_is_f32(const unsigned char *p) {
+  int p66 = 0, rep = 0;  // rep: 2 = F3 (ss), 3 = F2 (sd)
+  for (int k = 0; k < 15; ++k, ++p) {
+    unsigned c = *p;
+    if (c == 0x66) p66 = 1;
+    else if (c == 0xF3) rep = 2;
+    else if (c == 0xF2) rep = 3;
+    else if (c == 0xF0 || c == 0x2E || c == 0x36 || c == 0x3E || c == 0x26 || c == 0x64 || c == 0x65 || c == 0x67) {}
+    else break;
+  }
+  if ((*p & 0xF0) == 0x40) ++p;  // REX
+  int pp, map, W = 0;
+  unsigned op;
+  if (p[0] == 0xC5) { pp = p[1] & 3; map = 1; op = p[2]; }
+  else if (p[0] == 0xC4) { map = p[1] & 0x1F; W = p[2] >> 7; pp = p[2] & 3; op = p[3]; }
+  else if (p[0] == 0x62) { map = p[1] & 7; W = p[2] >> 7; pp = p[2] & 3; op = p[4]; }
+  else if (p[0] == 0x0F) {
+    pp = rep ? rep : (p66 ? 1 : 0);
+    if (p[1] == 0x38) { map = 2; op = p[2]; } else if (p[1] == 0x3A) { map = 3; op = p[2]; } else { map = 1; op = p[1]; }
+  } else {
+    return 0;  // x87 and others: not affected by MXCSR
+  }
+  if (map == 1) {
+    if (op == 0x5A || op == 0x5B) return 1;               // float<->double, float<->int32 vectors
+    if (op == 0x7C || op == 0x7D || op == 0xD0) return pp == 3;  // haddps/hsubps/addsubps (F2)
+    if (op == 0xE6) return 0;
+    return pp == 0 || pp == 2;                             // ps / ss
+  }
+  if (map == 2) return W == 0;                             // FMA: W0 float32, W1 float64
+  if (map == 3) {
+    if (op == 0x08 || op == 0x0A || op == 0x40) return 1;  // roundps/ss, dpps
+    if (op == 0x09 || op == 0x0B || op == 0x41) return 0;
+    return W == 0;
+  }
+  return 0;
+}
+
+// SIGFPE from an unmasked denormal/underflow exception in trap mode: true if handled.
+bool ftz_fault(ucontext_t *uc) {
+  if (!G || !G->ftz_trap || !uc->uc_mcontext.fpregs) return false;
+  unsigned mx = uc->uc_mcontext.fpregs->mxcsr;
+  if (!(mx & 0x12) || (mx & (MX_DM | MX_UM)) == (MX_DM | MX_UM)) return false;
+  const unsigned char *ip = (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+  bool f32 = insn_is_f32(ip);
+  G->ftz_saved_mxcsr = mx & ~MX_FLAGS;
+  unsigned nmx = (mx & ~(MX_FLAGS | MX_FTZ | MX_DAZ)) | MX_DM | MX_UM;
+  if (f32) { nmx |= MX_FTZ | MX_DAZ; G->ftz_flushes++; } else G->ftz_exact++;
+  uc->uc_mcontext.fpregs->mxcsr = nmx;
+  uc->uc_mcontext.gregs[REG_EFL] |= 0x100;  // single-step the instruction
+  G->ftz_stepping = 1;
+  return true;
+}
+
+void on_trap(int sig, siginfo_t *si, void *ctx) {
+  ucontext_t *uc = (ucontext_t *)ctx;
+  if (G && G->ftz_stepping && gettid() == G->tid) {
+    G->ftz_stepping = 0;
+    uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x100;
+    if (uc->uc_mcontext.fpregs)
+      uc->uc_mcontext.fpregs->mxcsr = G->ftz_saved_mxcsr | (uc->uc_mcontext.fpregs->mxcsr & MX_FLAGS & ~0x12u);
+    return;
+  }
+  // not ours: the previous disposition
+  sigaction(sig, &G->old_trap_sa, nullptr);
+  (void)si;
+}
+
+void on_signal(int sig, siginfo_t *si, void *ctx) {
+  if (sig == SIGFPE && si->si_code == FPE_FLTUND && G && G->ftz_trap && gettid() == G->tid &&
+      ftz_fault((ucontext_t *)ctx))
+    return;
   if (G && G->in_fiber && gettid() == G->tid) {
     G->in_fiber = 0;
     G->fault_sig = sig;
@@ -1527,10 +1616,15 @@ void install_signals() {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &sa, &G->old_sa[i]);
+  if (G->ftz_trap) {
+    sa.sa_sigaction = on_trap;
+    sigaction(SIGTRAP, &sa, &G->old_trap_sa);
+  }
 }
 
 void restore_signals() {
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &G->old_sa[i], nullptr);
+  if (G->ftz_trap) sigaction(SIGTRAP, &G->old_trap_sa, nullptr);
   if (G->old_ss.ss_flags & SS_DISABLE) {
     stack_t ss;
     memset(&ss, 0, sizeof(ss));
@@ -1791,6 +1885,12 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
   g->epoch = 1;
 
   g->tid = gettid();
+  g->ftz_trap = d->mxcsr != 0 && (d->mxcsr & (MX_DM | MX_UM)) != (MX_DM | MX_UM);
+  g->ftz_stepping = 0;
+  g->ftz_flushes = g->ftz_exact = 0;
+  unsigned host_mxcsr_v;
+  __asm__ __volatile__("stmxcsr %0" : "=m"(host_mxcsr_v));
+  volatile unsigned host_mxcsr = host_mxcsr_v;
   install_signals();
   g->timed_out = 0;
   g->stalled = 0;
@@ -1876,6 +1976,11 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
 done:
   if (have_timer) stop_timer(timer);
   restore_signals();
+  // a fault or the watchdog may leave a fiber's MXCSR (FTZ, trapping) in place
+  host_mxcsr_v = host_mxcsr;
+  __asm__ __volatile__("ldmxcsr %0" : : "m"(host_mxcsr_v));
+  g->ftz_stepping = 0;
+  fflush(stdout);  // device printf output appears when the launch completes, as at a GPU sync point
   for (auto &sh : g->shadows) munmap(sh.first, sh.second);
   g->shadows.clear();
   g->sync.clear();

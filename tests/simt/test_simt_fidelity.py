@@ -453,7 +453,13 @@ def test_ftz_mxcsr_opt_in():
     x = np.array([1e-40, 1.0, 0.0], np.float32)   # a float32 subnormal
     out = np.zeros(2, np.float32)
     m.get_function("subnormal_mul")(1, 1, (x, out))
-    assert out[0] == x[0]               # default: not flushed (MXCSR would flush float64 too)
+    assert out[0] == 0 and out[1] == 0  # default: float32 flushed (float64 kept: test_simt_gpu_ways.py)
+    prev = simt.set_checks(ftz=False)
+    try:
+        m.get_function("subnormal_mul")(1, 1, (x, out))
+    finally:
+        simt.set_checks(**prev)
+    assert out[0] == x[0]               # switched off: kept
     prev = simt.set_checks(ftz_mxcsr=True)
     try:
         m.get_function("subnormal_mul")(1, 1, (x, out))
