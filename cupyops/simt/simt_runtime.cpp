@@ -743,6 +743,19 @@ API void __simt_vector_access(const void *p, size_t n) {
   if ((n & (n - 1)) == 0 && n <= 16 && (a & (n - 1)) != 0)
     misaligned_fail(a, n, 0, __builtin_return_address(0));
 }
+// Address-space predicates (__isGlobal & co.): 2 shared (static or dynamic, of the running block),
+// 8 local (the thread's stack), 4 constant (read-only data of a kernel module), else 1 global.
+API unsigned __simt_addr_space(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (!G || !G->cur) return 1;
+  Fiber *f = G->cur;
+  if (a >= f->stack_lo && a < f->stack_hi) return 8;
+  if (a >= G->tls_lo && a < G->tls_hi) return 2;
+  if (f->blk->dyn && a >= (uintptr_t)f->blk->dyn && a < (uintptr_t)f->blk->dyn + G->d.dyn_shared) return 2;
+  for (const Region &r : G->regions)
+    if (r.kind == R_MODULE && !r.writable && a >= r.lo && a < r.hi) return 4;
+  return 1;
+}
 // __launch_bounds__(max_threads, ...): a larger block is refused, as CUDA refuses the launch.
 API void __simt_check_launch_bounds(long long max_threads) {
   if (!G || !G->cur) return;
@@ -1167,6 +1180,76 @@ template <class T> u64 do_atomic_int(int op, T *p, T v, T c, bool &changed) {
   return tb(old);
 }
 }  // namespace
+
+namespace {
+// The checks and the happens-before bookkeeping of an atomic read-modify-write of n bytes at addr.
+void atomic_prologue(void *addr, size_t n, void *ra) {
+  if (G && G->cur) {
+    check_atomic_addr((uintptr_t)addr, n, ra);
+    spin_point_impl(G->cur);  // a possible switch point before the read-modify-write
+    if (G->hb) {
+      Fiber *f = G->cur;
+      uintptr_t a = (uintptr_t)addr;
+      if (!(a >= f->stack_lo && a + n <= f->stack_hi)) {
+        const Region *r = lookup(a, n, 1, ra);
+        hb_acquire(f, a);
+        if (r->shadow) hb_access(r, f, a, n, 1, K_ATOMIC, ra);
+        hb_release(f, a);
+      }
+    }
+  }
+}
+// a double rounded to nearest-even bfloat16 bits (integer operations), canonical NaN
+unsigned short dbl_to_bf16(double d) {
+  u64 u; memcpy(&u, &d, 8);
+  unsigned sign = (unsigned)(u >> 63) << 15;
+  int ex = (int)((u >> 52) & 0x7FF);
+  u64 m = u & 0xFFFFFFFFFFFFFull;
+  if (ex == 0x7FF) return m ? 0x7FFF : (unsigned short)(sign | 0x7F80);
+  if (ex == 0) return (unsigned short)sign;  // double subnormals are far below bfloat16's range
+  m |= 1ull << 52;
+  int E = ex - 1023;
+  int qexp = (E < -126 ? -126 : E) - 7, e = ex - 1075, sh = qexp - e;  // sh >= 45
+  u64 q = sh >= 64 ? 0 : m >> sh;
+  unsigned __int128 r = sh >= 64 ? m : m - (q << sh);
+  if (sh <= 64) {
+    unsigned __int128 h = (unsigned __int128)1 << (sh - 1);
+    if (r > h || (r == h && (q & 1))) ++q;
+  }
+  u64 bits = E < -126 ? q : ((u64)(E + 127) << 7) + (q - 128);
+  if (bits >= 0x7F80) bits = 0x7F80;
+  return (unsigned short)(sign | bits);
+}
+double bf16_to_dbl(unsigned short b) {
+  unsigned ex = (b >> 7) & 0xFF, mt = b & 0x7F;
+  double sgn = (b & 0x8000) ? -1.0 : 1.0;
+  if (ex == 0xFF) return mt ? NAN : sgn * INFINITY;
+  if (ex == 0) return sgn * (double)mt * 0x1p-133;
+  return sgn * ldexp((double)(mt | 0x80), (int)ex - 134);
+}
+unsigned short add16(int kind, unsigned short a, unsigned short b) {
+  if (kind == 0) {
+    _Float16 x, y; memcpy(&x, &a, 2); memcpy(&y, &b, 2);
+    _Float16 z = (_Float16)((float)x + (float)y);  // exact in float, rounded once to half
+    unsigned short o; memcpy(&o, &z, 2);
+    return (o & 0x7FFF) > 0x7C00 ? 0x7FFF : o;
+  }
+  return dbl_to_bf16(bf16_to_dbl(a) + bf16_to_dbl(b));
+}
+}  // namespace
+
+// atomicAdd on __half / __nv_bfloat16 (kind 0 / 1) and on their pairs (2 / 3: per element)
+API unsigned __simt_atomic16(int kind, void *addr, unsigned v) {
+  size_t n = kind >= 2 ? 4 : 2;
+  atomic_prologue(addr, n, __builtin_return_address(0));
+  int k = kind & 1;
+  unsigned short *p = (unsigned short *)addr;
+  unsigned old = p[0];
+  p[0] = add16(k, p[0], (unsigned short)v);
+  if (n == 4) { old |= (unsigned)p[1] << 16; p[1] = add16(k, p[1], (unsigned short)(v >> 16)); }
+  if (G) G->epoch++;
+  return old;
+}
 
 API unsigned long long __simt_atomic(int op, int type, void *addr, unsigned long long val,
                                      unsigned long long cmp) {
@@ -2058,15 +2141,22 @@ template <class I, class F> I sat_cvt(F x) {
   return (I)r;
 }
 }  // namespace
+// A GPU returns the canonical NaN 0x7fffffff from every float instruction (x86: 0xffc00000 or the
+// input's payload).
+inline float cnanf(float x) {
+  unsigned u; memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) { u = 0x7FFFFFFFu; memcpy(&x, &u, 4); }
+  return x;
+}
 #define SIMT_RMODES(X) X(rn, FE_TONEAREST) X(rz, FE_TOWARDZERO) X(ru, FE_UPWARD) X(rd, FE_DOWNWARD)
 #define SIMT_ROUNDED(sfx, M)                                                                                  \
-  API float __simt_fadd_##sfx(float a, float b) { RoundScope r(M); volatile float x = a + b; return x; }      \
-  API float __simt_fsub_##sfx(float a, float b) { RoundScope r(M); volatile float x = a - b; return x; }      \
-  API float __simt_fmul_##sfx(float a, float b) { RoundScope r(M); volatile float x = a * b; return x; }      \
-  API float __simt_fdiv_##sfx(float a, float b) { RoundScope r(M); volatile float x = a / b; return x; }      \
-  API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return x; }            \
-  API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return x; }           \
-  API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return x; } \
+  API float __simt_fadd_##sfx(float a, float b) { RoundScope r(M); volatile float x = a + b; return cnanf(x); }      \
+  API float __simt_fsub_##sfx(float a, float b) { RoundScope r(M); volatile float x = a - b; return cnanf(x); }      \
+  API float __simt_fmul_##sfx(float a, float b) { RoundScope r(M); volatile float x = a * b; return cnanf(x); }      \
+  API float __simt_fdiv_##sfx(float a, float b) { RoundScope r(M); volatile float x = a / b; return cnanf(x); }      \
+  API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return cnanf(x); }            \
+  API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return cnanf(x); }           \
+  API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return cnanf(x); } \
   API double __simt_dadd_##sfx(double a, double b) { RoundScope r(M); volatile double x = a + b; return x; }  \
   API double __simt_dsub_##sfx(double a, double b) { RoundScope r(M); volatile double x = a - b; return x; }  \
   API double __simt_dmul_##sfx(double a, double b) { RoundScope r(M); volatile double x = a * b; return x; }  \
@@ -2074,7 +2164,7 @@ template <class I, class F> I sat_cvt(F x) {
   API double __simt_drcp_##sfx(double a) { RoundScope r(M); volatile double x = 1.0 / a; return x; }         \
   API double __simt_dsqrt_##sfx(double a) { RoundScope r(M); volatile double x = sqrt(a); return x; }        \
   API double __simt_fma_##sfx(double a, double b, double c) { RoundScope r(M); volatile double x = fma(a, b, c); return x; } \
-  API float __simt_double2float_##sfx(double a) { RoundScope r(M); volatile float x = (float)a; return x; }  \
+  API float __simt_double2float_##sfx(double a) { RoundScope r(M); volatile float x = (float)a; return cnanf(x); }  \
   API int __simt_float2int_##sfx(float a) { RoundScope r(M); return sat_cvt<int>(a); }                       \
   API unsigned __simt_float2uint_##sfx(float a) { RoundScope r(M); return sat_cvt<unsigned>(a); }            \
   API long long __simt_float2ll_##sfx(float a) { RoundScope r(M); return sat_cvt<long long>(a); }            \
@@ -2091,7 +2181,7 @@ template <class I, class F> I sat_cvt(F x) {
   API double __simt_ull2double_##sfx(unsigned long long a) { RoundScope r(M); volatile double x = (double)a; return x; }
 SIMT_RMODES(SIMT_ROUNDED)
 
-API float __simt_frsqrt_rn(float a) { RoundScope r(FE_TONEAREST); volatile float x = (float)(1.0 / sqrt((double)a)); return x; }
+API float __simt_frsqrt_rn(float a) { RoundScope r(FE_TONEAREST); volatile float x = (float)(1.0 / sqrt((double)a)); return cnanf(x); }
 
 // __hfma: a*b+c rounded once to half.  a*b is exact in double; the sum is rounded to odd in double
 // (53 >= 2*11+2 bits), after which rounding to half is the correctly rounded result.
@@ -2111,5 +2201,5 @@ API unsigned short __simt_hfma(unsigned short ua, unsigned short ub, unsigned sh
   RoundScope r(FE_TONEAREST);
   _Float16 h = (_Float16)s;
   unsigned short out; memcpy(&out, &h, 2);
-  return out;
+  return (out & 0x7FFF) > 0x7C00 ? 0x7FFF : out;  // the canonical half NaN
 }
