@@ -2132,6 +2132,16 @@ struct RoundScope {
   explicit RoundScope(int m) : old(fegetround()) { if (m != old) fesetround(m); }
   ~RoundScope() { if (fegetround() != old) fesetround(old); }
 };
+// __fmaf_ieee_*: never flushed, also under -ftz=true (MXCSR without FTZ/DAZ, exceptions masked)
+struct IeeeScope {
+  unsigned old;
+  IeeeScope() {
+    __asm__ __volatile__("stmxcsr %0" : "=m"(old));
+    unsigned m = (old & ~0x8040u) | 0x1F80u;
+    __asm__ __volatile__("ldmxcsr %0" : : "m"(m));
+  }
+  ~IeeeScope() { __asm__ __volatile__("ldmxcsr %0" : : "m"(old)); }
+};
 template <class I, class F> I sat_cvt(F x) {
   if (x != x) return 0;
   F r = nearbyint(x);  // in the current rounding mode
@@ -2157,6 +2167,7 @@ inline float cnanf(float x) {
   API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return cnanf(x); }            \
   API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return cnanf(x); }           \
   API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return cnanf(x); } \
+  API float __simt_fmaf_ieee_##sfx(float a, float b, float c) { IeeeScope i; RoundScope r(M); volatile float x = fmaf(a, b, c); return cnanf(x); } \
   API double __simt_dadd_##sfx(double a, double b) { RoundScope r(M); volatile double x = a + b; return x; }  \
   API double __simt_dsub_##sfx(double a, double b) { RoundScope r(M); volatile double x = a - b; return x; }  \
   API double __simt_dmul_##sfx(double a, double b) { RoundScope r(M); volatile double x = a * b; return x; }  \

@@ -251,6 +251,7 @@ static inline float __simt_powf(float x, float y) { return __simt_cnanf((float)e
   SIMT_RT float __simt_fmul_##sfx(float, float); SIMT_RT float __simt_fdiv_##sfx(float, float); \
   SIMT_RT float __simt_frcp_##sfx(float); SIMT_RT float __simt_fsqrt_##sfx(float); \
   SIMT_RT float __simt_fmaf_##sfx(float, float, float); \
+  SIMT_RT float __simt_fmaf_ieee_##sfx(float, float, float); \
   SIMT_RT double __simt_dadd_##sfx(double, double); SIMT_RT double __simt_dsub_##sfx(double, double); \
   SIMT_RT double __simt_dmul_##sfx(double, double); SIMT_RT double __simt_ddiv_##sfx(double, double); \
   SIMT_RT double __simt_drcp_##sfx(double); SIMT_RT double __simt_dsqrt_##sfx(double); \
@@ -269,6 +270,7 @@ static inline float __simt_powf(float x, float y) { return __simt_cnanf((float)e
   static inline float __frcp_##sfx(float a) { return __simt_frcp_##sfx(a); } \
   static inline float __fsqrt_##sfx(float a) { return __simt_fsqrt_##sfx(a); } \
   static inline float __fmaf_##sfx(float a, float b, float c) { return __simt_fmaf_##sfx(a, b, c); } \
+  static inline float __fmaf_ieee_##sfx(float a, float b, float c) { return __simt_fmaf_ieee_##sfx(a, b, c); } \
   static inline double __dadd_##sfx(double a, double b) { return __simt_dadd_##sfx(a, b); } \
   static inline double __dsub_##sfx(double a, double b) { return __simt_dsub_##sfx(a, b); } \
   static inline double __dmul_##sfx(double a, double b) { return __simt_dmul_##sfx(a, b); } \
@@ -790,7 +792,7 @@ static inline double erfinv(double y) {
   }
   return erfcinv(1.0 - y);
 }
-static inline double normcdfinv(double p) { return -1.4142135623730951 * erfcinv(2.0 * p); }
+static inline double normcdfinv(double p) { double r = erfcinv(2.0 * p); return r == 0.0 ? 0.0 : -1.4142135623730951 * r; }
 static inline double erfcx(double x) {
   if (x < 26.0) return exp(x * x) * erfc(x);
   double t = 1.0 / (x * x), s = 1.0, term = 1.0;  // asymptotic series
