@@ -44,6 +44,9 @@ KERNEL_FLAGS = (
     "-fno-finite-loops",
     # C++ undefined behaviour that a GPU defines: reported through our UBSan handlers
     "-fsanitize=shift-exponent,float-cast-overflow",
+    # a dereference of a pointer not aligned for its type (a float4 at +4 B, a raw cast to int4*):
+    # checked before g++ splits the vector access into narrower ones that would pass
+    "-fsanitize=alignment",
     # per-function frame sizes: fiber stacks are sized from them
     "-fstack-usage",
 )
@@ -108,7 +111,7 @@ def _explain(stderr: str) -> str:
     if "variable length array" in stderr or "-Werror=vla" in stderr:
         return "variable-length arrays are not allowed in device code (NVRTC rejects them). "
     if "assignment of read-only" in stderr:
-        return "a store to read-only memory (__constant__ data or a const object; NVRTC rejects it). "
+        return "a store to a const object (NVRTC rejects it too). "
     return ""
 
 
@@ -290,7 +293,50 @@ def translate_options(options) -> list[str]:
             continue
         # everything else (-arch=..., --use_fast_math, -lineinfo, --std=c++17, ...) is ignored
         i += 1
-    return out
+    return out + fp_contract_flags(opts)
+
+
+def fmad_option(options) -> bool:
+    """The module's --fmad (NVRTC's default: true; --use_fast_math implies it; the last one wins)."""
+    on = True
+    for o in options or ():
+        o = str(o)
+        if o in ("--fmad=false", "-fmad=false"):
+            on = False
+        elif o in ("--fmad=true", "-fmad=true", "--use_fast_math", "-use_fast_math"):
+            on = True
+    return on
+
+
+_cpu_fma: list = []
+
+
+def cpu_has_fma() -> bool:
+    """Whether this CPU (and OS) can run FMA3 instructions (x86-64 Linux: /proc/cpuinfo)."""
+    if not _cpu_fma:
+        flags = set()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for ln in f:
+                    if ln.startswith("flags"):
+                        flags = set(ln.split(":", 1)[1].split())
+                        break
+        except OSError:
+            pass
+        _cpu_fma.append({"fma", "avx"} <= flags and os.environ.get("CUPYOPS_SIMT_FMA", "1") != "0")
+    return _cpu_fma[0]
+
+
+def fp_contract_flags(options) -> list[str]:
+    """FMA contraction as the module's --fmad asks: NVRTC contracts a*b+c (float32 and float64)
+    into one fma by default, so the product is not rounded first.  g++ contracts the same way under
+    -ffp-contract=fast, but only for a target with FMA instructions (-mfma; 128-bit vectors, as
+    without it).  A CPU without FMA rounds twice (README)."""
+    if not fmad_option(options):
+        return ["-ffp-contract=off"]
+    if cpu_has_fma():
+        return ["-mfma", "-mprefer-vector-width=128", "-ffp-contract=fast"]
+    return ["-ffp-contract=fast"]
 
 
 # ---------------------------------------------------------------- source preprocessing
@@ -411,14 +457,119 @@ def _check_source(src: str, name: str) -> None:
                            f"standard library (namespace \"std\" has no member)", log=src.splitlines()[line - 1])
 
 
+_BOUNDS_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?P<params>\([^()]*\))?(?P<body>.*)$")
+
+
+def _bounds_macros(src: str) -> dict:
+    """``#define NAME ... __launch_bounds__(...) ...`` (object- or function-like) of the source,
+    also through other such macros: name -> (parameter names or None, body).  Continuation lines
+    are joined; a body that uses the ``#``/``##`` operators is left alone."""
+    defs = {}
+    lines = _blank_comments_and_strings(src).split("\n")
+    orig = src.split("\n")
+    i = 0
+    while i < len(lines):
+        text, k = lines[i], i
+        while text.rstrip().endswith("\\") and k + 1 < len(lines):
+            k += 1
+            text = text.rstrip()[:-1] + " " + lines[k]
+        m = _BOUNDS_DEFINE.match(text)
+        if m and "#" not in m.group("body"):
+            # the body from the original text (string literals are blanked in `text`)
+            full = " ".join(ln.rstrip().rstrip("\\") for ln in orig[i:k + 1])
+            fm = _BOUNDS_DEFINE.match(full)
+            params = None
+            if m.group("params") is not None:
+                params = [x.strip() for x in m.group("params")[1:-1].split(",") if x.strip()]
+            defs[m.group("name")] = (params, (fm or m).group("body").strip())
+        i = k + 1
+    out = {n: d for n, d in defs.items() if "__launch_bounds__" in d[1] and n != "__launch_bounds__"}
+    grew = True
+    while grew:
+        grew = False
+        for n, d in defs.items():
+            if n not in out and n != "__launch_bounds__" and any(re.search(r"\b" + re.escape(o) + r"\b", d[1])
+                                                                 for o in out):
+                out[n] = d
+                grew = True
+    return out
+
+
+def _expand_bounds_macros(src: str) -> str:
+    """Expand, in code (not in directives), the uses of macros that carry __launch_bounds__, so
+    that the bounds below see them (up to 4 levels of such macros).  Line numbers are kept."""
+    for _ in range(8):
+        macros = _bounds_macros(src)
+        if not macros:
+            return src
+        code = _blank_directives(_blank_comments_and_strings(src))
+        edits = []
+        pat = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b")
+        for m in pat.finditer(code):
+            params, body = macros[m.group(1)]
+            end = m.end()
+            if params is not None:
+                j = end
+                while j < len(code) and code[j] in " \t\n":
+                    j += 1
+                if j >= len(code) or code[j] != "(":
+                    continue
+                end = _balanced(code, j)
+                args = [a.strip() for a in _split_top(src[j + 1:end - 1])]
+                rep = body
+                named = [q for q in params if q != "..."]
+                subst = {q: (args[n] if n < len(args) else "") for n, q in enumerate(named)}
+                if params and params[-1] == "...":
+                    subst["__VA_ARGS__"] = ", ".join(args[len(named):])
+                if subst:
+                    rep = re.sub(r"\b(" + "|".join(map(re.escape, subst)) + r")\b", lambda q: subst[q.group(1)], rep)
+            else:
+                rep = body
+            nl = src.count("\n", m.start(), end)
+            edits.append((m.start(), end, " " + rep + " " + "\n" * nl))
+        if not edits:
+            return src
+        for a, b, text in sorted(edits, reverse=True):
+            src = src[:a] + text + src[b:]
+    return src
+
+
+_DECL_SKIP = {"__attribute__", "__align__", "alignas", "__declspec", "__launch_bounds__", "__maxnreg__",
+              "__cluster_dims__"}
+
+
+def _declarator_name(code: str, start: int) -> tuple[str | None, int]:
+    """The function name of the declaration going on at `start` (the identifier before the first
+    parameter list at parenthesis depth 0, skipping attribute groups) and the position of that '('."""
+    j = start
+    while j < len(code):
+        c = code[j]
+        if c in "{;":
+            return None, -1
+        if c == "(":
+            m = re.search(r"([A-Za-z_]\w*)\s*$", code[start:j])
+            if m and m.group(1) not in _DECL_SKIP:
+                return m.group(1), j
+            j = _balanced(code, j)
+            continue
+        j += 1
+    return None, -1
+
+
 def _launch_bounds(src: str) -> str:
-    """``__launch_bounds__(N, ...)`` of a kernel definition -> a check at the top of its body."""
+    """``__launch_bounds__(N, ...)`` of a kernel -> a check at the top of its body: on the
+    definition itself, through a macro, or on an earlier declaration of the kernel."""
+    if "__launch_bounds__" not in src:
+        return src
+    src = _expand_bounds_macros(src)
     code = _blank_directives(_blank_comments_and_strings(src))
     edits = []
+    declared = {}   # kernel name -> bound arguments, from declarations without a body
+    bodies = set()  # positions of bodies that already get a check
     for m in re.finditer(r"\b__launch_bounds__\s*\(", code):
         open_ = m.end() - 1
         close = _balanced(code, open_)
-        args = src[open_ + 1:close - 1]
+        args = src[open_ + 1:close - 1].replace("\n", " ")
         # the body: the first '{' (or ';' for a declaration) at parenthesis depth 0 after the name
         depth, j = 0, close
         while j < len(code):
@@ -433,15 +584,62 @@ def _launch_bounds(src: str) -> str:
         blank = "".join(ch if ch == "\n" else " " for ch in src[m.start():close])
         edits.append((m.start(), close, blank))
         if j < len(code) and code[j] == "{":
-            edits.append((j + 1, j + 1, f" __simt_launch_bounds({args.replace(chr(10), ' ')}); "))
+            edits.append((j + 1, j + 1, f" __simt_launch_bounds({args}); "))
+            bodies.add(j)
+        elif j < len(code):
+            # a declaration: its kernel's definition (later, without bounds of its own) gets the check
+            k = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start()))
+            if re.search(r"\btemplate\b", code[k + 1:m.start()]):
+                continue
+            name, _ = _declarator_name(code, k + 1)
+            if name:
+                declared[name] = (args, j)
+    for name, (args, after) in declared.items():
+        for d in re.finditer(r"\b" + re.escape(name) + r"\s*\(", code[after:]):
+            pos = after + d.start()
+            k = max(code.rfind(";", 0, pos), code.rfind("{", 0, pos), code.rfind("}", 0, pos))
+            if not re.search(r"\b__global__\b", code[k + 1:pos]):
+                continue
+            end = _balanced(code, after + d.end() - 1)
+            n = end
+            while n < len(code) and code[n] in " \t\n":
+                n += 1
+            if n < len(code) and code[n] == "{" and n not in bodies:
+                edits.append((n + 1, n + 1, f" __simt_launch_bounds({args}); "))
+                bodies.add(n)
     for a, b, text in sorted(edits, reverse=True):
         src = src[:a] + text + src[b:]
     return src
 
 
+_SUBSCRIPTS = r"(?:\s*(?:\[(?:[^\[\];]|\[[^\[\];]*\])*\]|\.\s*\w+|->\s*\w+))*"
+
+
+def _maybe_stored(code: str, name: str, decl_start: int, decl_end: int, is_array: bool) -> bool:
+    """Whether the source may store to the variable `name` (outside its own declaration): an
+    assignment or increment of it (through subscripts and members), its address taken, or (an
+    array) its name used other than subscripted, which may hand a pointer to a store."""
+    n = re.escape(name)
+    pats = [r"\b" + n + r"\b" + _SUBSCRIPTS + r"\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)",
+            r"(?:\+\+|--)\s*\b" + n + r"\b"]
+    if is_array:
+        pats.append(r"\b" + n + r"\b(?!\s*\[)")
+    for pat in pats:
+        for m in re.finditer(pat, code):
+            if not (decl_start <= m.start() < decl_end):
+                return True
+    for m in re.finditer(r"&\s*\b" + n + r"\b", code):   # the address taken (not a binary &, &&)
+        before = code[:m.start()].rstrip()
+        if not (decl_start <= m.start() < decl_end) and not (before and (before[-1].isalnum() or before[-1] in "_)]&")):
+            return True
+    return False
+
+
 def _const_constant(src: str) -> str:
-    """``__constant__ T x = ...;`` -> ``const __constant__ T x = ...;``: a store to it is then a
-    compile error, as NVRTC's (stores through a cast pointer hit the read-only section at run time)."""
+    """``__constant__ T x = ...;`` -> ``const __constant__ T x = ...;`` where the source never
+    stores to x (g++ may then fold its values, as NVRTC does).  A store to __constant__ data
+    compiles (NVRTC warns and compiles that kernel to ``trap;``) and, as the data lives in a
+    read-only section, fails the launch that executes it (ReadOnlyWriteError)."""
     code = _blank_directives(_blank_comments_and_strings(src))
     edits = []
     for m in re.finditer(r"\b__constant__\b", code):
@@ -451,6 +649,10 @@ def _const_constant(src: str) -> str:
             continue
         decl = code[k + 1:end]
         if "=" not in decl or "(" in decl.split("=", 1)[0] or re.search(r"\bconst\b|\bextern\b", decl):
+            continue
+        head = decl.split("=", 1)[0]
+        nm = re.search(r"([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", head)
+        if nm and _maybe_stored(code, nm.group(1), k + 1, end, bool(nm.group(2))):
             continue
         edits.append(m.start())
     for pos in reversed(edits):
@@ -513,6 +715,8 @@ def _blank_directives(code: str) -> str:
 
 def extern_c_kernels(src: str) -> list[str]:
     """Names of the extern "C" __global__ functions of a source (declared or defined)."""
+    if "__launch_bounds__" in src:
+        src = _expand_bounds_macros(src)
     code = _blank_directives(_blank_comments_and_strings(src))
     names = []
     # extern "C" { ... } blocks (the quotes' contents are blanked: look at the original)

@@ -70,22 +70,26 @@ DEFAULT_STACK = int(os.environ.get("CUPYOPS_SIMT_STACK_KB", 64)) * 1024
 _checks = {
     "race": os.environ.get("CUPYOPS_SIMT_RACECHECK", "1") != "0",
     "align": os.environ.get("CUPYOPS_SIMT_ALIGNCHECK", "1") != "0",
-    # -ftz=true through MXCSR FTZ/DAZ: also flushes float64 subnormals on x86, hence opt-in
-    "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "0") == "mxcsr",
+    # -ftz=true flushes float32 subnormals (float64 kept): trapping MXCSR, float32 instructions
+    # re-executed with FTZ/DAZ (CUPYOPS_SIMT_FTZ=0 turns it off)
+    "ftz": os.environ.get("CUPYOPS_SIMT_FTZ", "1") != "0",
+    # -ftz=true through MXCSR FTZ/DAZ for the whole launch: flushes float64 subnormals too (opt-in)
+    "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "1") == "mxcsr",
     # NVRTC as a front end when installed (off by default: the g++ checks need no CUDA at all)
     "nvrtc": os.environ.get("CUPYOPS_SIMT_NVRTC", "0") == "1",
 }
 
 
 def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None,
-               nvrtc: bool | None = None) -> dict:
+               nvrtc: bool | None = None, ftz: bool | None = None) -> dict:
     """Turn the happens-before checker (``race``) and the alignment check (``align``) on or off
-    (both on by default), and opt in to flushing subnormals under -ftz=true through MXCSR
-    (``ftz_mxcsr``; flushes float64 too), and use NVRTC as a front end when it is installed
-    (``nvrtc``: its compile errors become CompileError, its ``.maxntid`` a launch bound).
+    (both on by default); ``ftz``: under -ftz=true, flush float32 subnormals in arithmetic and
+    compares as a GPU does (on by default; float64 is never flushed); ``ftz_mxcsr``: instead flush
+    through MXCSR for the whole launch (float64 too, as before); ``nvrtc``: use NVRTC as a front end
+    when it is installed (its compile errors become CompileError, its ``.maxntid`` a launch bound).
     Returns the previous settings."""
     prev = dict(_checks)
-    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc)):
+    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc), ("ftz", ftz)):
         if v is not None:
             _checks[k] = bool(v)
     return prev
@@ -450,7 +454,14 @@ class Function:
         d.max_spins = _watchdog["max_spins"]
         d.timeout_s = _watchdog["timeout_s"]
         d.checks = (1 if _checks["race"] else 0) | (2 if _checks["align"] else 0)
-        d.mxcsr = 0x1F80 | 0x8040 if (self._module._ftz and _checks["ftz_mxcsr"]) else 0
+        if not self._module._ftz:
+            d.mxcsr = 0
+        elif _checks["ftz_mxcsr"]:
+            d.mxcsr = 0x1F80 | 0x8040           # FTZ + DAZ: float64 flushed too
+        elif _checks["ftz"]:
+            d.mxcsr = 0x1F80 & ~0x0900          # denormal-operand and underflow exceptions unmasked
+        else:
+            d.mxcsr = 0
         d.stack_bytes = self._stack
         err = _Err()
         st = _Stats()

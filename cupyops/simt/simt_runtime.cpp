@@ -19,6 +19,8 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/mman.h>
+#include <sys/ucontext.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <vector>
 #include <unordered_map>
@@ -234,6 +236,11 @@ struct Global {
   double stall_s;
   pid_t tid;  // the OS thread running the launch
   struct sigaction old_timer_sa;
+  // -ftz=true for float32 only: MXCSR traps on denormal operands and underflow (see ftz_trap)
+  int ftz_trap, ftz_stepping;
+  unsigned ftz_saved_mxcsr;
+  u64 ftz_flushes, ftz_exact;
+  struct sigaction old_trap_sa;
 };
 
 Global *G;
@@ -347,7 +354,12 @@ void spin_point_impl(Fiber *f) {
   if (ro >= 0 && w) {
     const Region &r = G->regions[ro];
     e->region_index = r.kind == R_ARG ? r.index : -1;
-    errf("write of %zu bytes to read-only memory at 0x%llx", n, (unsigned long long)a);
+    if (r.kind == R_MODULE)
+      errf("store of %zu bytes to __constant__ (or other read-only) data of the kernel module at 0x%llx: a GPU "
+           "build cannot store there (NVRTC warns \"Cannot store to pointer that points to constant memory "
+           "space\" and compiles the kernel to trap;), so the launch fails", n, (unsigned long long)a);
+    else
+      errf("write of %zu bytes to read-only memory at 0x%llx", n, (unsigned long long)a);
     fiber_fail(E_READONLY);
   }
   if (a < f->stack_lo && a + (1u << 20) >= f->stack_lo) {
@@ -731,6 +743,19 @@ API void __simt_vector_access(const void *p, size_t n) {
   if ((n & (n - 1)) == 0 && n <= 16 && (a & (n - 1)) != 0)
     misaligned_fail(a, n, 0, __builtin_return_address(0));
 }
+// Address-space predicates (__isGlobal & co.): 2 shared (static or dynamic, of the running block),
+// 8 local (the thread's stack), 4 constant (read-only data of a kernel module), else 1 global.
+API unsigned __simt_addr_space(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (!G || !G->cur) return 1;
+  Fiber *f = G->cur;
+  if (a >= f->stack_lo && a < f->stack_hi) return 8;
+  if (a >= G->tls_lo && a < G->tls_hi) return 2;
+  if (f->blk->dyn && a >= (uintptr_t)f->blk->dyn && a < (uintptr_t)f->blk->dyn + G->d.dyn_shared) return 2;
+  for (const Region &r : G->regions)
+    if (r.kind == R_MODULE && !r.writable && a >= r.lo && a < r.hi) return 4;
+  return 1;
+}
 // __launch_bounds__(max_threads, ...): a larger block is refused, as CUDA refuses the launch.
 API void __simt_check_launch_bounds(long long max_threads) {
   if (!G || !G->cur) return;
@@ -782,6 +807,29 @@ API void __ubsan_handle_float_cast_overflow(UbCast *d, uintptr_t from) {
 API void __ubsan_handle_float_cast_overflow_abort(UbCast *d, uintptr_t from) {
   __ubsan_handle_float_cast_overflow(d, from);
 }
+// -fsanitize=alignment: a load, store or member access through a pointer that is not aligned for
+// its type.  A GPU issues a vector type's access as one instruction (ld.v2/ld.v4: 8 or 16 bytes),
+// which faults unless the address is a multiple of its alignment; g++ may split it into narrower
+// accesses that the per-access check passes, so the type's alignment is checked here.
+struct UbMismatch { UbLoc loc; const UbType *type; unsigned char log_align, kind; };
+API void __ubsan_handle_type_mismatch_v1(UbMismatch *d, uintptr_t ptr) {
+  if (!G || !G->cur || !G->align) return;
+  size_t al = (size_t)1 << d->log_align;
+  if (!ptr || !(ptr & (al - 1))) return;
+  static const char *const kinds[] = {"load of", "store to", "reference binding to", "member access within",
+                                      "member call on", "constructor call on", "downcast of", "downcast of",
+                                      "upcast of", "cast to virtual base of", "assignment to", "dynamic operation on"};
+  const char *k = d->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[d->kind] : "access to";
+  Err *e = G->err;
+  e->addr = ptr; e->size = al; e->is_write = d->kind == 1; e->pc = (u64)__builtin_return_address(0);
+  e->region_index = -1;
+  errf("misaligned address: %s a %s (%zu-byte aligned type) at 0x%llx, which is not a multiple of %zu (one "
+       "%zu-byte access on a GPU)", k, d->type ? d->type->name : "?", al, (unsigned long long)ptr, al, al);
+  describe_place(ptr);
+  erra(" at %s:%u:%u", d->loc.file ? d->loc.file : "?", d->loc.line, d->loc.col);
+  fiber_fail(E_MISALIGNED);
+}
+API void __ubsan_handle_type_mismatch_v1_abort(UbMismatch *d, uintptr_t ptr) { __ubsan_handle_type_mismatch_v1(d, ptr); }
 
 namespace {
 void release_barrier(Block *b) {
@@ -1133,6 +1181,76 @@ template <class T> u64 do_atomic_int(int op, T *p, T v, T c, bool &changed) {
 }
 }  // namespace
 
+namespace {
+// The checks and the happens-before bookkeeping of an atomic read-modify-write of n bytes at addr.
+void atomic_prologue(void *addr, size_t n, void *ra) {
+  if (G && G->cur) {
+    check_atomic_addr((uintptr_t)addr, n, ra);
+    spin_point_impl(G->cur);  // a possible switch point before the read-modify-write
+    if (G->hb) {
+      Fiber *f = G->cur;
+      uintptr_t a = (uintptr_t)addr;
+      if (!(a >= f->stack_lo && a + n <= f->stack_hi)) {
+        const Region *r = lookup(a, n, 1, ra);
+        hb_acquire(f, a);
+        if (r->shadow) hb_access(r, f, a, n, 1, K_ATOMIC, ra);
+        hb_release(f, a);
+      }
+    }
+  }
+}
+// a double rounded to nearest-even bfloat16 bits (integer operations), canonical NaN
+unsigned short dbl_to_bf16(double d) {
+  u64 u; memcpy(&u, &d, 8);
+  unsigned sign = (unsigned)(u >> 63) << 15;
+  int ex = (int)((u >> 52) & 0x7FF);
+  u64 m = u & 0xFFFFFFFFFFFFFull;
+  if (ex == 0x7FF) return m ? 0x7FFF : (unsigned short)(sign | 0x7F80);
+  if (ex == 0) return (unsigned short)sign;  // double subnormals are far below bfloat16's range
+  m |= 1ull << 52;
+  int E = ex - 1023;
+  int qexp = (E < -126 ? -126 : E) - 7, e = ex - 1075, sh = qexp - e;  // sh >= 45
+  u64 q = sh >= 64 ? 0 : m >> sh;
+  unsigned __int128 r = sh >= 64 ? m : m - (q << sh);
+  if (sh <= 64) {
+    unsigned __int128 h = (unsigned __int128)1 << (sh - 1);
+    if (r > h || (r == h && (q & 1))) ++q;
+  }
+  u64 bits = E < -126 ? q : ((u64)(E + 127) << 7) + (q - 128);
+  if (bits >= 0x7F80) bits = 0x7F80;
+  return (unsigned short)(sign | bits);
+}
+double bf16_to_dbl(unsigned short b) {
+  unsigned ex = (b >> 7) & 0xFF, mt = b & 0x7F;
+  double sgn = (b & 0x8000) ? -1.0 : 1.0;
+  if (ex == 0xFF) return mt ? NAN : sgn * INFINITY;
+  if (ex == 0) return sgn * (double)mt * 0x1p-133;
+  return sgn * ldexp((double)(mt | 0x80), (int)ex - 134);
+}
+unsigned short add16(int kind, unsigned short a, unsigned short b) {
+  if (kind == 0) {
+    _Float16 x, y; memcpy(&x, &a, 2); memcpy(&y, &b, 2);
+    _Float16 z = (_Float16)((float)x + (float)y);  // exact in float, rounded once to half
+    unsigned short o; memcpy(&o, &z, 2);
+    return (o & 0x7FFF) > 0x7C00 ? 0x7FFF : o;
+  }
+  return dbl_to_bf16(bf16_to_dbl(a) + bf16_to_dbl(b));
+}
+}  // namespace
+
+// atomicAdd on __half / __nv_bfloat16 (kind 0 / 1) and on their pairs (2 / 3: per element)
+API unsigned __simt_atomic16(int kind, void *addr, unsigned v) {
+  size_t n = kind >= 2 ? 4 : 2;
+  atomic_prologue(addr, n, __builtin_return_address(0));
+  int k = kind & 1;
+  unsigned short *p = (unsigned short *)addr;
+  unsigned old = p[0];
+  p[0] = add16(k, p[0], (unsigned short)v);
+  if (n == 4) { old |= (unsigned)p[1] << 16; p[1] = add16(k, p[1], (unsigned short)(v >> 16)); }
+  if (G) G->epoch++;
+  return old;
+}
+
 API unsigned long long __simt_atomic(int op, int type, void *addr, unsigned long long val,
                                      unsigned long long cmp) {
   static const size_t sizes[] = {4, 4, 8, 8, 4, 8, 2};
@@ -1411,7 +1529,89 @@ void order_round(std::vector<Fiber *> &v) {
   if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
 }
 
-void on_signal(int sig, siginfo_t *si, void *) {
+// ---- -ftz=true on float32 alone.  x86 has one flush-to-zero control (MXCSR FTZ/DAZ) for float32
+// and float64 together.  Under -ftz=true the fibers run with the denormal-operand and underflow
+// exceptions unmasked instead: an SSE/AVX instruction that reads a subnormal or produces a tiny
+// result faults (#XM -> SIGFPE) before it writes anything.  The handler decodes the instruction:
+// a float32 one (ss/ps, FMA with W0, a float<->double conversion) is re-executed with FTZ+DAZ, as
+// a GPU's .ftz instruction; any other (float64) one exactly.  Either way the exceptions are masked
+// for that one instruction, executed by single-stepping (EFLAGS.TF -> SIGTRAP), after which the
+// trapping MXCSR is restored.  Code without subnormals never traps: no cost.
+constexpr unsigned MX_DAZ = 0x40, MX_DM = 0x100, MX_UM = 0x800, MX_FTZ = 0x8000, MX_FLAGS = 0x3F;
+constexpr unsigned MX_FTZ_TRAP = 0x1F80u & ~(MX_DM | MX_UM);
+
+// Whether the SSE/AVX instruction at p works on float32 data (1) or not (0: float64, other).
+int insn_is_f32(const unsigned char *p) {
+  int p66 = 0, rep = 0;  // rep: 2 = F3 (ss), 3 = F2 (sd)
+  for (int k = 0; k < 15; ++k, ++p) {
+    unsigned c = *p;
+    if (c == 0x66) p66 = 1;
+    else if (c == 0xF3) rep = 2;
+    else if (c == 0xF2) rep = 3;
+    else if (c == 0xF0 || c == 0x2E || c == 0x36 || c == 0x3E || c == 0x26 || c == 0x64 || c == 0x65 || c == 0x67) {}
+    else break;
+  }
+  if ((*p & 0xF0) == 0x40) ++p;  // REX
+  int pp, map, W = 0;
+  unsigned op;
+  if (p[0] == 0xC5) { pp = p[1] & 3; map = 1; op = p[2]; }
+  else if (p[0] == 0xC4) { map = p[1] & 0x1F; W = p[2] >> 7; pp = p[2] & 3; op = p[3]; }
+  else if (p[0] == 0x62) { map = p[1] & 7; W = p[2] >> 7; pp = p[2] & 3; op = p[4]; }
+  else if (p[0] == 0x0F) {
+    pp = rep ? rep : (p66 ? 1 : 0);
+    if (p[1] == 0x38) { map = 2; op = p[2]; } else if (p[1] == 0x3A) { map = 3; op = p[2]; } else { map = 1; op = p[1]; }
+  } else {
+    return 0;  // x87 and others: not affected by MXCSR
+  }
+  if (map == 1) {
+    if (op == 0x5A || op == 0x5B) return 1;               // float<->double, float<->int32 vectors
+    if (op == 0x7C || op == 0x7D || op == 0xD0) return pp == 3;  // haddps/hsubps/addsubps (F2)
+    if (op == 0xE6) return 0;
+    return pp == 0 || pp == 2;                             // ps / ss
+  }
+  if (map == 2) return W == 0;                             // FMA: W0 float32, W1 float64
+  if (map == 3) {
+    if (op == 0x08 || op == 0x0A || op == 0x40) return 1;  // roundps/ss, dpps
+    if (op == 0x09 || op == 0x0B || op == 0x41) return 0;
+    return W == 0;
+  }
+  return 0;
+}
+
+// SIGFPE from an unmasked denormal/underflow exception in trap mode: true if handled.
+bool ftz_fault(ucontext_t *uc) {
+  if (!G || !G->ftz_trap || !uc->uc_mcontext.fpregs) return false;
+  unsigned mx = uc->uc_mcontext.fpregs->mxcsr;
+  if (!(mx & 0x12) || (mx & (MX_DM | MX_UM)) == (MX_DM | MX_UM)) return false;
+  const unsigned char *ip = (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+  bool f32 = insn_is_f32(ip);
+  G->ftz_saved_mxcsr = mx & ~MX_FLAGS;
+  unsigned nmx = (mx & ~(MX_FLAGS | MX_FTZ | MX_DAZ)) | MX_DM | MX_UM;
+  if (f32) { nmx |= MX_FTZ | MX_DAZ; G->ftz_flushes++; } else G->ftz_exact++;
+  uc->uc_mcontext.fpregs->mxcsr = nmx;
+  uc->uc_mcontext.gregs[REG_EFL] |= 0x100;  // single-step the instruction
+  G->ftz_stepping = 1;
+  return true;
+}
+
+void on_trap(int sig, siginfo_t *si, void *ctx) {
+  ucontext_t *uc = (ucontext_t *)ctx;
+  if (G && G->ftz_stepping && gettid() == G->tid) {
+    G->ftz_stepping = 0;
+    uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x100;
+    if (uc->uc_mcontext.fpregs)
+      uc->uc_mcontext.fpregs->mxcsr = G->ftz_saved_mxcsr | (uc->uc_mcontext.fpregs->mxcsr & MX_FLAGS & ~0x12u);
+    return;
+  }
+  // not ours: the previous disposition
+  sigaction(sig, &G->old_trap_sa, nullptr);
+  (void)si;
+}
+
+void on_signal(int sig, siginfo_t *si, void *ctx) {
+  if (sig == SIGFPE && si->si_code == FPE_FLTUND && G && G->ftz_trap && gettid() == G->tid &&
+      ftz_fault((ucontext_t *)ctx))
+    return;
   if (G && G->in_fiber && gettid() == G->tid) {
     G->in_fiber = 0;
     G->fault_sig = sig;
@@ -1499,10 +1699,15 @@ void install_signals() {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &sa, &G->old_sa[i]);
+  if (G->ftz_trap) {
+    sa.sa_sigaction = on_trap;
+    sigaction(SIGTRAP, &sa, &G->old_trap_sa);
+  }
 }
 
 void restore_signals() {
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &G->old_sa[i], nullptr);
+  if (G->ftz_trap) sigaction(SIGTRAP, &G->old_trap_sa, nullptr);
   if (G->old_ss.ss_flags & SS_DISABLE) {
     stack_t ss;
     memset(&ss, 0, sizeof(ss));
@@ -1763,6 +1968,12 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
   g->epoch = 1;
 
   g->tid = gettid();
+  g->ftz_trap = d->mxcsr != 0 && (d->mxcsr & (MX_DM | MX_UM)) != (MX_DM | MX_UM);
+  g->ftz_stepping = 0;
+  g->ftz_flushes = g->ftz_exact = 0;
+  unsigned host_mxcsr_v;
+  __asm__ __volatile__("stmxcsr %0" : "=m"(host_mxcsr_v));
+  volatile unsigned host_mxcsr = host_mxcsr_v;
   install_signals();
   g->timed_out = 0;
   g->stalled = 0;
@@ -1848,6 +2059,11 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
 done:
   if (have_timer) stop_timer(timer);
   restore_signals();
+  // a fault or the watchdog may leave a fiber's MXCSR (FTZ, trapping) in place
+  host_mxcsr_v = host_mxcsr;
+  __asm__ __volatile__("ldmxcsr %0" : : "m"(host_mxcsr_v));
+  g->ftz_stepping = 0;
+  fflush(stdout);  // device printf output appears when the launch completes, as at a GPU sync point
   for (auto &sh : g->shadows) munmap(sh.first, sh.second);
   g->shadows.clear();
   g->sync.clear();
@@ -1916,6 +2132,16 @@ struct RoundScope {
   explicit RoundScope(int m) : old(fegetround()) { if (m != old) fesetround(m); }
   ~RoundScope() { if (fegetround() != old) fesetround(old); }
 };
+// __fmaf_ieee_*: never flushed, also under -ftz=true (MXCSR without FTZ/DAZ, exceptions masked)
+struct IeeeScope {
+  unsigned old;
+  IeeeScope() {
+    __asm__ __volatile__("stmxcsr %0" : "=m"(old));
+    unsigned m = (old & ~0x8040u) | 0x1F80u;
+    __asm__ __volatile__("ldmxcsr %0" : : "m"(m));
+  }
+  ~IeeeScope() { __asm__ __volatile__("ldmxcsr %0" : : "m"(old)); }
+};
 template <class I, class F> I sat_cvt(F x) {
   if (x != x) return 0;
   F r = nearbyint(x);  // in the current rounding mode
@@ -1925,15 +2151,23 @@ template <class I, class F> I sat_cvt(F x) {
   return (I)r;
 }
 }  // namespace
+// A GPU returns the canonical NaN 0x7fffffff from every float instruction (x86: 0xffc00000 or the
+// input's payload).
+inline float cnanf(float x) {
+  unsigned u; memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) { u = 0x7FFFFFFFu; memcpy(&x, &u, 4); }
+  return x;
+}
 #define SIMT_RMODES(X) X(rn, FE_TONEAREST) X(rz, FE_TOWARDZERO) X(ru, FE_UPWARD) X(rd, FE_DOWNWARD)
 #define SIMT_ROUNDED(sfx, M)                                                                                  \
-  API float __simt_fadd_##sfx(float a, float b) { RoundScope r(M); volatile float x = a + b; return x; }      \
-  API float __simt_fsub_##sfx(float a, float b) { RoundScope r(M); volatile float x = a - b; return x; }      \
-  API float __simt_fmul_##sfx(float a, float b) { RoundScope r(M); volatile float x = a * b; return x; }      \
-  API float __simt_fdiv_##sfx(float a, float b) { RoundScope r(M); volatile float x = a / b; return x; }      \
-  API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return x; }            \
-  API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return x; }           \
-  API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return x; } \
+  API float __simt_fadd_##sfx(float a, float b) { RoundScope r(M); volatile float x = a + b; return cnanf(x); }      \
+  API float __simt_fsub_##sfx(float a, float b) { RoundScope r(M); volatile float x = a - b; return cnanf(x); }      \
+  API float __simt_fmul_##sfx(float a, float b) { RoundScope r(M); volatile float x = a * b; return cnanf(x); }      \
+  API float __simt_fdiv_##sfx(float a, float b) { RoundScope r(M); volatile float x = a / b; return cnanf(x); }      \
+  API float __simt_frcp_##sfx(float a) { RoundScope r(M); volatile float x = 1.0f / a; return cnanf(x); }            \
+  API float __simt_fsqrt_##sfx(float a) { RoundScope r(M); volatile float x = sqrtf(a); return cnanf(x); }           \
+  API float __simt_fmaf_##sfx(float a, float b, float c) { RoundScope r(M); volatile float x = fmaf(a, b, c); return cnanf(x); } \
+  API float __simt_fmaf_ieee_##sfx(float a, float b, float c) { IeeeScope i; RoundScope r(M); volatile float x = fmaf(a, b, c); return cnanf(x); } \
   API double __simt_dadd_##sfx(double a, double b) { RoundScope r(M); volatile double x = a + b; return x; }  \
   API double __simt_dsub_##sfx(double a, double b) { RoundScope r(M); volatile double x = a - b; return x; }  \
   API double __simt_dmul_##sfx(double a, double b) { RoundScope r(M); volatile double x = a * b; return x; }  \
@@ -1941,7 +2175,7 @@ template <class I, class F> I sat_cvt(F x) {
   API double __simt_drcp_##sfx(double a) { RoundScope r(M); volatile double x = 1.0 / a; return x; }         \
   API double __simt_dsqrt_##sfx(double a) { RoundScope r(M); volatile double x = sqrt(a); return x; }        \
   API double __simt_fma_##sfx(double a, double b, double c) { RoundScope r(M); volatile double x = fma(a, b, c); return x; } \
-  API float __simt_double2float_##sfx(double a) { RoundScope r(M); volatile float x = (float)a; return x; }  \
+  API float __simt_double2float_##sfx(double a) { RoundScope r(M); volatile float x = (float)a; return cnanf(x); }  \
   API int __simt_float2int_##sfx(float a) { RoundScope r(M); return sat_cvt<int>(a); }                       \
   API unsigned __simt_float2uint_##sfx(float a) { RoundScope r(M); return sat_cvt<unsigned>(a); }            \
   API long long __simt_float2ll_##sfx(float a) { RoundScope r(M); return sat_cvt<long long>(a); }            \
@@ -1958,7 +2192,7 @@ template <class I, class F> I sat_cvt(F x) {
   API double __simt_ull2double_##sfx(unsigned long long a) { RoundScope r(M); volatile double x = (double)a; return x; }
 SIMT_RMODES(SIMT_ROUNDED)
 
-API float __simt_frsqrt_rn(float a) { RoundScope r(FE_TONEAREST); volatile float x = (float)(1.0 / sqrt((double)a)); return x; }
+API float __simt_frsqrt_rn(float a) { RoundScope r(FE_TONEAREST); volatile float x = (float)(1.0 / sqrt((double)a)); return cnanf(x); }
 
 // __hfma: a*b+c rounded once to half.  a*b is exact in double; the sum is rounded to odd in double
 // (53 >= 2*11+2 bits), after which rounding to half is the correctly rounded result.
@@ -1978,5 +2212,5 @@ API unsigned short __simt_hfma(unsigned short ua, unsigned short ub, unsigned sh
   RoundScope r(FE_TONEAREST);
   _Float16 h = (_Float16)s;
   unsigned short out; memcpy(&out, &h, 2);
-  return out;
+  return (out & 0x7FFF) > 0x7C00 ? 0x7FFF : out;  // the canonical half NaN
 }

@@ -164,6 +164,11 @@ extern "C" __global__ void shuffles_wide(const int* x, int* out) {
   out[96 + lane] = __shfl_sync(0xffffffffu, v, 40);
 }
 extern "C" __global__ void subnormal_mul(const float* x, float* out) { out[0] = x[0] * x[1]; out[1] = x[0] + x[2]; }
+// a loop without any memory access (the value is read once): only the stall detector ends it
+extern "C" __global__ void spin_without_access(const int* flag) {
+  int v = flag[0];
+  if (blockIdx.x == 0 && threadIdx.x == 0) { while (v == 0) { } }
+}
 
 // ------------------------------------------------------------------ built-ins
 extern "C" __global__ void builtins(const unsigned* a, const unsigned* b, unsigned* out) {
@@ -270,10 +275,12 @@ def test_plain_load_spin_never_completes(mod, sched):
 
 def test_hoisted_spin_ends_under_default_watchdog(mod, monkeypatch):
     # no memory access, no sync point: the stall detector (CUPYOPS_SIMT_STALL_S, default 10 s)
-    # ends it long before the 300 s wall-clock limit
+    # ends it long before the 300 s wall-clock limit.  (A spin on a plain load is not hoisted by
+    # g++ since the alignment checks of issue 28: it re-reads the flag, and the race checker or
+    # the spin watchdog reports it, test_plain_load_spin_never_completes.)
     monkeypatch.setenv("CUPYOPS_SIMT_STALL_S", "1")
     with pytest.raises(simt.WatchdogError, match="without any memory access"):
-        run(mod, "plain_spin_on_later_block", 2, 32, (np.zeros(1, np.int32),))
+        run(mod, "spin_without_access", 2, 32, (np.zeros(1, np.int32),))
 
 
 def test_non_atomic_rmw_is_a_race(mod):
@@ -446,7 +453,13 @@ def test_ftz_mxcsr_opt_in():
     x = np.array([1e-40, 1.0, 0.0], np.float32)   # a float32 subnormal
     out = np.zeros(2, np.float32)
     m.get_function("subnormal_mul")(1, 1, (x, out))
-    assert out[0] == x[0]               # default: not flushed (MXCSR would flush float64 too)
+    assert out[0] == 0 and out[1] == 0  # default: float32 flushed (float64 kept: test_simt_gpu_ways.py)
+    prev = simt.set_checks(ftz=False)
+    try:
+        m.get_function("subnormal_mul")(1, 1, (x, out))
+    finally:
+        simt.set_checks(**prev)
+    assert out[0] == x[0]               # switched off: kept
     prev = simt.set_checks(ftz_mxcsr=True)
     try:
         m.get_function("subnormal_mul")(1, 1, (x, out))
@@ -542,7 +555,7 @@ def test_what_nvrtc_accepts_compiles():
     _compile('extern "C" __global__ void k(unsigned long long* o) { atomicAdd(o, 1ull); printf("%d", 1); }')
 
 
-def test_store_to_constant_is_refused():
+def test_store_to_constant_fails_the_launch():
     src = ('__constant__ int c[4];\n'   # no initializer (set from the host on a GPU): zeros here
            'extern "C" __global__ void k(int* o, int w) { if (w) c[o[1]] = 5; o[0] = c[1] + 7; }')
     f = _compile(src)
@@ -551,9 +564,11 @@ def test_store_to_constant_is_refused():
     assert o[0] == 7
     with pytest.raises(simt.ReadOnlyWriteError):   # read-only section: at run time
         f(1, 1, (o, np.int32(1)))
-    with pytest.raises(simt.CompileError, match="read-only"):   # by name: at compile time
-        _compile('__constant__ int c[4] = {1, 2, 3, 4};\n'
+    # initialized: NVRTC compiles it (the kernel becomes trap;), and so does simt; the launch fails
+    f = _compile('__constant__ int c[4] = {1, 2, 3, 4};\n'
                  'extern "C" __global__ void k(int* o) { c[0] = 5; o[0] = c[1]; }')
+    with pytest.raises(simt.ReadOnlyWriteError, match="__constant__"):
+        f(1, 1, (o,))
 
 
 def test_launch_bounds(mod):

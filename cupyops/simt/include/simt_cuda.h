@@ -100,6 +100,15 @@ SIMT_VEC3(unsigned long long, ulonglong3) SIMT_VEC4(unsigned long long, ulonglon
 SIMT_VEC1(float, float1, 4) SIMT_VEC2(float, float2, 8) SIMT_VEC3(float, float3) SIMT_VEC4(float, float4, 16)
 SIMT_VEC1(double, double1, 8) SIMT_VEC2(double, double2, 16) SIMT_VEC3(double, double3)
 SIMT_VEC4(double, double4, 16)
+SIMT_VEC1(long, long1, 8) SIMT_VEC2(long, long2, 16) SIMT_VEC3(long, long3) SIMT_VEC4(long, long4, 16)
+SIMT_VEC1(unsigned long, ulong1, 8) SIMT_VEC2(unsigned long, ulong2, 16) SIMT_VEC3(unsigned long, ulong3)
+SIMT_VEC4(unsigned long, ulong4, 16)
+// CUDA 13: 4-vectors of 8-byte elements with explicit 16- or 32-byte alignment
+SIMT_VEC4(long, long4_16a, 16) SIMT_VEC4(long, long4_32a, 32)
+SIMT_VEC4(unsigned long, ulong4_16a, 16) SIMT_VEC4(unsigned long, ulong4_32a, 32)
+SIMT_VEC4(long long, longlong4_16a, 16) SIMT_VEC4(long long, longlong4_32a, 32)
+SIMT_VEC4(unsigned long long, ulonglong4_16a, 16) SIMT_VEC4(unsigned long long, ulonglong4_32a, 32)
+SIMT_VEC4(double, double4_16a, 16) SIMT_VEC4(double, double4_32a, 32)
 
 struct uint3 {
   unsigned int x, y, z;
@@ -124,6 +133,15 @@ static inline To __simt_bitcast(const From &f) {
   __builtin_memcpy(&t, &f, sizeof(To));
   return t;
 }
+// The canonical NaN: every float32 instruction of a GPU (arithmetic, conversion, math) returns
+// 0x7fffffff for a NaN result, with no payload or sign; x86 returns 0xffc00000 for an invalid
+// operation and keeps an input NaN's payload.  The intrinsics, conversions and f-suffixed math
+// functions (macros at the end of this header) return it; plain + - * / keep x86's bits.
+static inline float __simt_cnanf(float x) {
+  unsigned u = __simt_bitcast<unsigned>(x);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? __simt_bitcast<float>(0x7FFFFFFFu) : x;
+}
+namespace std { using ::__simt_cnanf; }
 static inline int __float_as_int(float x) { return __simt_bitcast<int>(x); }
 static inline unsigned int __float_as_uint(float x) { return __simt_bitcast<unsigned int>(x); }
 static inline float __int_as_float(int x) { return __simt_bitcast<float>(x); }
@@ -181,8 +199,8 @@ static inline unsigned int __funnelshift_r(unsigned lo, unsigned hi, unsigned s)
   static inline T max(T a, T b) { return a > b ? a : b; }
 SIMT_MINMAX(int) SIMT_MINMAX(unsigned int) SIMT_MINMAX(long) SIMT_MINMAX(unsigned long)
 SIMT_MINMAX(long long) SIMT_MINMAX(unsigned long long)
-static inline float min(float a, float b) { return fminf(a, b); }
-static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline float min(float a, float b) { return __simt_cnanf(fminf(a, b)); }
+static inline float max(float a, float b) { return __simt_cnanf(fmaxf(a, b)); }
 static inline double min(double a, double b) { return fmin(a, b); }
 static inline double max(double a, double b) { return fmax(a, b); }
 static inline unsigned int min(int a, unsigned int b) { return min((unsigned)a, b); }
@@ -202,12 +220,19 @@ static inline unsigned long long ullmax(unsigned long long a, unsigned long long
 
 // float intrinsics (device math is in <math.h>: isnan, isinf, fmaxf, ...; glibc's accurate
 // __expf, __logf, __log2f, __sinf, __cosf are within CUDA's bounds for the fast intrinsics)
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// __fdividef(x, y) is x * rcp.approx(y): for 2^126 < |y| the reciprocal flushes to 0, so the result
+// is 0 (NaN for an infinite x); elsewhere within 2 ulp (here: correctly rounded).  fdividef is
+// the IEEE division unless -use_fast_math.
+static inline float __fdividef(float a, float b) {
+  float ab = __builtin_fabsf(b);
+  return __simt_cnanf(ab > 0x1p126f && ab <= __builtin_inff() ? a * __builtin_copysignf(0.0f, b) : a / b);
+}
+static inline float fdividef(float a, float b) { return __simt_cnanf(a / b); }
+static inline float rsqrtf(float x) { return __simt_cnanf(1.0f / sqrtf(x)); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
 // __powf(x, y) is exp2(y * log2(x)) on a GPU: NaN for x < 0 (computed in double: within its ulp bound)
-static inline float __simt_powf(float x, float y) { return (float)exp2((double)y * log2((double)x)); }
+static inline float __simt_powf(float x, float y) { return __simt_cnanf((float)exp2((double)y * log2((double)x))); }
 #define __powf(x, y) __simt_powf((x), (y))
 // glibc does not export __expf & co.: the accurate functions stand in (within CUDA's bounds)
 #define __expf(x) expf(x)
@@ -226,6 +251,7 @@ static inline float __simt_powf(float x, float y) { return (float)exp2((double)y
   SIMT_RT float __simt_fmul_##sfx(float, float); SIMT_RT float __simt_fdiv_##sfx(float, float); \
   SIMT_RT float __simt_frcp_##sfx(float); SIMT_RT float __simt_fsqrt_##sfx(float); \
   SIMT_RT float __simt_fmaf_##sfx(float, float, float); \
+  SIMT_RT float __simt_fmaf_ieee_##sfx(float, float, float); \
   SIMT_RT double __simt_dadd_##sfx(double, double); SIMT_RT double __simt_dsub_##sfx(double, double); \
   SIMT_RT double __simt_dmul_##sfx(double, double); SIMT_RT double __simt_ddiv_##sfx(double, double); \
   SIMT_RT double __simt_drcp_##sfx(double); SIMT_RT double __simt_dsqrt_##sfx(double); \
@@ -244,6 +270,7 @@ static inline float __simt_powf(float x, float y) { return (float)exp2((double)y
   static inline float __frcp_##sfx(float a) { return __simt_frcp_##sfx(a); } \
   static inline float __fsqrt_##sfx(float a) { return __simt_fsqrt_##sfx(a); } \
   static inline float __fmaf_##sfx(float a, float b, float c) { return __simt_fmaf_##sfx(a, b, c); } \
+  static inline float __fmaf_ieee_##sfx(float a, float b, float c) { return __simt_fmaf_ieee_##sfx(a, b, c); } \
   static inline double __dadd_##sfx(double a, double b) { return __simt_dadd_##sfx(a, b); } \
   static inline double __dsub_##sfx(double a, double b) { return __simt_dsub_##sfx(a, b); } \
   static inline double __dmul_##sfx(double a, double b) { return __simt_dmul_##sfx(a, b); } \
@@ -320,7 +347,28 @@ static inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p;
 static inline size_t __cvta_generic_to_global(const void *p) { return (size_t)p; }
 static inline void *__cvta_shared_to_generic(size_t a) { return (void *)a; }
 static inline void *__cvta_global_to_generic(size_t a) { return (void *)a; }
-static inline unsigned __isShared(const void *) { return 0; }
+static inline size_t __cvta_generic_to_constant(const void *p) { return (size_t)p; }
+static inline size_t __cvta_generic_to_local(const void *p) { return (size_t)p; }
+static inline size_t __cvta_generic_to_grid_constant(const void *p) { return (size_t)p; }
+static inline void *__cvta_constant_to_generic(size_t a) { return (void *)a; }
+static inline void *__cvta_local_to_generic(size_t a) { return (void *)a; }
+static inline void *__cvta_grid_constant_to_generic(size_t a) { return (void *)a; }
+// Address-space predicates: the runtime knows the block's shared memory, the thread's stack (local)
+// and the module's read-only data (__constant__); everything else is global.  A kernel parameter
+// is copied to the thread's stack, so __isGridConstant is 0 (its address is local).
+SIMT_RT unsigned __simt_addr_space(const void *p);  // 1 global, 2 shared, 4 constant, 8 local
+static inline unsigned __isGlobal(const void *p) { return __simt_addr_space(p) == 1; }
+static inline unsigned __isShared(const void *p) { return __simt_addr_space(p) == 2; }
+static inline unsigned __isConstant(const void *p) { return __simt_addr_space(p) == 4; }
+static inline unsigned __isLocal(const void *p) { return __simt_addr_space(p) == 8; }
+static inline unsigned __isGridConstant(const void *) { return 0; }
+
+// integer averages and sum of absolute differences
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
 
 // SIMD video instructions: per-byte (4) / per-halfword (2) lanes.
 template <int N, bool S, class F>
@@ -347,7 +395,8 @@ SIMT_SIMD_BOTH(__vcmpgt, x > y ? m : 0) SIMT_SIMD_BOTH(__vcmpge, x >= y ? m : 0)
 SIMT_SIMD_BOTH(__vcmplt, x < y ? m : 0) SIMT_SIMD_BOTH(__vcmple, x <= y ? m : 0)
 SIMT_SIMD_BOTH(__vsetgt, x > y) SIMT_SIMD_BOTH(__vsetge, x >= y)
 SIMT_SIMD_BOTH(__vsetlt, x < y) SIMT_SIMD_BOTH(__vsetle, x <= y)
-SIMT_SIMD_BOTH(__vabsdiff, x > y ? x - y : y - x) SIMT_SIMD_BOTH(__vavg, (x + y + 1) >> 1)
+SIMT_SIMD_BOTH(__vabsdiff, x > y ? x - y : y - x) // rounded average, halves away from zero (vavrg: signed (x+y+(x+y>=0))>>1, unsigned (x+y+1)>>1)
+SIMT_SIMD_BOTH(__vavg, (x + y + (x + y >= 0 ? 1 : 0)) >> 1)
 SIMT_SIMD(__vcmpeq4, 4, false, x == y ? m : 0) SIMT_SIMD(__vcmpeq2, 2, false, x == y ? m : 0)
 SIMT_SIMD(__vcmpne4, 4, false, x != y ? m : 0) SIMT_SIMD(__vcmpne2, 2, false, x != y ? m : 0)
 SIMT_SIMD(__vseteq4, 4, false, x == y) SIMT_SIMD(__vseteq2, 2, false, x == y)
@@ -361,6 +410,11 @@ SIMT_SIMD(__vaddss2, 2, true, x + y > 32767 ? 32767 : (x + y < -32768 ? -32768 :
 SIMT_SIMD(__vsubss4, 4, true, x - y > 127 ? 127 : (x - y < -128 ? -128 : x - y))
 SIMT_SIMD(__vsubss2, 2, true, x - y > 32767 ? 32767 : (x - y < -32768 ? -32768 : x - y))
 SIMT_SIMD(__vhaddu4, 4, false, (x + y) >> 1) SIMT_SIMD(__vhaddu2, 2, false, (x + y) >> 1)
+// saturating absolute value / negation (-128 -> 127, -32768 -> 32767)
+static inline unsigned __vabsss4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? (x == -128 ? 127 : -x) : x; }); }
+static inline unsigned __vabsss2(unsigned a) { return __simt_simd<2, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? (x == -32768 ? 32767 : -x) : x; }); }
+static inline unsigned __vnegss4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return x == -128 ? 127 : -x; }); }
+static inline unsigned __vnegss2(unsigned a) { return __simt_simd<2, true>(a, 0, [](long long x, long long, long long) -> long long { return x == -32768 ? 32767 : -x; }); }
 static inline unsigned __vabs4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? -x : x; }); }
 static inline unsigned __vabs2(unsigned a) { return __simt_simd<2, true>(a, 0, [](long long x, long long, long long) -> long long { return x < 0 ? -x : x; }); }
 static inline unsigned __vneg4(unsigned a) { return __simt_simd<4, true>(a, 0, [](long long x, long long, long long) -> long long { return -x; }); }
@@ -411,6 +465,19 @@ static inline unsigned __vibmax_u16x2(unsigned a, unsigned b, bool *lo, bool *hi
 static inline unsigned __vibmin_u16x2(unsigned a, unsigned b, bool *lo, bool *hi) {
   *lo = (a & 0xFFFF) <= (b & 0xFFFF); *hi = (a >> 16) <= (b >> 16); return __vminu2(a, b);
 }
+// sm_90 __viaddmax* / __viaddmin*: max(a + b, c) / min(a + b, c) (the sum wraps), optional _relu
+static inline int __viaddmax_s32(int a, int b, int c) { int s = (int)((unsigned)a + (unsigned)b); return s > c ? s : c; }
+static inline int __viaddmin_s32(int a, int b, int c) { int s = (int)((unsigned)a + (unsigned)b); return s < c ? s : c; }
+static inline unsigned __viaddmax_u32(unsigned a, unsigned b, unsigned c) { unsigned s = a + b; return s > c ? s : c; }
+static inline unsigned __viaddmin_u32(unsigned a, unsigned b, unsigned c) { unsigned s = a + b; return s < c ? s : c; }
+static inline int __viaddmax_s32_relu(int a, int b, int c) { int r = __viaddmax_s32(a, b, c); return r < 0 ? 0 : r; }
+static inline int __viaddmin_s32_relu(int a, int b, int c) { int r = __viaddmin_s32(a, b, c); return r < 0 ? 0 : r; }
+static inline unsigned __viaddmax_s16x2(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__vadd2(a, b), c); }
+static inline unsigned __viaddmin_s16x2(unsigned a, unsigned b, unsigned c) { return __vmins2(__vadd2(a, b), c); }
+static inline unsigned __viaddmax_u16x2(unsigned a, unsigned b, unsigned c) { return __vmaxu2(__vadd2(a, b), c); }
+static inline unsigned __viaddmin_u16x2(unsigned a, unsigned b, unsigned c) { return __vminu2(__vadd2(a, b), c); }
+static inline unsigned __viaddmax_s16x2_relu(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__viaddmax_s16x2(a, b, c), 0); }
+static inline unsigned __viaddmin_s16x2_relu(unsigned a, unsigned b, unsigned c) { return __vmaxs2(__viaddmin_s16x2(a, b, c), 0); }
 
 // ---------------------------------------------------------------- synchronisation
 enum { __SIMT_BAR_SYNC = 0, __SIMT_BAR_COUNT = 1, __SIMT_BAR_AND = 2, __SIMT_BAR_OR = 3 };
@@ -453,6 +520,12 @@ static inline int __any_sync(unsigned mask, int pred, __SIMT_LINE) {
 }
 static inline int __all_sync(unsigned mask, int pred, __SIMT_LINE) {
   return (int)__simt_wop(__SIMT_W_ALL, mask, pred != 0, 0, 32, __simt_line);
+}
+// __uni_sync: non-zero iff the predicate is the same for every non-exited lane of the mask
+static inline int __uni_sync(unsigned mask, int pred, __SIMT_LINE) {
+  int all = __all_sync(mask, pred, __simt_line);
+  int any = __any_sync(mask, pred, __simt_line);
+  return all || !any;
 }
 static inline unsigned __simt_activemask(int site, int line) {
   return (unsigned)__simt_wop(__SIMT_W_ACTIVEMASK, 0xFFFFFFFFu, 0, site, 32, line);
@@ -620,18 +693,30 @@ SIMT_ATOM(atomicInc, __SIMT_A_INC, unsigned int) SIMT_ATOM(atomicDec, __SIMT_A_D
   static inline T atomicCAS_block(T *p, T c, T v) { return __simt_aop<T>(__SIMT_A_CAS, p, v, c); } \
   static inline T atomicCAS_system(T *p, T c, T v) { return __simt_aop<T>(__SIMT_A_CAS, p, v, c); }
 SIMT_CAS(int) SIMT_CAS(unsigned int) SIMT_CAS(unsigned long long) SIMT_CAS(unsigned short)
+// sm_90 atomicAdd on float2 / float4 (global memory): atomic per element, the whole vector aligned
+#define SIMT_VATOM(V, N) \
+  static inline V __simt_vatomic_add(V *p, V v) { \
+    __simt_vector_access(p, sizeof(V)); \
+    float *e = reinterpret_cast<float *>(p); const float *w = reinterpret_cast<const float *>(&v); \
+    V old; float *o = reinterpret_cast<float *>(&old); \
+    for (int i = 0; i < N; ++i) o[i] = __simt_aop<float>(__SIMT_A_ADD, e + i, w[i]); \
+    return old; } \
+  static inline V atomicAdd(V *p, V v) { return __simt_vatomic_add(p, v); } \
+  static inline V atomicAdd_block(V *p, V v) { return __simt_vatomic_add(p, v); } \
+  static inline V atomicAdd_system(V *p, V v) { return __simt_vatomic_add(p, v); }
+SIMT_VATOM(float2, 2) SIMT_VATOM(float4, 4)
 
 // ---------------------------------------------------------------- kernel entry glue
 template <class T> struct __simt_param_info {
   enum { is_pointer = std::is_pointer<T>::value ? 1 : 0 };
 };
 template <class... P, size_t... I>
-__attribute__((no_sanitize_address, no_sanitize_thread, noinline)) static void __simt_call_impl(void (*k)(P...), void **a,
+__attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize("alignment"), noinline)) static void __simt_call_impl(void (*k)(P...), void **a,
                                                                           std::index_sequence<I...>) {
   k(*reinterpret_cast<typename std::remove_reference<P>::type *>(a[I])...);
 }
 template <class... P>
-__attribute__((no_sanitize_address, no_sanitize_thread)) static inline void __simt_call(void (*k)(P...), void **a) {
+__attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize("alignment"))) static inline void __simt_call(void (*k)(P...), void **a) {
   __simt_call_impl(k, a, std::index_sequence_for<P...>{});
 }
 // Writes 2 entries per parameter (sizeof, is_pointer); returns the arity.
@@ -647,5 +732,151 @@ __attribute__((no_sanitize_address, no_sanitize_thread)) static inline int __sim
   }
   return n;
 }
+
+// ---------------------------------------------------------------- CUDA-only math functions
+// Computed in double (within CUDA's ulp bounds for the float versions).
+static inline double __simt_pi_reduce(double x) { return fmod(x, 2.0); }  // exact
+// (C23 adds sinpi/cospi to <math.h>: ours are __simt_-named, with macros)
+static inline double __simt_sinpi(double x) {
+  if (__builtin_isinf(x)) return __builtin_nan("");
+  double r = __simt_pi_reduce(x);
+  if (r == __builtin_trunc(r)) return __builtin_copysign(0.0, x);
+  return sin(3.141592653589793238 * r);
+}
+static inline double __simt_cospi(double x) {
+  if (__builtin_isinf(x)) return __builtin_nan("");
+  double r = __builtin_fabs(__simt_pi_reduce(x));
+  if (r - __builtin_trunc(r) == 0.5) return 0.0;
+  if (r == 0.0) return 1.0;
+  if (r == 1.0) return -1.0;
+  return cos(3.141592653589793238 * r);
+}
+static inline void __simt_sincospi(double x, double *s, double *c) { *s = __simt_sinpi(x); *c = __simt_cospi(x); }
+static inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+static inline double rhypot(double x, double y) { return 1.0 / hypot(x, y); }
+static inline double norm3d(double a, double b, double c) { return hypot(hypot(a, b), c); }
+static inline double rnorm3d(double a, double b, double c) { return 1.0 / norm3d(a, b, c); }
+static inline double norm4d(double a, double b, double c, double d) { return hypot(hypot(a, b), hypot(c, d)); }
+static inline double rnorm4d(double a, double b, double c, double d) { return 1.0 / norm4d(a, b, c, d); }
+static inline double norm(int dim, const double *p) { double r = 0.0; for (int i = 0; i < dim; ++i) r = hypot(r, p[i]); return r; }
+static inline double rnorm(int dim, const double *p) { return 1.0 / norm(dim, p); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752440); }
+static inline double erfcinv(double y) {
+  if (!(y >= 0.0 && y <= 2.0)) return __builtin_nan("");
+  if (y == 0.0) return __builtin_inf();
+  if (y == 2.0) return -__builtin_inf();
+  if (y > 1.0) return -erfcinv(2.0 - y);
+  // initial guess (asymptotic / central), then Newton steps on erfc(x) - y
+  double x;
+  if (y < 0.05) { double t = sqrt(-log(y)); x = t - (log(t) + 0.5723649429247001) / (2.0 * t); }
+  else { double w = 1.0 - y; x = w * (0.886226925452758 + w * w * 0.2320136665346544); }
+  for (int i = 0; i < 60; ++i) {
+    double f = erfc(x) - y, d = -1.1283791670955126 * exp(-x * x);
+    if (d == 0.0) break;
+    double nx = x - f / d;
+    if (nx == x) break;
+    x = nx;
+  }
+  return x;
+}
+static inline double erfinv(double y) {
+  if (y == 0.0) return y;
+  if (__builtin_fabs(y) < 0.5) {  // Newton on erf(x) - y directly (no cancellation in 1 - y)
+    double x = y * 0.886226925452758;
+    for (int i = 0; i < 60; ++i) {
+      double nx = x - (erf(x) - y) / (1.1283791670955126 * exp(-x * x));
+      if (nx == x) break;
+      x = nx;
+    }
+    return x;
+  }
+  return erfcinv(1.0 - y);
+}
+static inline double normcdfinv(double p) { double r = erfcinv(2.0 * p); return r == 0.0 ? 0.0 : -1.4142135623730951 * r; }
+static inline double erfcx(double x) {
+  if (x < 26.0) return exp(x * x) * erfc(x);
+  double t = 1.0 / (x * x), s = 1.0, term = 1.0;  // asymptotic series
+  for (int k = 1; k < 12; ++k) { term *= -(2.0 * k - 1.0) * 0.5 * t; s += term; }
+  return s / (x * 1.7724538509055160);
+}
+static inline double cyl_bessel_i0(double x) {
+  double q = 0.25 * x * x, term = 1.0, s = 1.0;
+  for (int k = 1; k < 1000 && term > 1e-17 * s; ++k) { term *= q / ((double)k * k); s += term; }
+  return s;
+}
+static inline double cyl_bessel_i1(double x) {
+  double q = 0.25 * x * x, term = 0.5 * x, s = term;
+  for (int k = 1; k < 1000 && __builtin_fabs(term) > 1e-17 * __builtin_fabs(s); ++k) { term *= q / ((double)k * (k + 1)); s += term; }
+  return s;
+}
+#define SIMT_FMATH1(F) static inline float F##f(float x) { return __simt_cnanf((float)F((double)x)); }
+SIMT_FMATH1(__simt_sinpi) SIMT_FMATH1(__simt_cospi) SIMT_FMATH1(rcbrt) SIMT_FMATH1(normcdf) SIMT_FMATH1(erfcinv)
+SIMT_FMATH1(erfinv) SIMT_FMATH1(normcdfinv) SIMT_FMATH1(erfcx) SIMT_FMATH1(cyl_bessel_i0) SIMT_FMATH1(cyl_bessel_i1)
+static inline void __simt_sincospif(float x, float *s, float *c) { *s = __simt_sinpif(x); *c = __simt_cospif(x); }
+#define sinpi __simt_sinpi
+#define cospi __simt_cospi
+#define sincospi __simt_sincospi
+#define sinpif __simt_sinpif
+#define cospif __simt_cospif
+#define sincospif __simt_sincospif
+static inline float rhypotf(float x, float y) { return __simt_cnanf((float)rhypot(x, y)); }
+static inline float norm3df(float a, float b, float c) { return __simt_cnanf((float)norm3d(a, b, c)); }
+static inline float rnorm3df(float a, float b, float c) { return __simt_cnanf((float)rnorm3d(a, b, c)); }
+static inline float norm4df(float a, float b, float c, float d) { return __simt_cnanf((float)norm4d(a, b, c, d)); }
+static inline float rnorm4df(float a, float b, float c, float d) { return __simt_cnanf((float)rnorm4d(a, b, c, d)); }
+static inline float normf(int dim, const float *p) { double r = 0.0; for (int i = 0; i < dim; ++i) r = hypot(r, (double)p[i]); return __simt_cnanf((float)r); }
+static inline float rnormf(int dim, const float *p) { return __simt_cnanf((float)(1.0 / (double)normf(dim, p))); }
+
+// ---------------------------------------------------------------- canonical NaN from the float math functions
+// Function-like macros over the f-suffixed functions of <math.h> (already declared above, so later
+// headers see only 'using ::sinf;' and the like): their NaN results come out canonical, as on a GPU.
+// (fabsf/copysignf are sign-bit operations there too, and keep the bits.)
+#define SIMT_CNAN_FN(...) __simt_cnanf(__VA_ARGS__)
+#define acosf(...) SIMT_CNAN_FN(acosf(__VA_ARGS__))
+#define acoshf(...) SIMT_CNAN_FN(acoshf(__VA_ARGS__))
+#define asinf(...) SIMT_CNAN_FN(asinf(__VA_ARGS__))
+#define asinhf(...) SIMT_CNAN_FN(asinhf(__VA_ARGS__))
+#define atan2f(...) SIMT_CNAN_FN(atan2f(__VA_ARGS__))
+#define atanf(...) SIMT_CNAN_FN(atanf(__VA_ARGS__))
+#define atanhf(...) SIMT_CNAN_FN(atanhf(__VA_ARGS__))
+#define cbrtf(...) SIMT_CNAN_FN(cbrtf(__VA_ARGS__))
+#define ceilf(...) SIMT_CNAN_FN(ceilf(__VA_ARGS__))
+#define cosf(...) SIMT_CNAN_FN(cosf(__VA_ARGS__))
+#define coshf(...) SIMT_CNAN_FN(coshf(__VA_ARGS__))
+#define erfcf(...) SIMT_CNAN_FN(erfcf(__VA_ARGS__))
+#define erff(...) SIMT_CNAN_FN(erff(__VA_ARGS__))
+#define exp10f(...) SIMT_CNAN_FN(exp10f(__VA_ARGS__))
+#define exp2f(...) SIMT_CNAN_FN(exp2f(__VA_ARGS__))
+#define expf(...) SIMT_CNAN_FN(expf(__VA_ARGS__))
+#define expm1f(...) SIMT_CNAN_FN(expm1f(__VA_ARGS__))
+#define fdimf(...) SIMT_CNAN_FN(fdimf(__VA_ARGS__))
+#define floorf(...) SIMT_CNAN_FN(floorf(__VA_ARGS__))
+#define fmaf(...) SIMT_CNAN_FN(fmaf(__VA_ARGS__))
+#define fmaxf(...) SIMT_CNAN_FN(fmaxf(__VA_ARGS__))
+#define fminf(...) SIMT_CNAN_FN(fminf(__VA_ARGS__))
+#define fmodf(...) SIMT_CNAN_FN(fmodf(__VA_ARGS__))
+#define hypotf(...) SIMT_CNAN_FN(hypotf(__VA_ARGS__))
+#define ldexpf(...) SIMT_CNAN_FN(ldexpf(__VA_ARGS__))
+#define lgammaf(...) SIMT_CNAN_FN(lgammaf(__VA_ARGS__))
+#define log10f(...) SIMT_CNAN_FN(log10f(__VA_ARGS__))
+#define log1pf(...) SIMT_CNAN_FN(log1pf(__VA_ARGS__))
+#define log2f(...) SIMT_CNAN_FN(log2f(__VA_ARGS__))
+#define logbf(...) SIMT_CNAN_FN(logbf(__VA_ARGS__))
+#define logf(...) SIMT_CNAN_FN(logf(__VA_ARGS__))
+#define nearbyintf(...) SIMT_CNAN_FN(nearbyintf(__VA_ARGS__))
+#define nextafterf(...) SIMT_CNAN_FN(nextafterf(__VA_ARGS__))
+#define powf(...) SIMT_CNAN_FN(powf(__VA_ARGS__))
+#define remainderf(...) SIMT_CNAN_FN(remainderf(__VA_ARGS__))
+#define rintf(...) SIMT_CNAN_FN(rintf(__VA_ARGS__))
+#define roundf(...) SIMT_CNAN_FN(roundf(__VA_ARGS__))
+#define scalbnf(...) SIMT_CNAN_FN(scalbnf(__VA_ARGS__))
+#define scalblnf(...) SIMT_CNAN_FN(scalblnf(__VA_ARGS__))
+#define sinf(...) SIMT_CNAN_FN(sinf(__VA_ARGS__))
+#define sinhf(...) SIMT_CNAN_FN(sinhf(__VA_ARGS__))
+#define sqrtf(...) SIMT_CNAN_FN(sqrtf(__VA_ARGS__))
+#define tanf(...) SIMT_CNAN_FN(tanf(__VA_ARGS__))
+#define tanhf(...) SIMT_CNAN_FN(tanhf(__VA_ARGS__))
+#define tgammaf(...) SIMT_CNAN_FN(tgammaf(__VA_ARGS__))
+#define truncf(...) SIMT_CNAN_FN(truncf(__VA_ARGS__))
 
 #endif  // CUPYOPS_SIMT_CUDA_H
