@@ -42,7 +42,8 @@ class _LaunchDesc(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in (
         "switches", "rounds", "blocks", "threads", "spin_points", "req_load", "req_store", "sectors_load",
-        "sectors_store", "uniq_load", "uniq_store", "uniq_total")] + [("seconds", ctypes.c_double)]
+        "sectors_store", "uniq_load", "uniq_store", "uniq_total", "shared_accesses",
+        "shared_wavefronts")] + [("seconds", ctypes.c_double)]
 
 
 class _Err(ctypes.Structure):
@@ -198,6 +199,8 @@ class LaunchTraffic:
     unique_sectors_load: int
     unique_sectors_store: int
     unique_sectors: int
+    shared_accesses: int = 0       # warp-wide shared-memory instructions
+    shared_wavefronts: int = 0     # their replays: per instruction the most distinct words of a bank
 
     def __getitem__(self, key):
         return getattr(self, key)
@@ -215,7 +218,10 @@ class TrafficRecorder:
     ``sectors``: for every warp-wide access (accesses to device buffers grouped by warp, access
     site and per-lane occurrence number of that site), the number of distinct 32-byte sectors,
     summed.  ``unique_sectors``: distinct sectors touched by the launch.  Atomics count as one
-    load and one store."""
+    load and one store.  ``shared_accesses``: warp-wide shared-memory accesses (grouped the same
+    way, atomics included); ``shared_wavefronts``: their replays, for each the largest number of
+    distinct 4-byte words that one of the 32 banks serves (at least 1): ``shared_wavefronts /
+    shared_accesses`` is the average bank-conflict degree."""
 
     def __init__(self):
         self.launches: list[LaunchTraffic] = []
@@ -481,7 +487,8 @@ class Function:
                 sectors_load=st.sectors_load, sectors_store=st.sectors_store,
                 sectors=st.sectors_load + st.sectors_store,
                 unique_sectors_load=st.uniq_load, unique_sectors_store=st.uniq_store,
-                unique_sectors=st.uniq_total)
+                unique_sectors=st.uniq_total, shared_accesses=st.shared_accesses,
+                shared_wavefronts=st.shared_wavefronts)
             for r in _recorders:
                 r.launches.append(t)
 

@@ -121,6 +121,8 @@ struct Fiber {
 };
 
 struct Rec { u64 site; u64 sector; unsigned occ; unsigned short warp; unsigned char store; };
+// a shared-memory access of one lane: a 4-byte word (its bank is word % 32)
+struct SRec { u64 site; u64 word; unsigned occ; unsigned short warp; };
 
 struct Block {
   int slot, in_use;
@@ -138,6 +140,7 @@ struct Block {
   char *tls_backup;
   size_t tls_backup_cap;
   std::vector<Rec> recs;
+  std::vector<SRec> srecs;
   u64 spins, seen_epoch;
   // happens-before
   unsigned bseq;            // block seq (27 bits) as stored in access records
@@ -171,6 +174,7 @@ struct LaunchDesc {
 struct Stats {
   u64 switches, rounds, blocks, threads, spin_points;
   u64 req_load, req_store, sectors_load, sectors_store, uniq_load, uniq_store, uniq_total;
+  u64 shared_accesses, shared_wavefronts;
   double seconds;
 };
 
@@ -559,17 +563,31 @@ void hb_release(Fiber *f, uintptr_t a) {
   fiber_fail(E_MISALIGNED);
 }
 
-void record_access(Fiber *f, uintptr_t a, size_t n, int w, void *ra) {
-  if (w) G->st->req_store += n; else G->st->req_load += n;
+// The occurrence number of access site `site` for this lane: the n-th time the lane runs it.
+// A warp-wide instruction is the lanes' accesses of one site with one occurrence number.
+unsigned site_occurrence(Fiber *f, u64 site) {
   SiteEnt *t = f->sites;
-  u64 site = (u64)ra;
   unsigned h = (unsigned)((site >> 2) * 0x9E3779B1u) & (SITE_TAB - 1);
-  unsigned occ = 0;
   for (int probe = 0; probe < SITE_TAB; ++probe) {
     SiteEnt &s = t[(h + probe) & (SITE_TAB - 1)];
-    if (s.site == site) { occ = (unsigned)s.count++; break; }
-    if (s.site == 0) { s.site = site; s.count = 1; occ = 0; break; }
+    if (s.site == site) return (unsigned)s.count++;
+    if (s.site == 0) { s.site = site; s.count = 1; return 0; }
   }
+  return 0;
+}
+
+// A shared-memory access: every 4-byte word it touches (the banks it needs).
+void record_shared(Fiber *f, uintptr_t a, size_t n, void *ra) {
+  u64 site = (u64)ra;
+  unsigned occ = site_occurrence(f, site);
+  for (u64 w = a >> 2; w <= (a + n - 1) >> 2; ++w)
+    f->blk->srecs.push_back(SRec{site, w, occ, (unsigned short)f->warp});
+}
+
+void record_access(Fiber *f, uintptr_t a, size_t n, int w, void *ra) {
+  if (w) G->st->req_store += n; else G->st->req_load += n;
+  u64 site = (u64)ra;
+  unsigned occ = site_occurrence(f, site);
   u64 s0 = a >> 5, s1 = (a + n - 1) >> 5;
   for (u64 s = s0; s <= s1; ++s)
     f->blk->recs.push_back(Rec{site, s, occ, (unsigned short)f->warp, (unsigned char)(w ? 1 : 0)});
@@ -615,6 +633,8 @@ inline void on_access(uintptr_t a, size_t n, int w, void *ra, bool vol = false, 
   if (r->kind == R_ARG) {
     if (g->record) record_access(f, a, n, w, ra);
     if (!w && g->mode == M_SEEDED && (splitmix(g->load_rng) & 7) == 0) fiber_yield();
+  } else if (r->kind == R_SHARED && g->record) {
+    record_shared(f, a, n, ra);
   }
   // After any switch above: the access itself happens when this callback returns.
   if (r->shadow) {
@@ -1146,6 +1166,8 @@ inline void check_atomic_addr(uintptr_t a, size_t n, void *ra) {
       record_access(f, a, n, 0, ra);
       record_access(f, a, n, 1, ra);
     }
+  } else if (r->kind == R_SHARED && G->record) {
+    record_shared(f, a, n, ra);
   }
 }
 template <class T> inline u64 tb(T v) { u64 b = 0; memcpy(&b, &v, sizeof(T)); return b; }
@@ -1400,7 +1422,37 @@ bool admit_block(u64 lin) {
   return true;
 }
 
+// Shared-memory bank conflicts: per warp-wide instruction (warp, site, occurrence), the most
+// distinct 4-byte words one of the 32 banks serves (its wavefronts, at least 1).
+void finish_shared(Block *b) {
+  std::vector<SRec> &r = b->srecs;
+  if (r.empty()) return;
+  std::sort(r.begin(), r.end(), [](const SRec &x, const SRec &y) {
+    if (x.warp != y.warp) return x.warp < y.warp;
+    if (x.site != y.site) return x.site < y.site;
+    if (x.occ != y.occ) return x.occ < y.occ;
+    return x.word < y.word;
+  });
+  unsigned per_bank[32];
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    memset(per_bank, 0, sizeof per_bank);
+    unsigned most = 1;
+    for (; j < r.size() && r[j].warp == r[i].warp && r[j].site == r[i].site && r[j].occ == r[i].occ; ++j) {
+      if (j > i && r[j].word == r[j - 1].word) continue;   // one word, any number of lanes
+      unsigned n = ++per_bank[r[j].word & 31];
+      if (n > most) most = n;
+    }
+    G->st->shared_accesses++;
+    G->st->shared_wavefronts += most;
+    i = j;
+  }
+  r.clear();
+  r.shrink_to_fit();
+}
+
 void finish_traffic(Block *b) {
+  finish_shared(b);
   std::vector<Rec> &r = b->recs;
   if (r.empty()) return;
   std::sort(r.begin(), r.end(), [](const Rec &x, const Rec &y) {
