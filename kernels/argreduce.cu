@@ -37,8 +37,8 @@
 // each block stores its partial, __threadfence() (release), thread 0 atomicAdd's the ticket;
 // the block drawing ticket nchunks - 1 fences again (acquire), tells its threads through shared
 // memory and a barrier, and reads every partial of the group with volatile loads. The tickets
-// are zeroed by the host in stream order before every launch (cupyops._gpu_argreduce), so a
-// CUDA-graph replay starts clean; the kernel never resets them.
+// are zeroed by the host in stream order before every launch (cupyops/ops/argreduce/launch.py),
+// so a CUDA-graph replay starts clean; the kernel never resets them.
 //
 // Partials (modes 1 and 3) are compact, two arrays (structure of arrays), slot c * n_out + group
 // for chunk c (grid.y), so neighbouring groups' partials are neighbours:
@@ -55,8 +55,8 @@
 // The column kernel with several groups a thread stores a block's partials (and indices) from
 // shared memory, one group a thread in group order, so a warp's stores are contiguous.
 //
-// Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
-// cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
+// Instantiated by: cupyops/ops/argreduce/launch.py (family "argreduce", which packs ArParams),
+// planned by cupyops/ops/argreduce/plan.py, which documents the layout fields of ArParams.
 //
 // The one comparison rule (ar_better): each value maps to an unsigned ordering key — an
 // order-preserving bijection of the value's own type (exact for 64-bit integers; float16 as the
@@ -107,8 +107,9 @@ constexpr int ar_unroll(int v, bool idx64)
                                            : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
 }
 
-// Kernel parameters, passed by value. Mirrors cupyops._gpu_argreduce.PARAMS_DTYPE (NumPy,
-// align=True): keep the two in the same order.
+// Kernel parameters, passed by value. Mirrored by PARAMS_DTYPE in
+// cupyops/ops/argreduce/launch.py (NumPy, align=True), which packs it: keep the two in the same
+// order; the static_asserts below hold the mirror's size and offsets.
 struct ArParams {
     long long n_out;        // groups
     long long group;        // positions read per group
@@ -123,12 +124,23 @@ struct ArParams {
     int last, is_min, out_width, team;
     int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)
     int narrow_in, narrow_out;  // complex read / one-hot written as two half-width words: the
-                                // data is only element-aligned (cupyops._plan_argreduce)
+                                // data is only element-aligned (cupyops/ops/argreduce/plan.py)
     int pidx_width;             // bytes of a partial's relative index (1, 2, 4 or 8)
     long long k_size[AR_MAX_DIMS], k_in[AR_MAX_DIMS], k_out[AR_MAX_DIMS];
     long long d_size[AR_MAX_DIMS], d_in[AR_MAX_DIMS], d_w[AR_MAX_DIMS], d_step[AR_MAX_DIMS];
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
 };
+static_assert(sizeof(ArParams) == 832,
+              "ArParams layout is mirrored in cupyops/ops/argreduce/launch.py");
+#define AR_AT(field, off) CUO_FIELD_AT(ArParams, field, off)
+AR_AT(n_out, 0); AR_AT(group, 8); AR_AT(chunk, 16); AR_AT(nchunks, 24); AR_AT(in_base, 32);
+AR_AT(out_base, 40); AR_AT(index_base, 48); AR_AT(wgroup, 56); AR_AT(wchunk, 64); AR_AT(nk, 72);
+AR_AT(nd, 76); AR_AT(nw, 80); AR_AT(mode, 84); AR_AT(last, 88); AR_AT(is_min, 92);
+AR_AT(out_width, 96); AR_AT(team, 100); AR_AT(vec, 104); AR_AT(nan_skip, 108);
+AR_AT(narrow_in, 112); AR_AT(narrow_out, 116); AR_AT(pidx_width, 120); AR_AT(k_size, 128);
+AR_AT(k_in, 192); AR_AT(k_out, 256); AR_AT(d_size, 320); AR_AT(d_in, 384); AR_AT(d_w, 448);
+AR_AT(d_step, 512); AR_AT(w_size, 576); AR_AT(w_out, 640); AR_AT(w_w, 704); AR_AT(w_step, 768);
+#undef AR_AT
 
 enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECODE = 3 };
 

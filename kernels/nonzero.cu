@@ -44,7 +44,7 @@
 //     nonzero_tiles'. It is read in memory order (consecutive lanes along m), the nonzeros
 //     marked in a shared bit mask at their tile-local row-major index, then compacted and
 //     written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K >= 32 bytes
-//     and K * I <= NZ_T_BITS (cupyops/_plan_nonzero.py, transposed_tiles).
+//     and K * I <= NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
 //   count_nonzero_axes<T, Wide>(x, params, out)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
@@ -60,7 +60,8 @@
 //   unsigned share an instantiation), cupyops_half, cupyops_bfloat16, float, double, cupyops_complex64,
 //   cupyops_complex128 (sign bits masked: -0.0 is zero); Wide, 64-bit linear indices and byte
 //   offsets (chosen by the planner past 2**31 elements or bytes, or forced with force_64bit).
-// Instantiated by: cupyops/_gpu_nonzero.py (family "nonzero", planned by cupyops/_plan_nonzero.py).
+// Instantiated by: cupyops/ops/nonzero/launch.py (family "nonzero"), planned (and the parameter
+//   structs packed) by cupyops/ops/nonzero/plan.py.
 #include "nonzero.cuh"
 
 #define NZ_FLAG_AGG (1ull << 62)                // status: aggregate of this tile only
