@@ -17,7 +17,6 @@
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
 //   cuo::vec_load<V>(p)                           one whole-vector load (checked; one access in simt)
 //   cuo::vec_align_check<V>(p)                    before a whole-vector load: alignment checked on simt
-//   cuo::bool_tag<B>                              a compile-time bool as a tag argument
 //   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
 //   cuo::smem_split(...)                          carve a (key array, index array) pair out of
 //                                                 dynamic shared memory
@@ -164,9 +163,6 @@ __device__ __forceinline__ typename uint_of<S>::type vec_elem(const vec_bytes<N>
         return (B)(v.w[0] >> (8 * (j * S)));
     }
 }
-
-// A compile-time bool as a value (a tag argument selects a code path of a generic lambda).
-template <bool B> struct bool_tag { static constexpr bool value = B; };
 
 __device__ __forceinline__ u32 shfl_xor(u32 v, int m, int w = 32)
 {
