@@ -37,8 +37,8 @@
 // each block stores its partial, __threadfence() (release), thread 0 atomicAdd's the ticket;
 // the block drawing ticket nchunks - 1 fences again (acquire), tells its threads through shared
 // memory and a barrier, and reads every partial of the group with volatile loads. The tickets
-// are zeroed by the host in stream order before every launch (cupyops._gpu_argreduce), so a
-// CUDA-graph replay starts clean; the kernel never resets them.
+// are zeroed by the host in stream order before every launch (cupyops/ops/argreduce/launch.py),
+// so a CUDA-graph replay starts clean; the kernel never resets them.
 //
 // Partials (modes 1 and 3) are compact, two arrays (structure of arrays), slot c * n_out + group
 // for chunk c (grid.y), so neighbouring groups' partials are neighbours:
@@ -55,8 +55,8 @@
 // The column kernel with several groups a thread stores a block's partials (and indices) from
 // shared memory, one group a thread in group order, so a warp's stores are contiguous.
 //
-// Instantiated by: cupyops/_gpu_argreduce.py (family "argreduce"), planned by
-// cupyops/_plan_argreduce.py, which documents the layout fields of ArParams.
+// Instantiated by: cupyops/ops/argreduce/launch.py (family "argreduce", which packs ArParams),
+// planned by cupyops/ops/argreduce/plan.py, which documents the layout fields of ArParams.
 //
 // The one comparison rule (ar_better): each value maps to an unsigned ordering key — an
 // order-preserving bijection of the value's own type (exact for 64-bit integers; float16 as the
@@ -91,6 +91,13 @@
 // beyond the best's index in that direction, and ar_better reduces to comparing keys (an equal
 // key wins when the walk runs towards the tie side): ar_scan_v, ar_scan_cols, and the packed
 // column scan's tie state.
+//
+// Code layout (CUB's): thin __global__ entry points, the work in device functions. The four scans
+// (ar_scan_v, ar_scan_packed, ar_scan_cols, ar_scan_cols_packed) share one walk, ar_walk, which
+// issues the loads of a batch of positions and hands each loaded vector to the scan's visitor
+// (a lambda holding the comparison); the visitor learns from a tag argument (ar_at) whether the
+// walk is flat (one reduced dimension), whether the position is its first, and when the flat
+// walk goes steady.
 #include "common.cuh"
 
 #define AR_MAX_DIMS 8
@@ -107,8 +114,9 @@ constexpr int ar_unroll(int v, bool idx64)
                                            : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
 }
 
-// Kernel parameters, passed by value. Mirrors cupyops._gpu_argreduce.PARAMS_DTYPE (NumPy,
-// align=True): keep the two in the same order.
+// Kernel parameters, passed by value. Mirrored by PARAMS_DTYPE in
+// cupyops/ops/argreduce/launch.py (NumPy, align=True), which packs it: keep the two in the same
+// order; the static_asserts below hold the mirror's size and offsets.
 struct ArParams {
     long long n_out;        // groups
     long long group;        // positions read per group
@@ -123,12 +131,23 @@ struct ArParams {
     int last, is_min, out_width, team;
     int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)
     int narrow_in, narrow_out;  // complex read / one-hot written as two half-width words: the
-                                // data is only element-aligned (cupyops._plan_argreduce)
+                                // data is only element-aligned (cupyops/ops/argreduce/plan.py)
     int pidx_width;             // bytes of a partial's relative index (1, 2, 4 or 8)
     long long k_size[AR_MAX_DIMS], k_in[AR_MAX_DIMS], k_out[AR_MAX_DIMS];
     long long d_size[AR_MAX_DIMS], d_in[AR_MAX_DIMS], d_w[AR_MAX_DIMS], d_step[AR_MAX_DIMS];
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
 };
+static_assert(sizeof(ArParams) == 832,
+              "ArParams layout is mirrored in cupyops/ops/argreduce/launch.py");
+#define AR_AT(field, off) CUO_FIELD_AT(ArParams, field, off)
+AR_AT(n_out, 0); AR_AT(group, 8); AR_AT(chunk, 16); AR_AT(nchunks, 24); AR_AT(in_base, 32);
+AR_AT(out_base, 40); AR_AT(index_base, 48); AR_AT(wgroup, 56); AR_AT(wchunk, 64); AR_AT(nk, 72);
+AR_AT(nd, 76); AR_AT(nw, 80); AR_AT(mode, 84); AR_AT(last, 88); AR_AT(is_min, 92);
+AR_AT(out_width, 96); AR_AT(team, 100); AR_AT(vec, 104); AR_AT(nan_skip, 108);
+AR_AT(narrow_in, 112); AR_AT(narrow_out, 116); AR_AT(pidx_width, 120); AR_AT(k_size, 128);
+AR_AT(k_in, 192); AR_AT(k_out, 256); AR_AT(d_size, 320); AR_AT(d_in, 384); AR_AT(d_w, 448);
+AR_AT(d_step, 512); AR_AT(w_size, 576); AR_AT(w_out, 640); AR_AT(w_w, 704); AR_AT(w_step, 768);
+#undef AR_AT
 
 enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECODE = 3 };
 
@@ -255,6 +274,17 @@ struct ArBest {
             i = i2;
         }
     }
+    // take(k2, base + l) for an index beyond i in the direction of the walk (the positions
+    // after the first of a walk over one reduced dimension): ar_better reduces to comparing
+    // keys, an equal key winning when the walk runs towards the tie side (`tie_wins`).
+    template <class U>
+    __device__ __forceinline__ void take_beyond(K k2, U base, U l, bool tie_wins)
+    {
+        if (k2 > k || (tie_wins && k2 == k)) {
+            k = k2;
+            i = (I)(base + l);
+        }
+    }
 };
 
 // ------------------------------------------------------------------------------------------
@@ -283,8 +313,110 @@ __device__ __forceinline__ void ar_load(Vec& v, const unsigned char* a, bool nar
     v = cuo::vec_load<Vec>(a);
 }
 
-// UN positions per iteration: their loads are all issued before the first comparison, so a
-// thread keeps UN loads in flight (memory-level parallelism), then the positions left over.
+// How the walk (ar_walk) comes to a position: a tag argument of the visitor, so that each kind
+// of call compiles its own path. Over one reduced dimension (a "flat" walk: constant steps, the
+// logical index moving one way): AR_AT_FIRST, the first position, when the walk peels it (the
+// running bests are still cleared); AR_AT_STEADY, no position but the news that the first is
+// taken (`l` is then the walk's step of logical index); AR_AT_FLAT, the positions after it.
+// AR_AT_ODOMETER: a position of a walk over several reduced dimensions.
+enum { AR_AT_FIRST, AR_AT_STEADY, AR_AT_FLAT, AR_AT_ODOMETER };
+template <int K> struct ar_at { enum { kind = K }; };
+
+// How a walk treats the first position of a flat walk: AR_PEEL_NONE visits it like the others;
+// AR_PEEL_FIRST visits it alone (AR_AT_FIRST, then AR_AT_STEADY), so that the visits after it
+// may assume a best taken, and an empty flat walk falls through to the general walk (which
+// visits nothing); AR_PEEL_FIRST_EXIT is the same, but an empty flat walk returns at once. The
+// last two are equivalent: each keeps the machine code its scan had before the scans shared
+// this walk (ptxas allocates and schedules the steady loops differently with the other one).
+enum { AR_PEEL_NONE, AR_PEEL_FIRST, AR_PEEL_FIRST_EXIT };
+
+// The walk of every scan: positions pos, pos + step, ... below hi of a thread's share of a
+// group, `od` the odometer at pos (od.init). A position is one raw vector Vec of elements T,
+// loaded at bytes + od.off * sizeof(T) (narrow: see ar_load), and handed to
+// visit(v, l, ar_at<K>()), l = od.lid, its logical index less p.index_base. Loads are issued a
+// batch at a time before the first visit of the batch, so a thread keeps the batch's loads in
+// flight (memory-level parallelism): UF positions over one reduced dimension (p.nd == 1, the
+// common case: constant steps, no odometer digits live, whose registers buy the larger batch),
+// UG over several.
+// w0(): (U)p.d_w[0], the logical index weight of reduced dimension 0, read where the caller
+// reads it (the row scans hold it in a register already, the column scans read it here).
+// Codegen notes, each measured with the issue-rate model (docs/kernels.md): visitors take `l`
+// by const reference (by value, NVVM simplifies the visitor with `l` as an argument and
+// reassociates its index sums otherwise than when inlined); `od` comes by value and w0 as a
+// callable so that NVVM places its reads where the scans placed them before they shared this
+// walk.
+template <class T, class Vec, int UF, int UG, int PEEL, class U, class W0, class Visit>
+__device__ __forceinline__ void ar_walk(const unsigned char* bytes, bool narrow,
+                                        cuo::Odometer<U, AR_MAX_DIMS, true> od, U pos, U hi,
+                                        U step, W0&& w0, const ArParams& p, Visit&& visit)
+{
+    constexpr int S = (int)sizeof(T);
+    if (p.nd == 1 && (PEEL != AR_PEEL_FIRST || pos < hi)) {
+        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+        const U dlid = (U)p.d_step[0] * (U)w0();
+        U off = od.off, lid = od.lid;
+        if constexpr (PEEL == AR_PEEL_FIRST_EXIT) {
+            if (pos >= hi) return;
+        }
+        if constexpr (PEEL != AR_PEEL_NONE) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+            visit(v, lid, ar_at<AR_AT_FIRST>());
+            off += doff;
+            lid += dlid;
+            pos += step;
+            visit(v, dlid, ar_at<AR_AT_STEADY>());
+        }
+        if constexpr (UF > 1) {
+            for (; pos + (U)(UF - 1) * step < hi; pos += (U)UF * step) {
+                Vec v[UF];
+#pragma unroll
+                for (int u = 0; u < UF; ++u)
+                    ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, narrow);
+#pragma unroll
+                for (int u = 0; u < UF; ++u) visit(v[u], lid + (U)u * dlid, ar_at<AR_AT_FLAT>());
+                off += (U)UF * doff;
+                lid += (U)UF * dlid;
+            }
+        }
+        for (; pos < hi; pos += step) {
+            Vec v;
+            ar_load<T>(v, bytes + (size_t)off * S, narrow);
+            visit(v, lid, ar_at<AR_AT_FLAT>());
+            off += doff;
+            lid += dlid;
+        }
+        return;
+    }
+    if constexpr (UG > 1) {
+        for (; pos + (U)(UG - 1) * step < hi; pos += (U)UG * step) {
+            Vec v[UG];
+            U l[UG];
+#pragma unroll
+            for (int u = 0; u < UG; ++u) {
+                ar_load<T>(v[u], bytes + (size_t)od.off * S, narrow);
+                l[u] = od.lid;
+                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+            }
+#pragma unroll
+            for (int u = 0; u < UG; ++u) visit(v[u], l[u], ar_at<AR_AT_ODOMETER>());
+        }
+    }
+    for (; pos < hi; pos += step) {
+        Vec v;
+        ar_load<T>(v, bytes + (size_t)od.off * S, narrow);
+        visit(v, od.lid, ar_at<AR_AT_ODOMETER>());
+        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
+    }
+}
+
+// Row scan: a position is a vector of V consecutive elements of the group (element j at
+// logical index lbase + lid + j w0). Over one reduced dimension the walk visits the elements
+// in increasing order of lid + j (step >= V): once the first vector is taken (ar_better against
+// the cleared best), every later element lies beyond best.i in the direction of w0, and
+// ar_better reduces to k > best.k, or k == best.k when that direction is towards the tie side
+// (`tie_wins`). `best` must come in cleared (ar_row clears it). 4-byte values with 64-bit
+// indices keep twice the vectors in flight over one dimension.
 template <class T, class I, int V, int UN>
 __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
                                           typename cuo::unsigned_of<I>::type hi,
@@ -295,7 +427,6 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
-    typedef cuo::vec_bytes<V * (int)sizeof(B)> Vec;
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
     const bool narrow = p.narrow_in != 0;
@@ -304,92 +435,25 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
     const U w0 = (U)p.d_w[0];
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
-    U pos = start;
-    if (p.nd == 1 && pos < hi) {
-        // One reduced dimension (the common case): constant steps and no odometer digits, whose
-        // registers let 4-byte values with 64-bit indices keep twice the vectors in flight.
-        // Element j of position q has logical index lbase + (q + j) w0, and the walk visits
-        // q + j in increasing order (step >= V): once the first vector is taken (ar_better
-        // against the cleared best), every later element lies beyond best.i in the direction of
-        // w0, and ar_better reduces to k > best.k, or k == best.k when that direction is towards
-        // the tie side (`tie_wins`). `best` must come in cleared (ar_row clears it).
-        constexpr int UF = (S == 4 && sizeof(I) == 8) ? 2 * UN : UN;
-        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
-        const U dlid = (U)p.d_step[0] * w0;
-        U off = od.off, lid = od.lid;
-        {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, narrow);
-#pragma unroll
-            for (int j = 0; j < V; ++j)
-                best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank),
-                          (I)(lbase + lid + (U)j * w0), last);
-            off += doff;
-            lid += dlid;
-            pos += step;
+    bool tie_wins = false;          // set when a flat walk goes steady (AR_AT_STEADY)
+    auto visit = [&](const cuo::vec_bytes<V * S>& v, const U& l, auto at) {
+        if constexpr (decltype(at)::kind == AR_AT_STEADY) {
+            tie_wins = last != ((I)w0 < 0);
+            return;
         }
-        const bool tie_wins = last != ((I)w0 < 0);
-        auto take = [&](K k, U l) {
-            if (k > best.k || (tie_wins && k == best.k)) {
-                best.k = k;
-                best.i = (I)(lbase + l);
-            }
-        };
-        for (; pos + (U)(UF - 1) * step < hi; pos += (U)UF * step) {
-            Vec v[UF];
 #pragma unroll
-            for (int u = 0; u < UF; ++u)
-                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, narrow);
-#pragma unroll
-            for (int u = 0; u < UF; ++u) {
-#pragma unroll
-                for (int j = 0; j < V; ++j)
-                    take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank),
-                         lid + (U)u * dlid + (U)j * w0);
-            }
-            off += (U)UF * doff;
-            lid += (U)UF * dlid;
+        for (int j = 0; j < V; ++j) {
+            const K k = ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank);
+            if constexpr (decltype(at)::kind == AR_AT_FLAT)
+                best.take_beyond(k, lbase, l + (U)j * w0, tie_wins);
+            else
+                best.take(k, (I)(lbase + l + (U)j * w0), last);
         }
-        for (; pos < hi; pos += step) {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, narrow);
-#pragma unroll
-            for (int j = 0; j < V; ++j)
-                take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), lid + (U)j * w0);
-            off += doff;
-            lid += dlid;
-        }
-        return;
-    }
-    if constexpr (UN > 1) {
-        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
-            Vec v[UN];
-            U l[UN];
-#pragma unroll
-            for (int u = 0; u < UN; ++u) {
-                ar_load<T>(v[u], bytes + (size_t)od.off * S, narrow);
-                l[u] = od.lid;
-                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-            }
-#pragma unroll
-            for (int u = 0; u < UN; ++u) {
-#pragma unroll
-                for (int j = 0; j < V; ++j)
-                    best.take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank),
-                              (I)(lbase + l[u] + (U)j * w0), last);
-            }
-        }
-    }
-    for (; pos < hi; pos += step) {
-        Vec v;
-        ar_load<T>(v, bytes + (size_t)od.off * S, narrow);
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-            best.take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + od.lid + (U)j * w0),
-                      last);
-        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-    }
+    };
+    constexpr int UF = (S == 4 && sizeof(I) == 8) ? 2 * UN : UN;
+    ar_walk<T, cuo::vec_bytes<V * S>, UF, UN, AR_PEEL_FIRST>(
+        reinterpret_cast<const unsigned char*>(base), narrow, od, start, hi, step,
+        [&] { return w0; }, p, visit);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -578,7 +642,7 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
     // the element a vector offers (among its largest keys, the one the tie rule prefers) is at
     // its lowest lane for tie "first" with w0 > 0 or tie "last" with w0 < 0, else its highest
     const bool low = last == wneg;
-    auto visit = [&](const Vec& v, U l) {
+    auto visit = [&](const Vec& v, const U& l, auto) {
         const I itie = (I)(tie_base + l);
         const bool no_tie = last ? itie <= best.i : itie >= best.i;
         const cuo::u32 t = t_tie + (no_tie ? ar_pack_step<S>() : 0u);
@@ -598,53 +662,8 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
             t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
         }
     };
-    U pos = start;
-    if (p.nd == 1) {
-        // one reduced dimension (the common case): constant steps, no odometer digits live
-        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
-        const U dlid = (U)p.d_step[0] * w0;
-        U off = od.off, lid = od.lid;
-        if constexpr (UN > 1) {
-            for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
-                Vec v[UN];
-#pragma unroll
-                for (int u = 0; u < UN; ++u)
-                    ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, false);
-#pragma unroll
-                for (int u = 0; u < UN; ++u) visit(v[u], lid + (U)u * dlid);
-                off += (U)UN * doff;
-                lid += (U)UN * dlid;
-            }
-        }
-        for (; pos < hi; pos += step) {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, false);
-            visit(v, lid);
-            off += doff;
-            lid += dlid;
-        }
-        return;
-    }
-    if constexpr (UN > 1) {
-        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
-            Vec v[UN];
-            U l[UN];
-#pragma unroll
-            for (int u = 0; u < UN; ++u) {
-                ar_load<T>(v[u], bytes + (size_t)od.off * S, false);
-                l[u] = od.lid;
-                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-            }
-#pragma unroll
-            for (int u = 0; u < UN; ++u) visit(v[u], l[u]);
-        }
-    }
-    for (; pos < hi; pos += step) {
-        Vec v;
-        ar_load<T>(v, bytes + (size_t)od.off * S, false);
-        visit(v, od.lid);
-        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-    }
+    ar_walk<T, Vec, UN, UN, AR_PEEL_NONE>(bytes, false, od, start, hi, step, [&] { return w0; }, p,
+                                          visit);
 }
 
 template <class T, class I>
@@ -1072,6 +1091,13 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
 
 // Column scan: each position holds VC consecutive elements of the innermost kept dimension,
 // i.e. the same logical index in VC neighbouring groups (one load of VC * sizeof(T) bytes).
+// Over one reduced dimension the walk's logical index moves one way (by dlid): once the first
+// position is taken (ar_better against the cleared bests), every later one lies beyond all the
+// bests in that direction, and ar_better(k, i, best.k, best.i) is k > best.k, or k == best.k
+// when the walk runs towards the tie side (`tie_wins`). `best` must come in cleared
+// (ar_col_impl clears it). 4-byte values keep twice the positions in flight over one dimension
+// (narrower values come here only when their rows are misaligned: the packed scan is their
+// main path).
 template <class T, class I, int VC, int UN>
 __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
                                              typename cuo::unsigned_of<I>::type start,
@@ -1083,7 +1109,6 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
-    typedef cuo::vec_bytes<VC * (int)sizeof(B)> Vec;
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
     const bool narrow = p.narrow_in != 0;
@@ -1091,92 +1116,99 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
-    U pos = start;
-    if (p.nd == 1) {
-        // one reduced dimension (the common case): constant steps and no odometer digits, whose
-        // registers let 4-byte values keep twice the positions in flight (narrower values come
-        // here only when their rows are misaligned: the packed scan is their main path)
-        constexpr int UF = S == 4 ? 2 * UN : UN;
-        const U doff = (U)p.d_step[0] * (U)p.d_in[0];
-        const U dlid = (U)p.d_step[0] * (U)p.d_w[0];
-        U off = od.off, lid = od.lid;
-        if (pos >= hi) return;
-        // The walk's logical index moves one way (by dlid): once the first position is taken
-        // (ar_better against the cleared bests), every later one lies beyond all the bests in
-        // that direction, and ar_better(k, i, best.k, best.i) is k > best.k, or k == best.k when
-        // the walk runs towards the tie side (`tie_wins`). `best` must come in cleared
-        // (ar_col_impl clears it).
-        {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, narrow);
-#pragma unroll
-            for (int j = 0; j < VC; ++j)
-                best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + lid), last);
-            off += doff;
-            lid += dlid;
-            pos += step;
+    bool tie_wins = false;          // set when a flat walk goes steady (AR_AT_STEADY)
+    auto visit = [&](const cuo::vec_bytes<VC * S>& v, const U& l, auto at) {
+        if constexpr (decltype(at)::kind == AR_AT_STEADY) {
+            tie_wins = last != ((I)l < 0);
+            return;
         }
-        const bool tie_wins = last != ((I)dlid < 0);
-        auto take = [&](ArBest<K, I>& b, K k, U l) {
-            if (k > b.k || (tie_wins && k == b.k)) {
-                b.k = k;
-                b.i = (I)(lbase + l);
-            }
-        };
-        for (; pos + (U)(UF - 1) * step < hi; pos += (U)UF * step) {
-            Vec v[UF];
 #pragma unroll
-            for (int u = 0; u < UF; ++u)
-                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, narrow);
-#pragma unroll
-            for (int u = 0; u < UF; ++u) {
-#pragma unroll
-                for (int j = 0; j < VC; ++j)
-                    take(best[j], ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank), lid + (U)u * dlid);
-            }
-            off += (U)UF * doff;
-            lid += (U)UF * dlid;
+        for (int j = 0; j < VC; ++j) {
+            const K k = ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank);
+            if constexpr (decltype(at)::kind == AR_AT_FLAT)
+                best[j].take_beyond(k, lbase, l, tie_wins);
+            else
+                best[j].take(k, (I)(lbase + l), last);
         }
-        for (; pos < hi; pos += step) {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, narrow);
-#pragma unroll
-            for (int j = 0; j < VC; ++j)
-                take(best[j], ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), lid);
-            off += doff;
-            lid += dlid;
-        }
-        return;
-    }
-    if constexpr (UN > 1) {
-        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
-            Vec v[UN];
-            U l[UN];
-#pragma unroll
-            for (int u = 0; u < UN; ++u) {
-                ar_load<T>(v[u], bytes + (size_t)od.off * S, narrow);
-                l[u] = od.lid;
-                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-            }
-#pragma unroll
-            for (int u = 0; u < UN; ++u) {
-#pragma unroll
-                for (int j = 0; j < VC; ++j)
-                    best[j].take(ar_key<T>(cuo::vec_elem<S>(v[u], j), flip, nank), (I)(lbase + l[u]),
-                                 last);
-            }
-        }
-    }
-    for (; pos < hi; pos += step) {
-        Vec v;
-        ar_load<T>(v, bytes + (size_t)od.off * S, narrow);
-#pragma unroll
-        for (int j = 0; j < VC; ++j)
-            best[j].take(ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank), (I)(lbase + od.lid), last);
-        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-    }
+    };
+    constexpr int UF = S == 4 ? 2 * UN : UN;
+    ar_walk<T, cuo::vec_bytes<VC * S>, UF, UN, AR_PEEL_FIRST_EXIT>(
+        reinterpret_cast<const unsigned char*>(base), narrow, od, start, hi, step,
+        [&] { return (U)p.d_w[0]; }, p, visit);
 }
+
+// The thresholds of the packed column scan (ar_scan_cols_packed) and what it knows of ties:
+// ta, tb are ar_pack_reach's (S = 1: lanes 0 and 2 in ta's low and high half, lanes 1 and 3
+// in tb's; S = 2: lane 0 in ta, lane 1 in tb); tflat (0 or ar_pack_step) is what they hold
+// above the thresholds of a position that could win a tie. `ilim`: the bests' index on the
+// tie side (the smallest for tie "last", the largest for "first"), kept xor `tmask` (all ones
+// for "first" turns li >= ilim into a <=). Few registers, as 64-bit indices leave little room.
+template <class T, class I, int VC>
+struct ArColReach {
+    typedef typename ArType<T>::key K;
+    enum { S = (int)sizeof(T) };
+    // (an enum and a function, not static constexpr members: NVRTC would emit those as globals)
+    static __device__ __forceinline__ cuo::u32 tstep() { return ar_pack_step<S>(); }
+    cuo::u32 ta, tb, tflat;
+    I ilim;
+
+    // From the bests; `next`: the logical index of the next position. `settles`: the walk runs
+    // away from the tie side, so a position at or behind every best cannot win a tie.
+    __device__ __forceinline__ void set(const ArBest<K, I> (&best)[VC], I next, I tmask,
+                                        bool settles)
+    {
+        cuo::u32 t[2] = {0u, 0u};
+        ilim = best[0].i ^ tmask;
+#pragma unroll
+        for (int j = 0; j < VC; ++j) {
+            // S = 1: lanes 0, 2 -> ta (low, high half), lanes 1, 3 -> tb; S = 2: lane 0 -> ta
+            const int sh = S == 1 ? 16 * (j >> 1) : 0;
+            t[j & 1] |= ar_pack_thr<S>(ar_lane_key<T>(best[j].k)) & (S == 1 ? 0xffffu << sh : ~0u);
+            const I bj = best[j].i ^ tmask;
+            ilim = bj < ilim ? bj : ilim;
+        }
+        tflat = (settles && (next ^ tmask) <= ilim) ? tstep() : 0u;
+        ta = t[0] + tflat;
+        tb = t[1] + tflat;
+    }
+
+    // A flat walk's position li with key word kw that reaches: a lane reaches its threshold
+    // exactly when it beats its best under ar_better (at the first position every lane
+    // reaches, thresholds 0, and the cleared bests lose to anything; afterwards every best is a
+    // position behind, the thresholds are one step up where ties cannot win, and lane keys
+    // compare as keys). So the lanes that reach take their place, and only their thresholds
+    // change; tflat (tf: tstep where the walk settles) is final once every lane holds one.
+    __device__ __forceinline__ void take_flat(cuo::u32 kw, I li, bool settles,
+                                              ArBest<K, I> (&best)[VC])
+    {
+        constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
+        const cuo::u32 tf = settles ? tstep() : 0u;
+        cuo::u32 hit;                        // bit 8 S j: lane j wins
+        if constexpr (S == 1) {
+            const cuo::u32 e = kw & 0x00ff00ffu, o = (kw >> 8) & 0x00ff00ffu;
+            const cuo::u32 he = ((e + ta) & 0x01000100u) >> 8;    // lanes 0, 2
+            const cuo::u32 ho = ((o + tb) & 0x01000100u) >> 8;    // lanes 1, 3
+            const cuo::u32 me = he * 0xffffu, mo = ho * 0xffffu;
+            ta = (ta & ~me) | ((ar_pack_thr<1>(0u) - e + tf) & me);
+            tb = (tb & ~mo) | ((ar_pack_thr<1>(0u) - o + tf) & mo);
+            hit = he | (ho << 8);
+        } else {
+            const cuo::u32 lo = kw & 0xffffu, hi16 = kw >> 16;
+            const bool h0 = lo >= ta, h1 = hi16 >= tb;
+            ta = h0 ? lo + tf : ta;
+            tb = h1 ? hi16 + tf : tb;
+            hit = (h0 ? 1u : 0u) | (h1 ? 0x10000u : 0u);
+        }
+        tflat = tf;
+#pragma unroll
+        for (int j = 0; j < VC; ++j) {
+            if ((hit >> (8 * S * j)) & 1u) {
+                best[j].k = ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax);
+                best[j].i = li;
+            }
+        }
+    }
+};
 
 // Column scan of 1- and 2-byte values, VC = 4 / S neighbouring groups per 4-byte load (lane j of
 // the word is group j): same walk, loads and result as ar_scan_cols. A position is skipped when
@@ -1184,7 +1216,7 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
 // (when the position's logical index cannot win a tie against any of the bests) not above it.
 // Any other position offers each lane to ar_better; in a walk over one reduced dimension the
 // lanes that reach their thresholds are exactly those that beat their bests, and take their
-// place directly.
+// place directly (ArColReach::take_flat).
 // `best` must hold the cleared state or positions of this walk (ar_col_impl clears it).
 template <class T, class I, int VC, int UN>
 __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
@@ -1196,7 +1228,6 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
                                                     ArBest<typename ArType<T>::key, I> (&best)[VC])
 {
     typedef typename cuo::unsigned_of<I>::type U;
-    typedef typename ArType<T>::key K;
     constexpr int S = (int)sizeof(T);
     static_assert(VC * S == 4, "one 32-bit word per position");
     typedef cuo::vec_bytes<4> Vec;
@@ -1206,139 +1237,41 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(base);
-    // One reduced dimension (the common case): constant steps, no odometer digits, and the
-    // logical index moves monotonically (by dlid), so whether a later position can win a tie
-    // is known when the bests change: for tie "first" walking up (or "last" walking down) it
-    // cannot once every best lies at or behind the next position; otherwise it can.
-    const bool flat = p.nd == 1;
-    const U doff = (U)p.d_step[0] * (U)p.d_in[0];
+    // One reduced dimension (the common case): the logical index moves monotonically (by
+    // dlid), so whether a later position can win a tie is known when the bests change: for tie
+    // "first" walking up (or "last" walking down) it cannot once every best lies at or behind
+    // the next position; otherwise it can.
     const U dlid = (U)p.d_step[0] * (U)p.d_w[0];
     const bool settles = last == ((I)dlid < 0);
-    // `ilim`: the bests' index on the tie side (the smallest for tie "last", the largest for
-    // "first"), kept xor `tmask` (all ones for "first" turns li >= ilim into a <=)
     const I tmask = last ? (I)0 : (I)-1;
-    constexpr cuo::u32 tstep = ar_pack_step<S>();
-    // thresholds for the flat walk (ar_pack_reach's ta, tb), and what they hold above the
-    // thresholds of a tie-winning position (0 or tstep): few registers, as 64-bit indices
-    // leave little room
-    cuo::u32 ta, tb, tflat;
-    I ilim;
-    // from the bests; `next`: the logical index of the next position
-    auto thresholds = [&](I next) {
-        cuo::u32 t[2] = {0u, 0u};
-        ilim = best[0].i ^ tmask;
-#pragma unroll
-        for (int j = 0; j < VC; ++j) {
-            // S = 1: lanes 0, 2 -> ta (low, high half), lanes 1, 3 -> tb; S = 2: lane 0 -> ta
-            const int sh = S == 1 ? 16 * (j >> 1) : 0;
-            t[j & 1] |= ar_pack_thr<S>(ar_lane_key<T>(best[j].k)) & (S == 1 ? 0xffffu << sh : ~0u);
-            const I bj = best[j].i ^ tmask;
-            ilim = bj < ilim ? bj : ilim;
-        }
-        tflat = (settles && (next ^ tmask) <= ilim) ? tstep : 0u;
-        ta = t[0] + tflat;
-        tb = t[1] + tflat;
-    };
-    thresholds((I)(lbase + od.lid));
-    auto visit = [&](const Vec& v, U l, auto flat_walk) {
+    ArColReach<T, I, VC> r;
+    r.set(best, (I)(lbase + od.lid), tmask, settles);
+    auto visit = [&](const Vec& v, const U& l, auto at) {
         const U lu = lbase + l;         // (U: the index one step past the end may wrap)
         const I li = (I)lu;
         const cuo::u32 kw = ar_pack_key<T>(v.w[0], px, pn);
         cuo::u32 reach;
-        if constexpr (decltype(flat_walk)::value) {
-            reach = ar_pack_reach<S>(kw, ta, tb);
+        if constexpr (decltype(at)::kind == AR_AT_FLAT) {
+            reach = ar_pack_reach<S>(kw, r.ta, r.tb);
         } else {
-            const cuo::u32 d = ((li ^ tmask) <= ilim ? tstep : 0u) - tflat;
-            reach = ar_pack_reach<S>(kw, ta + d, tb + d);
+            const cuo::u32 d = ((li ^ tmask) <= r.ilim ? r.tstep() : 0u) - r.tflat;
+            reach = ar_pack_reach<S>(kw, r.ta + d, r.tb + d);
         }
-        if (reach) {
+        if (!reach) return;
+        if constexpr (decltype(at)::kind == AR_AT_FLAT) {
+            r.take_flat(kw, li, settles, best);
+        } else {
             constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
-            if constexpr (decltype(flat_walk)::value) {
-                // In a flat walk a lane reaches its threshold exactly when it beats its best
-                // under ar_better: at the first position every lane reaches (thresholds 0) and
-                // the cleared bests lose to anything; afterwards every best is a position
-                // behind, the thresholds are one step up where ties cannot win (tflat), and
-                // lane keys compare as keys. So the lanes that reach take their place, and only
-                // their thresholds change (tflat is final once every lane holds a position).
-                const cuo::u32 tf = settles ? tstep : 0u;
-                cuo::u32 hit;                        // bit 8 S j: lane j wins
-                if constexpr (S == 1) {
-                    const cuo::u32 e = kw & 0x00ff00ffu, o = (kw >> 8) & 0x00ff00ffu;
-                    const cuo::u32 he = ((e + ta) & 0x01000100u) >> 8;    // lanes 0, 2
-                    const cuo::u32 ho = ((o + tb) & 0x01000100u) >> 8;    // lanes 1, 3
-                    const cuo::u32 me = he * 0xffffu, mo = ho * 0xffffu;
-                    ta = (ta & ~me) | ((ar_pack_thr<1>(0u) - e + tf) & me);
-                    tb = (tb & ~mo) | ((ar_pack_thr<1>(0u) - o + tf) & mo);
-                    hit = he | (ho << 8);
-                } else {
-                    const cuo::u32 lo = kw & 0xffffu, hi16 = kw >> 16;
-                    const bool h0 = lo >= ta, h1 = hi16 >= tb;
-                    ta = h0 ? lo + tf : ta;
-                    tb = h1 ? hi16 + tf : tb;
-                    hit = (h0 ? 1u : 0u) | (h1 ? 0x10000u : 0u);
-                }
-                tflat = tf;
 #pragma unroll
-                for (int j = 0; j < VC; ++j) {
-                    if ((hit >> (8 * S * j)) & 1u) {
-                        best[j].k = ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax);
-                        best[j].i = li;
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < VC; ++j)
-                    best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
-                thresholds((I)(lu + dlid));
-            }
+            for (int j = 0; j < VC; ++j)
+                best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
+            r.set(best, (I)(lu + dlid), tmask, settles);
         }
     };
-    U pos = start;
-    if (flat) {
-        // UN positions in flight, then the rest (its own loop: no odometer digits live here)
-        U off = od.off, lid = od.lid;
-        for (; pos + (U)(UN - 1) * step < hi; pos += (U)UN * step) {
-            Vec v[UN];
-#pragma unroll
-            for (int u = 0; u < UN; ++u)
-                ar_load<T>(v[u], bytes + (size_t)(off + (U)u * doff) * S, false);
-#pragma unroll
-            for (int u = 0; u < UN; ++u) visit(v[u], lid + (U)u * dlid, cuo::bool_tag<true>());
-            off += (U)UN * doff;
-            lid += (U)UN * dlid;
-        }
-        for (; pos < hi; pos += step) {
-            Vec v;
-            ar_load<T>(v, bytes + (size_t)off * S, false);
-            visit(v, lid, cuo::bool_tag<true>());
-            off += doff;
-            lid += dlid;
-        }
-        return;
-    }
-    // several reduced dimensions: the odometer, UN / 2 positions in flight
-    constexpr int UNG = UN / 2;
-    if constexpr (UNG > 1) {
-        for (; pos + (U)(UNG - 1) * step < hi; pos += (U)UNG * step) {
-            Vec v[UNG];
-            U l[UNG];
-#pragma unroll
-            for (int u = 0; u < UNG; ++u) {
-                ar_load<T>(v[u], bytes + (size_t)od.off * S, false);
-                l[u] = od.lid;
-                od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-            }
-#pragma unroll
-            for (int u = 0; u < UNG; ++u) visit(v[u], l[u], cuo::bool_tag<false>());
-        }
-    }
-    for (; pos < hi; pos += step) {
-        Vec v;
-        ar_load<T>(v, bytes + (size_t)od.off * S, false);
-        visit(v, od.lid, cuo::bool_tag<false>());
-        od.advance(p.nd, p.d_step, p.d_size, p.d_in, p.d_w);
-    }
+    // (several reduced dimensions: UN / 2 positions in flight, as the odometer takes registers)
+    ar_walk<T, Vec, UN, UN / 2, AR_PEEL_NONE>(reinterpret_cast<const unsigned char*>(base), false,
+                                              od, start, hi, step, [&] { return (U)p.d_w[0]; }, p,
+                                              visit);
 }
 
 // The column kernel's results (index, or partial of chunk blockIdx.y) when a thread holds VC > 1

@@ -1,4 +1,7 @@
-// common.cuh — helpers shared by every kernel family (argreduce.cu, nonzero kernels, ...).
+// common.cuh — helpers shared by every kernel family: included by argreduce.cu, nonzero.cuh and
+// selftest.cu, whose kernels cupyops/ops/argreduce/launch.py, cupyops/ops/nonzero/launch.py and
+// cupyops.core.modules.SELFTEST_FAMILY instantiate. Its templates take their types from the
+// kernels (value types, index types U / I); it computes nothing on its own.
 //
 // NVRTC has no standard library headers: fixed-width typedefs, unsigned-of-size traits and
 // small utilities live here. Everything is plain CUDA C++17 with intrinsics only (no CUB, no
@@ -14,7 +17,6 @@
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
 //   cuo::vec_load<V>(p)                           one whole-vector load (checked; one access in simt)
 //   cuo::vec_align_check<V>(p)                    before a whole-vector load: alignment checked on simt
-//   cuo::bool_tag<B>                              a compile-time bool as a tag argument
 //   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
 //   cuo::smem_split(...)                          carve a (key array, index array) pair out of
 //                                                 dynamic shared memory
@@ -22,6 +24,8 @@
 //                                                 stride, keeping a memory offset (and a second
 //                                                 linear sum, e.g. a logical index) up to date
 //                                                 without divisions
+//   CUO_FIELD_AT(S, field, offset)               static_assert of a parameter struct's layout
+//                                                 against its host (NumPy) mirror
 #pragma once
 
 // No system header at all: NVRTC finds <cuda_fp16.h> only with the CUDA headers on its include
@@ -34,6 +38,14 @@
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
+#ifndef offsetof
+#define offsetof(type, member) __builtin_offsetof(type, member)   // <cstddef>'s, without it
+#endif
+
+// A field of a kernel parameter struct sits at the byte offset that its host mirror (a NumPy
+// structured dtype, align=True) gives it: the host packs the struct by those offsets.
+#define CUO_FIELD_AT(S, field, off) \
+    static_assert(offsetof(S, field) == (off), #S "." #field ": not at its host mirror's offset")
 
 namespace cuo {
 
@@ -152,9 +164,6 @@ __device__ __forceinline__ typename uint_of<S>::type vec_elem(const vec_bytes<N>
     }
 }
 
-// A compile-time bool as a value (a tag argument selects a code path of a generic lambda).
-template <bool B> struct bool_tag { static constexpr bool value = B; };
-
 __device__ __forceinline__ u32 shfl_xor(u32 v, int m, int w = 32)
 {
     return __shfl_xor_sync(0xffffffffu, v, m, w);
@@ -262,17 +271,17 @@ struct Odometer {
 }  // namespace cuo
 
 // ---------------------------------------------------------------------------------------------
-// Complex value types (appended by the nonzero family; cupyops._modules.ctype maps complex64 /
+// Complex value types (appended by the nonzero family; cupyops.core.modules.ctype maps complex64 /
 // complex128 to these names). Plain structs laid out like NumPy's complex: real then imaginary.
 struct __align__(8) cupyops_complex64 { float re, im; };
 
-// IEEE binary16 as its bits (cupyops._modules.ctype maps float16 here): 2 bytes, 2-aligned.
+// IEEE binary16 as its bits (cupyops.core.modules.ctype maps float16 here): 2 bytes, 2-aligned.
 struct __align__(2) cupyops_half { unsigned short bits; };
-// bfloat16 as its bits (cupyops._modules.ctype maps ml_dtypes' bfloat16 here): the upper half
+// bfloat16 as its bits (cupyops.core.modules.ctype maps ml_dtypes' bfloat16 here): the upper half
 // of a float32, 2 bytes, 2-aligned. Only ever read as bits, like cupyops_half.
 struct __align__(2) cupyops_bfloat16 { unsigned short bits; };
 struct __align__(16) cupyops_complex128 { double re, im; };
 
-// datetime64 / timedelta64 of any unit, as its int64 count (cupyops._modules.ctype maps the
+// datetime64 / timedelta64 of any unit, as its int64 count (cupyops.core.modules.ctype maps the
 // canonical timedelta64[ns] here; argreduce views every unit as it): NaT is INT64_MIN.
 struct __align__(8) cupyops_datetime { long long v; };

@@ -44,7 +44,7 @@
 //     nonzero_tiles'. It is read in memory order (consecutive lanes along m), the nonzeros
 //     marked in a shared bit mask at their tile-local row-major index, then compacted and
 //     written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K >= 32 bytes
-//     and K * I <= NZ_T_BITS (cupyops/_plan_nonzero.py, transposed_tiles).
+//     and K * I <= NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
 //   count_nonzero_axes<T, Wide>(x, params, out)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
@@ -60,7 +60,15 @@
 //   unsigned share an instantiation), cupyops_half, cupyops_bfloat16, float, double, cupyops_complex64,
 //   cupyops_complex128 (sign bits masked: -0.0 is zero); Wide, 64-bit linear indices and byte
 //   offsets (chosen by the planner past 2**31 elements or bytes, or forced with force_64bit).
-// Instantiated by: cupyops/_gpu_nonzero.py (family "nonzero", planned by cupyops/_plan_nonzero.py).
+// Instantiated by: cupyops/ops/nonzero/launch.py (family "nonzero"), planned (and the parameter
+//   structs packed) by cupyops/ops/nonzero/plan.py.
+// Code layout: thin __global__ entry points over device functions (nz_tiles, nz_tiles_t,
+// nz_count_axes); the steps the two tile kernels share are helpers: the tile draw
+// (nz_draw_tile), a warp's count and compaction round (nz_stage_ballot), the block's count
+// (nz_block_count), the tile's offset (nz_tile_offset: look-back or pass 1's prefix) and the
+// block-order rewrite and write of the staged rows (nz_read_staged, nz_place_rows).
+// nonzero_tiles_t's own steps: where a tile lies (nz_t_locate), its offset and write
+// (nz_t_finish), the rounds of compaction (nz_t_write).
 #include "nonzero.cuh"
 
 #define NZ_FLAG_AGG (1ull << 62)                // status: aggregate of this tile only
@@ -86,6 +94,19 @@ __device__ __forceinline__ nz_u64 nz_coordinate(const nz_params& p, typename nz_
     const int k = __popcll(~p.unit_mask & ((1ull << col) - 1ull));
     const idx_t q = nz_div(L, p.co_suffix[k]);
     return (nz_u64)(q - nz_div(q, p.co_shape[k]) * (idx_t)p.co_shape[k].d);
+}
+
+// One round of a warp's count and compaction: `b` holds the warp's votes (bit l: lane l's
+// element is nonzero). With `stage`, a lane that voted (`mine`) stages `idx` at its warp-local
+// slot: `run` (the warp's count so far) plus the voting lanes below it (`below`: their mask).
+// Returns the new count. (`mine` by reference: by value, NVVM tests it before the ballot, and
+// ptxas then schedules some instantiations differently from the loop written inline.)
+__device__ __forceinline__ nz_u32 nz_stage_ballot(nz_u32 b, bool stage, const bool& mine,
+                                                  nz_u16 idx, nz_u16* stage_w, nz_u32 run,
+                                                  nz_u32 below)
+{
+    if (stage && mine) stage_w[run + __popc(b & below)] = idx;
+    return run + __popc(b);
 }
 
 // One warp's vote over its ITEMS * 32 elements starting at warp_base. Returns the warp's
@@ -116,9 +137,8 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
         }
 #pragma unroll
         for (int j = 0; j < BATCH; ++j) {
-            const nz_u32 b = __ballot_sync(NZ_FULL_MASK, pred[j]);
-            if (stage && pred[j]) stage_w[run + __popc(b & below)] = (nz_u16)((j0 + j) * 32 + lane);
-            run += __popc(b);
+            run = nz_stage_ballot(__ballot_sync(NZ_FULL_MASK, pred[j]), stage, pred[j],
+                                  (nz_u16)((j0 + j) * 32 + lane), stage_w, run, below);
         }
     }
     return run;
@@ -288,6 +308,110 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
     }
 }
 
+// ------------------------------------------------------------------ tile steps
+// The steps nonzero_tiles and nonzero_tiles_t share; every thread of the block calls them.
+
+// The tile of this block: blockIdx.x (PLACE), else the next id of the atomic counter, so that
+// every tile a block waits on in its look-back belongs to a block already running.
+__device__ __forceinline__ nz_u64 nz_draw_tile(const nz_params& p, nz_u64* counter,
+                                               nz_u64* s_bcast)
+{
+    if (p.mode == NZ_MODE_PLACE) return blockIdx.x;
+    if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
+    __syncthreads();
+    const nz_u64 tile = s_bcast[0];
+    __syncthreads();   // s_bcast is reused below
+    return tile;
+}
+
+// Publishes the warp's count `run` and returns the block's; `wexcl`: the counts of the warps
+// before this one (where the warp's entries start in block order).
+__device__ __forceinline__ nz_u32 nz_block_count(nz_u32* s_warp, nz_u32 run, int warp, int lane,
+                                                 nz_u32& wexcl)
+{
+    if (lane == 0) s_warp[warp] = run;
+    __syncthreads();
+    nz_u32 cnt = 0;
+    wexcl = 0;
+#pragma unroll
+    for (int w = 0; w < NZ_WARPS; ++w) {
+        const nz_u32 c = s_warp[w];
+        wexcl += w < warp ? c : 0u;
+        cnt += c;
+    }
+    return cnt;
+}
+
+// The tile's first output row, the exclusive prefix of its `count` nonzeros. PLACE reads the
+// inclusive prefix of tile - 1 that pass 1 left in `status`; SCAN and FIXED post the count and
+// look back (warp 0), and the last tile stores the total. FIXED hands the prefix to every
+// thread (s_bcast[1]); SCAN (!stage), which writes no rows, returns 0 without waiting for it.
+// (`stage` is the caller's p.mode != NZ_MODE_SCAN, passed in so that the compiler sees the
+// caller's test and this one as the same value.)
+__device__ __forceinline__ nz_u64 nz_tile_offset(const nz_params& p, nz_u64 tile, nz_u32 count,
+                                                 nz_u64* status, nz_i64* count_out,
+                                                 nz_u64* stats, nz_u64* s_bcast, int warp,
+                                                 int lane, bool stage)
+{
+    nz_u64 excl;
+    if (p.mode == NZ_MODE_PLACE) {
+        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
+    } else {
+        if (warp == 0) {
+            const nz_u64 e = nz_lookback(status, tile, count, p.stats_on ? stats : nullptr, lane);
+            if (lane == 0) {
+                s_bcast[1] = e;
+                if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + count);
+            }
+        }
+        if (!stage) return 0;
+        __syncthreads();
+        excl = s_bcast[1];
+    }
+    return excl;
+}
+
+// This thread's entries of its warp's staged list (entry j * 32 + lane, those below `run`),
+// held in registers so that s_stage can be rewritten in block order.
+template <int ITEMS>
+__device__ __forceinline__ void nz_read_staged(nz_u32 (&vals)[ITEMS], const nz_u16* stage_w,
+                                               nz_u32 run, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const nz_u32 i = (nz_u32)(j * 32 + lane);
+        vals[j] = i < run ? stage_w[i] : 0u;
+    }
+}
+
+// Writes `count` staged rows from output row `row` (FIXED: only those below k): first the
+// warps' entries go to block order (this thread's vals, nz_read_staged, to slots wexcl + i;
+// `add` turns a warp-local index tile-local), then out (nz_write_rows), the staged indices
+// counting from logical index tile_base + first. Every thread must have read its entries.
+template <bool Wide, int ITEMS>
+__device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
+                                              typename nz_index<Wide>::idx tile_base,
+                                              nz_u32 first, nz_u16* s_stage,
+                                              const nz_u32 (&vals)[ITEMS], nz_u32 run,
+                                              nz_u32 wexcl, nz_u32 add, nz_u64 row,
+                                              nz_u32 count, int lane)
+{
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const nz_u32 i = (nz_u32)(j * 32 + lane);
+        if (i < run) s_stage[wexcl + i] = (nz_u16)(vals[j] + add);
+    }
+    __syncthreads();
+    nz_u32 nrows = count;
+    if (p.mode == NZ_MODE_FIXED) {
+        const nz_u64 k = (nz_u64)p.k;
+        nrows = row >= k ? 0u : (k - row < (nz_u64)count ? (nz_u32)(k - row) : count);
+    }
+    nz_write_rows<Wide>(p, out, tile_base + (typename nz_index<Wide>::idx)first, s_stage, row,
+                        nrows);
+}
+
+// ------------------------------------------------------------------ nonzero_tiles
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_params& p,
                                          nz_u64* counter, nz_u64* status, void* out,
@@ -306,15 +430,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
 
-    nz_u64 tile;
-    if (p.mode == NZ_MODE_PLACE) {
-        tile = blockIdx.x;
-    } else {
-        if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
-        __syncthreads();
-        tile = s_bcast[0];
-        __syncthreads();   // s_bcast is reused below
-    }
+    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
         nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
@@ -347,59 +463,16 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
         else if ((nz_u64)warp_base < (nz_u64)p.size)
             run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
     }
-    if (lane == 0) s_warp[warp] = run;
-    __syncthreads();
-
-    nz_u32 wexcl = 0, cnt = 0;
-#pragma unroll
-    for (int w = 0; w < NZ_WARPS; ++w) {
-        const nz_u32 c = s_warp[w];
-        wexcl += w < warp ? c : 0u;
-        cnt += c;
-    }
-
-    // this thread's staged entries, read before the block-order rewrite below
-    nz_u32 vals[ITEMS];
-    if (stage) {
-#pragma unroll
-        for (int j = 0; j < ITEMS; ++j) {
-            const nz_u32 i = (nz_u32)(j * 32 + lane);
-            vals[j] = i < run ? stage_w[i] : 0u;
-        }
-    }
-
-    nz_u64 excl;
-    if (p.mode == NZ_MODE_PLACE) {
-        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
-    } else {
-        if (warp == 0) {
-            const nz_u64 e = nz_lookback(status, tile, cnt, p.stats_on ? stats : nullptr, lane);
-            if (lane == 0) {
-                s_bcast[1] = e;
-                if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + cnt);
-            }
-        }
-        if (!stage) return;
-        __syncthreads();
-        excl = s_bcast[1];
-    }
+    nz_u32 wexcl;
+    const nz_u32 cnt = nz_block_count(s_warp, run, warp, lane, wexcl);
+    nz_u32 vals[ITEMS];   // this thread's staged entries, read before the block-order rewrite
+    if (stage) nz_read_staged(vals, stage_w, run, lane);
+    const nz_u64 excl = nz_tile_offset(p, tile, cnt, status, count_out, stats, s_bcast, warp,
+                                       lane, stage);
     if (!stage) return;
     __syncthreads();   // everyone has read its warp-local entries
-
-    // block order: slot wexcl + i of warp `warp` holds its tile-local index
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-        const nz_u32 i = (nz_u32)(j * 32 + lane);
-        if (i < run) s_stage[wexcl + i] = (nz_u16)(vals[j] + (nz_u32)(warp * WARP_ITEMS));
-    }
-    __syncthreads();
-
-    nz_u32 nrows = cnt;
-    if (p.mode == NZ_MODE_FIXED) {
-        const nz_u64 k = (nz_u64)p.k;
-        nrows = excl >= k ? 0u : (k - excl < (nz_u64)cnt ? (nz_u32)(k - excl) : cnt);
-    }
-    nz_write_rows<Wide>(p, out, tile_base, s_stage, excl, nrows);
+    nz_place_rows<Wide>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
+                        (nz_u32)(warp * WARP_ITEMS), excl, cnt, lane);
 }
 
 template <typename T, bool Wide>
@@ -426,6 +499,94 @@ template <typename T> struct nz_t_items {
     static constexpr int value = nz_items<T>::value > 8 ? 8 : nz_items<T>::value;
 };
 
+// Where tile `tile` of nonzero_tiles_t lies: index `pre` over the dims before m (off_pre bytes
+// from x), indices [a, a + kt) along m (off_m bytes further; the last chunk of m may be short).
+// The kernel forms the address x + off_pre + off_m itself: formed in a helper, NVVM reassociates
+// the read loops' address sums, and ptxas spills on sm_120.
+template <bool Wide>
+struct nz_t_tile {
+    int m, ks;                                 // p.tr_dim, p.tr_kshift
+    nz_u32 K, I, kt;                           // 2^ks, p.tr_inner, indices along m
+    nz_u32 n, words;                           // elements (kt * I <= NZ_T_BITS), mask words
+    typename nz_index<Wide>::idx tile_base;    // logical index of its first element
+    typename nz_index<Wide>::off off_pre, off_m, sm;   // sm: bytes between indices along m
+};
+
+template <bool Wide>
+__device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u64 tile)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    nz_t_tile<Wide> t;
+    t.m = p.tr_dim;
+    t.ks = p.tr_kshift;
+    t.K = 1u << t.ks;
+    t.I = (nz_u32)p.tr_inner;
+    const idx_t nm = (idx_t)p.in_div[t.m].d;
+    const idx_t pre = nz_div((idx_t)tile, p.tr_chunks);
+    const idx_t a = ((idx_t)tile - pre * (idx_t)p.tr_chunks.d) << t.ks;
+    t.kt = nm - a < (idx_t)t.K ? (nz_u32)(nm - a) : t.K;
+    t.tile_base = (pre * nm + a) * (idx_t)t.I;
+    t.off_pre = t.m > 0 ? nz_offset<Wide>(pre, p.in_div, p.in_stride, t.m) : (off_t)0;
+    t.off_m = (off_t)a * (off_t)p.in_stride[t.m];
+    t.sm = (off_t)p.in_stride[t.m];
+    t.n = t.kt * t.I;
+    t.words = (t.n + 31u) >> 5;
+    return t;
+}
+
+// Step 3: compact the tile's mask (n bits in `words` words) SUB = NZ_BLOCK * ITEMS bits a
+// round (warp w: words w * ITEMS ..) and write the rows from output row `row`.
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32 n, nz_u32 words,
+                                           typename nz_index<Wide>::idx tile_base, nz_u64 row,
+                                           const nz_u32* s_bits, nz_u16* s_stage,
+                                           nz_u32* s_warp, int warp, int lane)
+{
+    constexpr int ITEMS = nz_t_items<T>::value;
+    constexpr int SUB = NZ_BLOCK * ITEMS;
+    const nz_u32 below = (1u << lane) - 1u;
+    nz_u16* stage_w = s_stage + warp * 32 * ITEMS;
+    for (nz_u32 s0 = 0; s0 < n; s0 += SUB) {               // block-uniform
+        nz_u32 run = 0;
+#pragma unroll
+        for (int jj = 0; jj < ITEMS; ++jj) {
+            const nz_u32 wi = (s0 >> 5) + (nz_u32)(warp * ITEMS + jj);
+            const nz_u32 b = wi < words ? s_bits[wi] : 0u;
+            run = nz_stage_ballot(b, true, (b >> lane) & 1u,
+                                  (nz_u16)((warp * ITEMS + jj) * 32 + lane), stage_w, run, below);
+        }
+        nz_u32 wexcl;
+        const nz_u32 cnt = nz_block_count(s_warp, run, warp, lane, wexcl);
+        nz_u32 vals[ITEMS];
+        nz_read_staged(vals, stage_w, run, lane);
+        __syncthreads();
+        nz_place_rows<Wide>(p, out, tile_base, s0, s_stage, vals, run, wexcl, 0u, row, cnt, lane);
+        row += cnt;
+        __syncthreads();   // s_stage and s_warp are reused by the next round
+    }
+}
+
+// Steps 2 and 3 of nz_tiles_t, from the warps' counts `cnt` (every thread calls it): the tile's
+// offset, then (unless the count pass) the mask compacted and written.
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
+                                            const nz_t_tile<Wide>& t, nz_u32 cnt, bool stage,
+                                            nz_u64* status, void* out,
+                                            nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
+                                            nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast,
+                                            int warp, int lane)
+{
+    nz_u32 wexcl;
+    const nz_u32 total = nz_block_count(s_warp, cnt, warp, lane, wexcl);
+    const nz_u64 excl = nz_tile_offset(p, tile, total, status, count_out, stats, s_bcast, warp,
+                                       lane, stage);
+    if (!stage) return;
+    __syncthreads();   // every warp has read s_warp (rewritten below)
+    nz_t_write<T, Wide>(p, out, t.n, t.words, t.tile_base, excl, s_bits, s_stage, s_warp, warp,
+                        lane);
+}
+
 // (Its shared arrays are declared by the kernel and passed in: simt charges the __shared__
 // variables of device functions to every kernel of the module.)
 template <typename T, bool Wide>
@@ -436,50 +597,22 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
 {
     typedef typename nz_index<Wide>::idx idx_t;
     typedef typename nz_index<Wide>::off off_t;
-    constexpr int ITEMS = nz_t_items<T>::value;
-    constexpr int WARP_ITEMS = 32 * ITEMS;
-    constexpr int SUB = NZ_BLOCK * ITEMS;
-
     const char* x = reinterpret_cast<const char*>(x_);
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-
-    nz_u64 tile;
-    if (p.mode == NZ_MODE_PLACE) {
-        tile = blockIdx.x;
-    } else {
-        if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
-        __syncthreads();
-        tile = s_bcast[0];
-        __syncthreads();
-    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {
         nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
-
-    const int m = p.tr_dim;
-    const int ks = p.tr_kshift;
-    const nz_u32 K = 1u << ks;
-    const nz_u32 I = (nz_u32)p.tr_inner;
-    const idx_t nm = (idx_t)p.in_div[m].d;
-    const idx_t pre = nz_div((idx_t)tile, p.tr_chunks);
-    const idx_t a = ((idx_t)tile - pre * (idx_t)p.tr_chunks.d) << ks;
-    const nz_u32 kt = nm - a < (idx_t)K ? (nz_u32)(nm - a) : K;
-    const idx_t tile_base = (pre * nm + a) * (idx_t)I;
-    const char* xt = x + (m > 0 ? nz_offset<Wide>(pre, p.in_div, p.in_stride, m) : (off_t)0)
-                     + (off_t)a * (off_t)p.in_stride[m];
-    const off_t sm = (off_t)p.in_stride[m];
-    const nz_u32 n = kt * I;                     // elements of this tile (<= NZ_T_BITS)
-    const nz_u32 words = (n + 31u) >> 5;
+    const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);
+    const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
     if (stage) {
-        for (nz_u32 i = threadIdx.x; i < words; i += NZ_BLOCK) s_bits[i] = 0u;
+        for (nz_u32 i = threadIdx.x; i < t.words; i += NZ_BLOCK) s_bits[i] = 0u;
         __syncthreads();
     }
-
     // 1. read in memory order; count, mark the nonzeros in the shared mask
-    const nz_u32 slots = K * I;
+    const nz_u32 slots = t.K * t.I;
     nz_u32 cnt = 0;
     bool packed = false;
     if constexpr (nz_wordtest<T>::ok) {
@@ -489,15 +622,15 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
             constexpr nz_u32 VEC = 16 / S;
             for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
                 const nz_u32 e = e0 + threadIdx.x * VEC;
-                const nz_u32 q = e >> ks;
-                const nz_u32 j = e & (K - 1u);
-                if (q < I && j < kt) {
+                const nz_u32 q = e >> t.ks;
+                const nz_u32 j = e & (t.K - 1u);
+                if (q < t.I && j < t.kt) {
                     const char* a = xt + (off_t)(j * S)
-                                    + nz_offset<Wide>((idx_t)q, p.in_div + m + 1,
-                                                      p.in_stride + m + 1, p.in_ndim - m - 1);
+                                    + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
+                                                      p.in_stride + t.m + 1, p.in_ndim - t.m - 1);
                     nz_u32 w[4];
-                    if (j + VEC <= kt) nz_load16(w, a);
-                    else nz_load16_part<T>(w, a, a, a + (kt - j) * S);   // the last chunk's end
+                    if (j + VEC <= t.kt) nz_load16(w, a);
+                    else nz_load16_part<T>(w, a, a, a + (t.kt - j) * S);   // the last chunk's end
 #pragma unroll
                     for (int k = 0; k < 4; ++k) {
                         w[k] = nz_wordtest<T>::bits(w[k]);
@@ -507,7 +640,7 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
 #pragma unroll
                         for (int v = 0; v < (int)VEC; ++v) {
                             if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
-                                const nz_u32 L = (j + (nz_u32)v) * I + q;
+                                const nz_u32 L = (j + (nz_u32)v) * t.I + q;
                                 atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
                             }
                         }
@@ -520,90 +653,22 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     }
     for (nz_u32 e0 = 0; !packed && e0 < slots; e0 += NZ_BLOCK) {   // block-uniform trip count
         const nz_u32 e = e0 + threadIdx.x;
-        const nz_u32 q = e >> ks;
-        const nz_u32 j = e & (K - 1u);
+        const nz_u32 q = e >> t.ks;
+        const nz_u32 j = e & (t.K - 1u);
         bool pred = false;
-        if (q < I && j < kt)
+        if (q < t.I && j < t.kt)
             pred = nz_is_nonzero<T>(reinterpret_cast<const T*>(
-                       xt + (off_t)j * sm + nz_offset<Wide>((idx_t)q, p.in_div + m + 1,
-                                                            p.in_stride + m + 1, p.in_ndim - m - 1)),
+                       xt + (off_t)j * t.sm + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
+                                                            p.in_stride + t.m + 1, p.in_ndim - t.m - 1)),
                        p.narrow_loads != 0);
         cnt += __popc(__ballot_sync(NZ_FULL_MASK, pred));
         if (stage && pred) {
-            const nz_u32 L = j * I + q;
+            const nz_u32 L = j * t.I + q;
             atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
         }
     }
-    if (lane == 0) s_warp[warp] = cnt;
-    __syncthreads();
-    nz_u32 total = 0;
-#pragma unroll
-    for (int w = 0; w < NZ_WARPS; ++w) total += s_warp[w];
-
-    // 2. the tile's offset
-    nz_u64 excl;
-    if (p.mode == NZ_MODE_PLACE) {
-        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
-    } else {
-        if (warp == 0) {
-            const nz_u64 e = nz_lookback(status, tile, total, p.stats_on ? stats : nullptr, lane);
-            if (lane == 0) {
-                s_bcast[1] = e;
-                if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + total);
-            }
-        }
-        if (!stage) return;
-        __syncthreads();
-        excl = s_bcast[1];
-    }
-    if (!stage) return;
-    __syncthreads();   // every warp has read s_warp (rewritten below)
-
-    // 3. compact the mask SUB bits a round (warp w: words w * ITEMS ..) and write the rows
-    const nz_u32 below = (1u << lane) - 1u;
-    nz_u16* stage_w = s_stage + warp * WARP_ITEMS;
-    nz_u64 row = excl;
-    for (nz_u32 s0 = 0; s0 < n; s0 += SUB) {               // block-uniform
-        nz_u32 run = 0;
-#pragma unroll
-        for (int jj = 0; jj < ITEMS; ++jj) {
-            const nz_u32 wi = (s0 >> 5) + (nz_u32)(warp * ITEMS + jj);
-            const nz_u32 b = wi < words ? s_bits[wi] : 0u;
-            if ((b >> lane) & 1u)
-                stage_w[run + __popc(b & below)] = (nz_u16)((warp * ITEMS + jj) * 32 + lane);
-            run += __popc(b);
-        }
-        if (lane == 0) s_warp[warp] = run;
-        __syncthreads();
-        nz_u32 wexcl = 0, cnt_sub = 0;
-#pragma unroll
-        for (int w = 0; w < NZ_WARPS; ++w) {
-            const nz_u32 c = s_warp[w];
-            wexcl += w < warp ? c : 0u;
-            cnt_sub += c;
-        }
-        nz_u32 vals[ITEMS];
-#pragma unroll
-        for (int jj = 0; jj < ITEMS; ++jj) {
-            const nz_u32 i = (nz_u32)(jj * 32 + lane);
-            vals[jj] = i < run ? stage_w[i] : 0u;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int jj = 0; jj < ITEMS; ++jj) {
-            const nz_u32 i = (nz_u32)(jj * 32 + lane);
-            if (i < run) s_stage[wexcl + i] = (nz_u16)vals[jj];
-        }
-        __syncthreads();
-        nz_u32 nrows = cnt_sub;
-        if (p.mode == NZ_MODE_FIXED) {
-            const nz_u64 k = (nz_u64)p.k;
-            nrows = row >= k ? 0u : (k - row < (nz_u64)cnt_sub ? (nz_u32)(k - row) : cnt_sub);
-        }
-        nz_write_rows<Wide>(p, out, tile_base + (idx_t)s0, s_stage, row, nrows);
-        row += cnt_sub;
-        __syncthreads();   // s_stage and s_warp are reused by the next round
-    }
+    nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
+                         s_warp, s_bcast, warp, lane);
 }
 
 // (4 blocks of 256 per SM: at most 64 registers, 50% occupancy on sm_80 and sm_90)

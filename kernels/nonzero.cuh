@@ -1,10 +1,13 @@
 // nonzero.cuh — helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
 // type, magic-number division, strided offsets and the parameter structs passed by value.
+// Included by nonzero.cu only, whose kernels cupyops/ops/nonzero/launch.py instantiates; the
+// templates here take the kernels' parameters: T (the value type) and Wide (64-bit indices).
 //
 // Everything here is prefixed nz_ so it cannot clash with kernels/common.cuh. The structs'
-// layouts are mirrored by NumPy dtypes in cupyops/_plan_nonzero.py (built with align=True);
-// static_asserts below pin their sizes, and tests/test_plan_nonzero.py pins the same numbers on
-// the Python side.
+// layouts are mirrored by NumPy dtypes in cupyops/ops/nonzero/plan.py (FASTDIV_DTYPE,
+// PARAMS_DTYPE, COUNT_PARAMS_DTYPE, built with align=True), which the host packs: the
+// static_asserts after each struct pin its size and every field's offset to the mirror's, and
+// tests/test_plan_nonzero.py pins the sizes on the Python side.
 #pragma once
 #include "common.cuh"
 
@@ -195,7 +198,11 @@ struct nz_fastdiv {
     nz_u8 sh1;
     nz_u8 sh2;
 };
-static_assert(sizeof(nz_fastdiv) == 24, "nz_fastdiv layout is mirrored in _plan_nonzero.py");
+static_assert(sizeof(nz_fastdiv) == 24,
+              "nz_fastdiv layout is mirrored in cupyops/ops/nonzero/plan.py");
+#define NZ_AT(field, off) CUO_FIELD_AT(nz_fastdiv, field, off)
+NZ_AT(d, 0); NZ_AT(m64, 8); NZ_AT(m32, 16); NZ_AT(sh1, 20); NZ_AT(sh2, 21);
+#undef NZ_AT
 
 __device__ __forceinline__ nz_u32 nz_div(nz_u32 n, const nz_fastdiv& f)
 {
@@ -256,7 +263,16 @@ struct nz_params {
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10 + 24 + 8 + 4 * 4,
-              "nz_params layout is mirrored in _plan_nonzero.py");
+              "nz_params layout is mirrored in cupyops/ops/nonzero/plan.py");
+#define NZ_AT(field, off) CUO_FIELD_AT(nz_params, field, off)
+NZ_AT(in_div, 0); NZ_AT(in_stride, 192); NZ_AT(co_suffix, 256); NZ_AT(co_shape, 448);
+NZ_AT(ndim_div, 640); NZ_AT(unit_mask, 664); NZ_AT(size, 672); NZ_AT(num_tiles, 680); NZ_AT(k, 688);
+NZ_AT(fill, 696); NZ_AT(row_stride, 704); NZ_AT(fill_rows, 712); NZ_AT(in_ndim, 720);
+NZ_AT(out_ndim, 724); NZ_AT(mode, 728); NZ_AT(layout, 732); NZ_AT(index_bytes, 736);
+NZ_AT(stats_on, 740); NZ_AT(narrow_loads, 744); NZ_AT(vec, 748); NZ_AT(head, 752); NZ_AT(pad0, 756);
+NZ_AT(tr_chunks, 760); NZ_AT(tr_inner, 784); NZ_AT(tr_dim, 792); NZ_AT(tr_kshift, 796);
+NZ_AT(tr_vec, 800); NZ_AT(pad1, 804);
+#undef NZ_AT
 
 struct nz_count_params {
     // kept dims (row-major output order, merged), reduced dims (sorted, flipped, merged)
@@ -281,7 +297,14 @@ struct nz_count_params {
     nz_i32 pad0;
 };
 static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8,
-              "nz_count_params layout is mirrored in _plan_nonzero.py");
+              "nz_count_params layout is mirrored in cupyops/ops/nonzero/plan.py");
+#define NZ_AT(field, off) CUO_FIELD_AT(nz_count_params, field, off)
+NZ_AT(kept_div, 0); NZ_AT(kept_stride, 192); NZ_AT(red_div, 256); NZ_AT(red_stride, 448);
+NZ_AT(split_div, 512); NZ_AT(n_out, 536); NZ_AT(red_size, 544); NZ_AT(chunk_len, 552);
+NZ_AT(n_chunks, 560); NZ_AT(units, 568); NZ_AT(base, 576); NZ_AT(kept_ndim, 584);
+NZ_AT(red_ndim, 588); NZ_AT(mode, 592); NZ_AT(atomic, 596); NZ_AT(narrow_loads, 600);
+NZ_AT(vec, 604); NZ_AT(align, 608); NZ_AT(pad0, 612);
+#undef NZ_AT
 
 // ------------------------------------------------------------------ strided offsets
 // Byte offset of logical linear index L over dims (div, stride) of ndim dims (row-major).

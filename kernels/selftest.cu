@@ -7,7 +7,7 @@
 // Template parameters: T, the value type (bool, integer types, cupyops_half = float16 bits,
 //   float, double);
 //   INVERT, count zeros instead of nonzeros; K, an int multiplier.
-// Instantiated by: cupyops._modules.SELFTEST_FAMILY (used only by tests/test_modules.py,
+// Instantiated by: cupyops.core.modules.SELFTEST_FAMILY (used only by tests/test_modules.py,
 //   tests/test_backend.py and tests/test_nvrtc_compile.py; never registered by the library).
 //
 // float is tested through its bit pattern: CuPy compiles with -ftz=true, under which a float
