@@ -133,10 +133,16 @@ def threads_for(nbytes: int) -> int:
     up to :func:`get_num_threads`, each part at least :data:`PART_BYTES`."""
     if nbytes < MIN_BYTES:
         return 1
-    n = _setting()
-    if n <= 1 or _here_single():
+    state = _state
+    n = state.setting
+    if n is None:
+        n = _setting()
+    if n <= 1 or _get_ident() != state.main or getattr(state.local, "single", 0):
         return 1
     return max(1, min(n, nbytes // PART_BYTES))
+
+
+_get_ident = threading.get_ident
 
 
 @contextlib.contextmanager

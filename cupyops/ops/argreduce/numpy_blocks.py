@@ -420,6 +420,8 @@ def _slot_pick(m, idx, kind, fold):
     chunks were met from the end); transposed once so that every step runs along contiguous
     memory. Returns (values (A, C), rows (A, C))."""
     A, w, C = m.shape
+    if C >= w:
+        return _slot_pick_wide(m, idx, kind, fold)
     mt = m.transpose(0, 2, 1).reshape(A * C, w)          # copies (contiguous)
     it = idx.transpose(0, 2, 1).reshape(A * C, w)
     best = _RED[kind](mt, axis=1)
@@ -438,6 +440,28 @@ def _slot_pick(m, idx, kind, fold):
     else:
         s = np.argmax(eq, axis=1)
     return best.reshape(A, C), fold.rows(k.astype(np.intp), s).reshape(A, C)
+
+
+def _slot_pick_wide(m, idx, kind, fold):
+    """:func:`_slot_pick` where the groups of a slab (C) outnumber the slots (w): along the
+    slots in place, C contiguous elements a step."""
+    A, w, C = m.shape
+    best = _RED[kind](m, axis=1, keepdims=True)
+    eq = m == best
+    if best.dtype.kind == "f":
+        nan = np.isnan(best)
+        if nan.any():
+            eq |= np.isnan(m) & nan
+    other = np.invert(eq).view(np.int8)
+    other *= np.int8(127)
+    k = np.bitwise_or(idx, other).min(axis=1, keepdims=True)
+    eq &= idx == k
+    if fold.reverse:
+        sl = np.arange(w, dtype=np.uint8 if w <= 256 else np.intp).reshape(1, w, 1)
+        s = (eq.view(np.uint8) * sl).max(axis=1)
+    else:
+        s = np.argmax(eq, axis=1)
+    return best.reshape(A, C), fold.rows(k.reshape(A, C).astype(np.intp), s)
 
 
 def _fold_part(V, kind, tie, keyed, r0, rs, re):

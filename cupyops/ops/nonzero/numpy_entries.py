@@ -32,6 +32,7 @@ __all__ = ["cpu_count_entry", "cpu_argwhere_entry", "cpu_nonzero_entry",
            "cpu_coordinates_entry"]
 
 CHUNK = 1 << 18            # elements per mask (a 256 KiB bool buffer)
+WRITE_CHUNK_MIN = 1 << 14  # least elements per chunk of the coordinate pass
 _INTP = np.dtype(np.intp)
 _I64 = np.dtype(np.int64)
 
@@ -67,37 +68,67 @@ def _coordinate_matrix(x):
 
 # ------------------------------------------------------------------------------ masks
 
+def _mask_bits16(c, out, tmp):
+    np.bitwise_and(c.view(np.uint16), 0x7FFF, out=tmp)       # -0.0 is zero, NaN is not
+    return np.not_equal(tmp, 0, out=out)
+
+
+def _mask_ne(c, out, tmp):
+    return np.not_equal(c, 0, out=out)
+
+
 def _mask_of(dtype):
-    """``mask(chunk, out)``: ``out`` (bool) set where a chunk of ``dtype`` is nonzero, or
-    the chunk itself for bool (no mask needed)."""
+    """``mask(chunk, out, tmp)``: ``out`` (bool) set where a chunk of ``dtype`` is nonzero
+    (``tmp``: uint16 scratch for 16-bit floats); None for bool (the chunk is the mask)."""
     if dtype == np.bool_:
         return None
     if dtype == np.float16 or _dtypes.is_bf16(dtype):
-        def mask(c, out, tmp):
-            np.bitwise_and(c.view(np.uint16), 0x7FFF, out=tmp)   # -0.0 is zero, NaN is not
-            return np.not_equal(tmp, 0, out=out)
-        return mask
-    return lambda c, out, tmp: np.not_equal(c, 0, out=out)
+        return _mask_bits16
+    return _mask_ne
 
 
-def _flat_indices(flat, dtype, s, e):
-    """The flat indices of the nonzeros of flat[s:e] (intp, ascending)."""
-    mask = _mask_of(dtype)
-    out = []
-    if mask is None:
-        for c0 in range(s, e, CHUNK):
-            i = flat[c0:min(e, c0 + CHUNK)].nonzero()[0]
-            i += c0
-            out.append(i)
-    else:
-        m = np.empty(min(CHUNK, e - s), np.bool_)
-        tmp = np.empty(min(CHUNK, e - s), np.uint16) if dtype.itemsize == 2 else None
-        for c0 in range(s, e, CHUNK):
-            c = flat[c0:min(e, c0 + CHUNK)]
-            i = mask(c, m[:c.size], None if tmp is None else tmp[:c.size]).nonzero()[0]
-            i += c0
-            out.append(i)
-    return out[0] if len(out) == 1 else np.concatenate(out)
+class _Masks:
+    """Per-thread buffers: the bool mask of a chunk (``of``), a chunk at a time."""
+
+    __slots__ = ("mask", "m", "tmp")
+
+    def __init__(self, dtype, size):
+        self.mask = _mask_of(dtype)
+        self.m = None if self.mask is None else np.empty(size, np.bool_)
+        self.tmp = np.empty(size, np.uint16) if self.mask is _mask_bits16 else None
+
+    def of(self, c):
+        if self.mask is None:
+            return c
+        n = c.size
+        return self.mask(c, self.m[:n], None if self.tmp is None else self.tmp[:n])
+
+
+def _count_range(flat, dtype, s, e):
+    """Nonzeros in flat[s:e]."""
+    if dtype.kind in "biu":
+        return int(np.count_nonzero(flat[s:e]))
+    masks = _Masks(dtype, min(CHUNK, e - s))
+    return sum(int(np.count_nonzero(masks.of(flat[c0:min(e, c0 + CHUNK)])))
+               for c0 in range(s, e, CHUNK))
+
+
+def _write_range(flat, dtype, s, e, shape, out, o, rows_layout, chunk):
+    """The coordinates of the nonzeros of flat[s:e] into ``out`` from row (column, with
+    ``rows_layout``) ``o`` on, ``chunk`` elements at a time, up to out's end."""
+    limit = out.shape[1] if rows_layout else out.shape[0]
+    masks = _Masks(dtype, min(chunk, e - s))
+    for c0 in range(s, e, chunk):
+        if o >= limit:
+            return
+        flat_idx = masks.of(flat[c0:min(e, c0 + chunk)]).nonzero()[0][:limit - o]
+        flat_idx += c0
+        k = len(flat_idx)
+        part = out[:, o:o + k] if rows_layout else out[o:o + k]
+        cols = [part[d] for d in range(len(shape))] if rows_layout else \
+            [part[:, d] for d in range(len(shape))]
+        _write_coordinates(shape, flat_idx, cols)
+        o += k
 
 
 def _parts(n, itemsize):
@@ -109,12 +140,31 @@ def _parts(n, itemsize):
     return threads, [(bounds[i], min(n, bounds[i + 1])) for i in range(k)]
 
 
-def _all_indices(x):
-    """(threads, [flat indices of each part's nonzeros]) of a C-contiguous ``x``."""
-    flat = readable(x).reshape(-1)
-    threads, parts = _parts(flat.size, x.itemsize)
-    idx = _threads.run_parts(lambda p: _flat_indices(flat, x.dtype, *p), parts, threads)
-    return threads, idx
+class _Coordinates:
+    """The two passes over a C-contiguous input: the count of each part, then (once the
+    result exists) every part's coordinates at its offset. Extra memory: a few chunks."""
+
+    def __init__(self, x):
+        self.flat = readable(x).reshape(-1)
+        self.dtype, self.shape = x.dtype, x.shape
+        self.threads, self.parts = _parts(self.flat.size, x.itemsize)
+        counts = _threads.run_parts(lambda p: _count_range(self.flat, self.dtype, *p),
+                                    self.parts, self.threads)
+        self.offsets = np.cumsum([0] + counts).tolist()
+        self.count = self.offsets[-1]
+
+    def write(self, out, rows_layout=False):
+        """Fill ``out`` ((count, ndim), or (ndim, count) with ``rows_layout``; shorter is
+        cut, longer keeps its tail)."""
+        jobs = [(p, o) for p, o in zip(self.parts, self.offsets)]
+        # a chunk's flat indices and their quotients (8 bytes each, dense at worst) stay
+        # under an eighth of the input over all threads
+        chunk = self.flat.nbytes // (8 * 24 * self.threads)
+        chunk = max(WRITE_CHUNK_MIN, min(CHUNK, chunk - chunk % 4096))
+        _threads.run_parts(
+            lambda j: _write_range(self.flat, self.dtype, *j[0], self.shape, out, j[1],
+                                   rows_layout, chunk), jobs, self.threads)
+        return out
 
 
 def _write_coordinates(shape, flat, cols):
@@ -132,24 +182,6 @@ def _write_coordinates(shape, flat, cols):
             np.divmod(rem, n, out=(q, cols[d]), casting="unsafe")
             rem = q
     np.copyto(cols[0], rem, casting="unsafe")
-
-
-def _coordinates_into(shape, threads, idx, out, rows_layout):
-    """Write every part's coordinates: ``out`` is (count, ndim) (``rows_layout`` False) or
-    (ndim, count) (True), at least as long as needed; parts past its end are cut."""
-    limit = out.shape[1] if rows_layout else out.shape[0]
-    offs = np.cumsum([0] + [len(i) for i in idx]).tolist()
-    jobs = [(i, o) for i, o in zip(idx, offs) if o < limit and len(i)]
-
-    def write(job):
-        flat, o = job
-        flat = flat[:limit - o]
-        part = out[:, o:o + len(flat)] if rows_layout else out[o:o + len(flat)]
-        cols = [part[d] for d in range(len(shape))] if rows_layout else \
-            [part[:, d] for d in range(len(shape))]
-        _write_coordinates(shape, flat, cols)
-    _threads.run_parts(write, jobs, threads)
-    return offs[-1]
 
 
 # ------------------------------------------------------------------------------ entries
@@ -172,10 +204,8 @@ def _argwhere_small(state, x, workspace):
 
 def _argwhere_large(state, x, workspace):
     shape, dt = state
-    threads, idx = _all_indices(x)
-    out = np.empty((sum(len(i) for i in idx), len(shape)), dt)
-    _coordinates_into(shape, threads, idx, out, False)
-    return out
+    c = _Coordinates(x)
+    return c.write(np.empty((c.count, len(shape)), dt))
 
 
 def cpu_argwhere_entry(x, index_dtype):
@@ -197,10 +227,8 @@ def _nonzero_small(state, x, workspace):
 
 def _nonzero_large(state, x, workspace):
     shape = state
-    threads, idx = _all_indices(x)
-    out = np.empty((len(shape), sum(len(i) for i in idx)), _I64)
-    _coordinates_into(shape, threads, idx, out, True)
-    return tuple(out)
+    c = _Coordinates(x)
+    return tuple(c.write(np.empty((len(shape), c.count), _I64), rows_layout=True))
 
 
 def cpu_nonzero_entry(x):
@@ -226,8 +254,9 @@ def _coordinates_run(state, x, workspace):
         m = min(n, size)
         coords[:m] = a[:m]
     else:
-        threads, idx = _all_indices(x)
-        n = _coordinates_into(shape, threads, idx, coords, False)
+        c = _Coordinates(x)
+        c.write(coords)
+        n = c.count
     return coords, np.array(n, _I64)
 
 
@@ -241,29 +270,24 @@ def cpu_coordinates_entry(x, size, fill_value, index_dtype):
 # ------------------------------------------------------------------------------ counts
 
 def _count_part(flat, dtype, s, e):
-    mask = _mask_of(dtype)
-    if mask is None or dtype.kind in "iu":
-        return int(np.count_nonzero(flat[s:e]))
     if dtype.kind in "fc" and dtype.itemsize >= 4:
         return _numpy.count_all(flat[s:e])
-    total = 0
-    m = np.empty(min(CHUNK, e - s), np.bool_)
-    tmp = np.empty(min(CHUNK, e - s), np.uint16)
-    for c0 in range(s, e, CHUNK):
-        c = flat[c0:min(e, c0 + CHUNK)]
-        total += int(np.count_nonzero(mask(c, m[:c.size], tmp[:c.size])))
-    return total
+    return _count_range(flat, dtype, s, e)
 
 
 def _count_all_run(state, x, workspace):
-    shape, small = state
-    if small:
+    shape, simple = state
+    threads = _threads.threads_for(x.nbytes)
+    if threads == 1 and simple:
         c = np.array(np.count_nonzero(x), _I64)
         return c if shape is None else c.reshape(shape)
     flat = readable(x).reshape(-1)
-    threads, parts = _parts(flat.size, x.itemsize)
-    counts = _threads.run_parts(lambda p: _count_part(flat, x.dtype, *p), parts, threads)
-    c = np.array(sum(counts), _I64)
+    if threads == 1:
+        c = np.array(_count_part(flat, x.dtype, 0, flat.size), _I64)
+    else:
+        _, parts = _parts(flat.size, x.itemsize)
+        counts = _threads.run_parts(lambda p: _count_part(flat, x.dtype, *p), parts, threads)
+        c = np.array(sum(counts), _I64)
     return c if shape is None else c.reshape(shape)
 
 
@@ -290,9 +314,9 @@ def cpu_count_entry(x, axes, *, result_shape):
     if len(axes) == x.ndim:
         if dt.kind in "mM" or not (x.flags.c_contiguous and x.flags.aligned):
             return functools.partial(_count_engine_run, (tuple(axes), result_shape))
-        small = x.size <= CPU_SMALL and dt.kind != "V" or (
-            dt.kind in "biu" and x.nbytes < _threads.MIN_BYTES)
-        return functools.partial(_count_all_run, (result_shape or None, small))
+        # (NumPy counts bool and integers with SIMD; floats of a small input too)
+        simple = dt.kind in "biu" or x.size <= CPU_SMALL and dt.kind != "V"
+        return functools.partial(_count_all_run, (result_shape or None, simple))
     if x.size > CPU_SMALL or dt.kind in "mMV":
         return functools.partial(_count_engine_run, (tuple(axes), result_shape))
     return functools.partial(_count_axes_run, (tuple(axes), result_shape))
