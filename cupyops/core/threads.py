@@ -29,7 +29,7 @@ import threading
 
 from cupyops.core.fastread import env_reader
 
-__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "single_thread",
+__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "single_thread", "using",
            "one_thread", "MIN_BYTES", "PART_BYTES"]
 
 #: inputs of fewer bytes run on one thread
@@ -143,6 +143,18 @@ def threads_for(nbytes: int) -> int:
 
 
 _get_ident = threading.get_ident
+
+
+@contextlib.contextmanager
+def using(n: int | None):
+    """``set_num_threads(n)`` for the block, then the setting as it was (None: no change)."""
+    old = _state.setting
+    if n is not None:
+        set_num_threads(n)
+    try:
+        yield get_num_threads()
+    finally:
+        _state.setting = old
 
 
 @contextlib.contextmanager

@@ -35,6 +35,8 @@ number of threads.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cupyops.core import threads as _threads
@@ -45,6 +47,8 @@ CHUNK = 1 << 16             # elements per chunk of the chunked loops (in L2 wit
 LONG_ROW = 1 << 15          # rows at least this long are searched one at a time, as flat
 BOOL_PROBE = 1 << 16        # bytes a flat bool search reads before it starts the threads
 FOLD_IDX_MAX = 127          # chunks per fold range (the chunk number is an int8)
+FOLD_MIN_BYTES = 1 << 20    # smaller inputs with narrow slabs are copied transposed, not folded
+TRANSPOSE_MAX_C = 64        # ... narrow: at most this many groups per slab
 
 _ARG = {"max": np.ndarray.argmax, "min": np.ndarray.argmin}
 _RED = {"max": np.ndarray.max, "min": np.ndarray.min}          # NaN propagates
@@ -373,11 +377,13 @@ def _fold_range(V, kind, tie, keyed, r0, rs, re, nan_aware):
     b = np.empty((A, w, C), np.bool_)
     t = np.empty((A, w, C), np.int8)
     nan_b = np.empty((A, w, C), np.bool_) if nan_aware else None
-    settle = _extreme(m.dtype, kind) if m.dtype.itemsize == 1 else None
+    check = _first_check(m, kind, fold.nch, b) if m.dtype.itemsize == 1 else fold.nch
     beat, ext = _BEAT[(kind, "first")], _EXT[kind]
     for k in range(1, fold.nch):
-        if settle is not None and not k & (k - 1) and _settled(m, settle, b):
-            break
+        if k == check:
+            if _settled(m, _extreme(m.dtype, kind), b):
+                break
+            check += max(1, check // 4)
         ch, sl = fold.chunk(k)
         if keys is not None:
             ch = keys.of(ch)
@@ -400,6 +406,22 @@ def _extreme(dtype, kind):
         return kind == "max"
     info = np.iinfo(dtype)
     return info.max if kind == "max" else info.min
+
+
+def _first_check(m, kind, nch, scratch):
+    """The chunk before which the fold first checks whether every group already holds the
+    type's extreme (nothing can beat it): from the share of slots that hold it after the
+    first chunk, the number of chunks after which every group likely does (then every
+    quarter of that again); ``nch`` (never) where that is past the middle of the range."""
+    groups = m.shape[0] * m.shape[2]
+    p = np.count_nonzero(np.equal(m, _extreme(m.dtype, kind), out=scratch)) / m.size
+    if p <= 0:
+        return nch
+    if p >= 1:
+        return 1
+    # every group holds it after k chunks with probability exp(-groups (1 - p)^(k w))
+    k = math.ceil(math.log(8 * groups) / (-m.shape[1] * math.log1p(-p)))
+    return max(1, k) if k <= nch // 2 else nch
 
 
 def _settled(m, extreme, scratch):
@@ -485,10 +507,44 @@ def _fold_tiles(A, R, C):
     return tiles, max(1, min(R, CHUNK // ((a1 - a0) * (c1 - c0))))
 
 
+def _transposed(V, kind, tie, keyed):
+    """:func:`fold_arg` for an input that fits the caches, with narrow slabs: blocks of
+    slabs copied transposed into a small buffer (each group a contiguous row; tie "last":
+    read from the last row up), then NumPy's argmax/argmax along the rows; blocks of rows of
+    a tall slab combined by :func:`pick`."""
+    A, R, C = V.shape
+    rb = min(R, max(1, CHUNK // C))                      # rows per block
+    ab = max(1, CHUNK // (rb * C))                       # slabs per block
+    src = V[:, ::-1, :] if tie == "last" else V
+    buf = np.empty((min(A, ab), C, rb), V.dtype)
+    keys = None if keyed is None else _Keys(keyed, kind, buf.size)
+    f = _ARG[kind]
+    out = np.empty((A, C), np.intp)
+    for a0 in range(0, A, ab):
+        a1 = min(A, a0 + ab)
+        vals, pos = [], []
+        for r0 in range(0, R, rb):
+            r1 = min(R, r0 + rb)
+            b = buf[:a1 - a0, :, :r1 - r0]
+            np.copyto(b, src[a0:a1, r0:r1, :].transpose(0, 2, 1))
+            if keys is not None:
+                b = keys.of(b)
+            i = f(b, axis=2)
+            vals.append(np.take_along_axis(b, i[..., None], axis=2)[..., 0])
+            pos.append(i + r0)
+        p = pos[0] if len(pos) == 1 else pick(np.stack(vals), np.stack(pos), kind, "first")[1]
+        out[a0:a1] = (R - 1) - p if tie == "last" else p
+    return out
+
+
 def fold_arg(V, kind, tie, keyed=None):
     """The extreme's row in each group ``V[a, :, c]`` of ``V`` ((A, R, C), a view of a
-    C-contiguous array): (A, C) intp."""
+    C-contiguous array): (A, C) intp. Inputs that fit the caches with narrow slabs are
+    copied transposed a block at a time (:func:`_transposed`), NumPy's way but in bounded
+    memory; larger ones folded (their copy would cost a pass over memory)."""
     A, R, C = V.shape
+    if V.nbytes < FOLD_MIN_BYTES and C <= TRANSPOSE_MAX_C:
+        return _transposed(V, kind, tie, keyed)
     tiles, r0 = _fold_tiles(A, R, C)
     span = r0 * (FOLD_IDX_MAX + 1)
     nch = -(-R // r0)

@@ -30,6 +30,9 @@ from cupyops.ops.argreduce import numpy_path as _numpy
 __all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "fast_layout"]
 
 _INTP = np.dtype(np.intp)
+#: several axes (not all) of an input of at most this many elements: NumPy's composition (its
+#: copy is at most 128 KiB; the fold's fixed cost is larger below it)
+COMPOSE_MAX = 4 * CPU_SMALL
 # (ndarray's own methods for argmax/argmin: np.argmax's Python wrapper costs half a µs)
 _ARG = {("max", False): np.ndarray.argmax, ("min", False): np.ndarray.argmin}
 _NAN_MAG = {np.dtype(np.float16): 0x7C00}
@@ -84,8 +87,7 @@ def _small_all_first(state, x, workspace):
 
 
 def _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
-    """The NumPy composition a user would write, for a small input (one axis, or all of
-    them); None for several axes that are not all of them."""
+    """The NumPy composition a user would write, for a small input."""
     ndim = x.ndim
     if skip_nan and x.dtype.kind == "f":
         return None      # (np.nanargmax answers 0 for [nan, -inf]: NaN is skipped here)
@@ -105,8 +107,23 @@ def _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         kept = tuple(m for i, m in enumerate(x.shape) if i != axis)
         shape = None if result_shape == kept else result_shape
     else:
-        return None
+        # kept axes first, the reduced ones flattened last (a copy of a small input)
+        kept = tuple(i for i in range(ndim) if i not in axes)
+        perm = kept + tuple(axes)
+        flat = tuple(x.shape[i] for i in kept) + (-1,)
+        n = math.prod(x.shape[i] for i in axes)
+        return functools.partial(_small_moved, (f, perm, flat, n, tie == "last", idt,
+                                                result_shape))
     return functools.partial(_small_runner, (f, axis, flip, n, idt, shape))
+
+
+def _small_moved(state, x, workspace):
+    f, perm, flat, n, last, idt, shape = state
+    y = x.transpose(perm).reshape(flat)
+    r = n - 1 - f(y[..., ::-1], -1) if last else f(y, -1)
+    if idt is not None:
+        r = r.astype(idt)
+    return r.reshape(shape)
 
 
 # ------------------------------------------------------------------------------ large inputs
@@ -245,7 +262,8 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     non-empty) for inputs laid out as ``x`` (non-empty, rules checked); None for none."""
     if x.size == 0 or not axes:
         return None
-    small = x.size <= CPU_SMALL and x.dtype.kind in "biuf" and x.dtype.isnative
+    small = x.size <= (CPU_SMALL if len(axes) in (1, x.ndim) else COMPOSE_MAX) and \
+        x.dtype.kind in "biuf" and x.dtype.isnative
     entry = _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape) \
         if small else None
     if entry is None:

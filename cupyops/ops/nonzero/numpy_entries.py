@@ -57,7 +57,11 @@ _NONZERO_BASE = _probe_nonzero_base()
 
 
 def _coordinate_matrix(x):
-    """The (count, ndim) intp coordinates of the nonzeros of a small ``x`` (ndim >= 1)."""
+    """The (count, ndim) intp coordinates of the nonzeros of a small ``x`` (ndim >= 1):
+    NumPy's nonzero of its mask (NumPy tests a float's nonzero one element at a time, a
+    mask it reads with SIMD)."""
+    if x.dtype != np.bool_:
+        x = _coordinate_mask(x)
     r = x.nonzero()
     if x.ndim == 1:
         return r[0].reshape(-1, 1)
@@ -67,6 +71,10 @@ def _coordinate_matrix(x):
 
 
 # ------------------------------------------------------------------------------ masks
+
+def _bits16_mask(c):
+    return (c.view(np.uint16) & 0x7FFF) != 0          # -0.0 is zero, NaN is not
+
 
 def _mask_bits16(c, out, tmp):
     np.bitwise_and(c.view(np.uint16), 0x7FFF, out=tmp)       # -0.0 is zero, NaN is not
@@ -221,8 +229,12 @@ def cpu_argwhere_entry(x, index_dtype):
 
 def _nonzero_small(state, x, workspace):
     if x.ndim == 1:
-        return x.nonzero()
+        return (x if x.dtype == np.bool_ else _coordinate_mask(x)).nonzero()
     return tuple(_coordinate_matrix(x).T.copy())
+
+
+def _coordinate_mask(x):
+    return _bits16_mask(x) if x.dtype == np.float16 else x != 0
 
 
 def _nonzero_large(state, x, workspace):
@@ -277,7 +289,7 @@ def _count_part(flat, dtype, s, e):
 
 def _count_all_run(state, x, workspace):
     shape, simple = state
-    threads = _threads.threads_for(x.nbytes)
+    threads = _threads.threads_for(x.nbytes) if x.nbytes >= _threads.MIN_BYTES else 1
     if threads == 1 and simple:
         c = np.array(np.count_nonzero(x), _I64)
         return c if shape is None else c.reshape(shape)
