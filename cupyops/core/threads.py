@@ -14,9 +14,13 @@ depends on the number of threads.
   the cores busy), and a call inside :func:`single_thread` (the chunks Dask hands to cupyops,
   whatever the scheduler).
 * **The pool** starts on first use, with one worker per extra thread; the calling thread runs
-  parts too. Workers pull the next part from a shared counter, so a worker that the machine
-  slows down takes fewer parts. After ``fork`` the child starts a new pool on its first use
+  parts too. Workers pull the next part from a shared counter (:func:`split` makes the last
+  parts short), so a worker that the machine slows down takes fewer parts, and a call waits
+  only for parts a worker took. After ``fork`` the child starts a new pool on its first use
   (``os.register_at_fork``): threads do not survive a fork.
+* **A busy machine**: when the workers ran less than half their share of a call's parts (other
+  processes hold the cores), the calls of the next :data:`BUSY_SECONDS` run on one thread,
+  which is then the faster way; then the pool is tried again.
 """
 from __future__ import annotations
 
@@ -26,16 +30,21 @@ import itertools
 import os
 import queue
 import threading
+import time
 
 from cupyops.core.fastread import env_reader
 
 __all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "single_thread", "using",
-           "one_thread", "MIN_BYTES", "PART_BYTES"]
+           "one_thread", "split", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20
-#: a part holds at least this many bytes of input
+#: a thread gets a part of at least this many bytes of input
 PART_BYTES = 1 << 19
+#: the shortest part of :func:`split`
+TAIL_BYTES = 1 << 20
+#: after a call whose workers found no core, this long on one thread
+BUSY_SECONDS = 0.25
 
 _ENV = "CUPYOPS_NUM_THREADS"
 _env = env_reader(_ENV)
@@ -50,6 +59,7 @@ class _State:
         self.env_raw = None          # CUPYOPS_NUM_THREADS as last parsed
         self.env_value = None
         self.workers = []            # one SimpleQueue of jobs per worker thread
+        self.busy_until = 0.0        # one thread until then: the workers found no core
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
         self.local = threading.local()
@@ -139,10 +149,31 @@ def threads_for(nbytes: int) -> int:
         n = _setting()
     if n <= 1 or _get_ident() != state.main or getattr(state.local, "single", 0):
         return 1
+    if state.busy_until and _monotonic() < state.busy_until:
+        return 1
     return max(1, min(n, nbytes // PART_BYTES))
 
 
 _get_ident = threading.get_ident
+_monotonic = time.monotonic
+
+
+def split(n: int, threads: int, nbytes: int) -> list:
+    """Ordered ``(start, stop)`` ranges that cover ``range(n)`` (items of ``nbytes`` bytes in
+    all) for ``threads`` threads: guided, each part a ``1 / (2 threads)`` share of what is
+    left and at least :data:`TAIL_BYTES` (and an eighth of a thread's share), so that the
+    last parts are short and a thread the machine slows down keeps the others waiting
+    little, while the parts stay few."""
+    if threads <= 1 or n <= 1:
+        return [(0, n)]
+    least_bytes = max(TAIL_BYTES, nbytes // (8 * threads))
+    least = max(1, -(-n * least_bytes // max(1, nbytes)))
+    out, s = [], 0
+    while s < n:
+        k = max(least, -(-(n - s) // (2 * threads)))
+        out.append((s, min(n, s + k)))
+        s += k
+    return out
 
 
 @contextlib.contextmanager
@@ -203,7 +234,8 @@ class _Job:
     is done when every part is (a worker that wakes up late finds nothing left and leaves
     the job alone, so the caller never waits for a thread that took no part)."""
 
-    __slots__ = ("fn", "parts", "results", "errors", "counter", "left", "lock", "done")
+    __slots__ = ("fn", "parts", "results", "errors", "counter", "left", "lock", "done",
+                 "owner", "helped")
 
     def __init__(self, fn, parts):
         self.fn, self.parts = fn, parts
@@ -213,9 +245,12 @@ class _Job:
         self.left = len(parts)
         self.lock = threading.Lock()
         self.done = threading.Event()
+        self.owner = _get_ident()
+        self.helped = 0                   # parts the workers ran
 
     def __call__(self):
         fn, parts, results, n = self.fn, self.parts, self.results, len(self.parts)
+        helper = _get_ident() != self.owner
         for i in self.counter:            # next() of a count is atomic under the GIL
             if i >= n:
                 break
@@ -224,6 +259,7 @@ class _Job:
             except BaseException as exc:  # noqa: BLE001 - raised in the calling thread
                 self.errors.append((i, exc))
             with self.lock:
+                self.helped += helper
                 self.left -= 1
                 if not self.left:
                     self.done.set()
@@ -244,6 +280,10 @@ def run_parts(fn, parts, threads: int) -> list:
             q.put(job)
         job()
         job.done.wait()
+        if job.helped * 2 * (helpers + 1) < len(parts):
+            # the workers ran less than half their share: the machine's cores are busy
+            # elsewhere, and waiting for them costs more than it gives
+            _state.busy_until = _monotonic() + BUSY_SECONDS
     finally:
         lock.release()
     if job.errors:

@@ -41,7 +41,7 @@ import numpy as np
 
 from cupyops.core import threads as _threads
 
-__all__ = ["keys16", "rows_arg", "flat_arg", "fold_arg", "pick", "CHUNK"]
+__all__ = ["keys16", "rows_arg", "flat_arg", "fold_arg", "pick", "work", "CHUNK"]
 
 CHUNK = 1 << 16             # elements per chunk of the chunked loops (in L2 with temporaries)
 LONG_ROW = 1 << 15          # rows at least this long are searched one at a time, as flat
@@ -125,10 +125,9 @@ def _split(n, parts):
     return out
 
 
-def _part_count(nbytes, threads):
-    """Parts for ``threads`` threads over ``nbytes``: a few per thread (the counter balances a
-    slowed thread), each at least cupyops.core.threads.PART_BYTES."""
-    return max(threads, min(4 * threads, nbytes // _threads.PART_BYTES))
+def _cut(s, e, most):
+    """(s, e) cut into ranges of at most ``most``."""
+    return [(a, min(e, a + most)) for a in range(s, e, most)]
 
 
 # ------------------------------------------------------------------------------ rows
@@ -197,12 +196,21 @@ def _rows_part(x2, kind, tie, out, keyed, r0, r1):
         _ARG[kind](keys.of(x2[s:e]), axis=1, out=out[s:e])
 
 
+def work(a, tie, keyed):
+    """The bytes of ``a`` as cupyops.core.threads weighs a call's work: NumPy's own
+    argmax/argmin (tie "first") reads 1- and 2-byte integers two to four times as fast as
+    4-byte values, so they count that much less."""
+    if tie == "first" and keyed is None and a.dtype.itemsize < 4:
+        return a.nbytes * a.dtype.itemsize // 4
+    return a.nbytes
+
+
 def rows_arg(x2, kind, tie, out, keyed=None):
     """The extreme's index in each row of ``x2`` ((rows, n), C-contiguous) into ``out``
     ((rows,) intp). ``keyed``: None, or the NaN magnitude of a 16-bit float type (0x7C00
     float16, 0x7F80 bfloat16) whose keys are compared."""
     rows, n = x2.shape
-    threads = _threads.threads_for(x2.nbytes)
+    threads = _threads.threads_for(work(x2, tie, keyed))
     if threads > 1 and rows < 2 * threads and n >= LONG_ROW:
         for r in range(rows):          # few long rows: each split among the threads
             out[r] = flat_arg(x2[r], kind, tie, keyed)
@@ -210,7 +218,7 @@ def rows_arg(x2, kind, tie, out, keyed=None):
     if threads == 1:
         _rows_part(x2, kind, tie, out, keyed, 0, rows)
         return out
-    ranges = _split(rows, _part_count(x2.nbytes, threads))
+    ranges = _threads.split(rows, threads, x2.nbytes)
     _threads.run_parts(lambda r: _rows_part(x2, kind, tie, out, keyed, *r), ranges, threads)
     return out
 
@@ -234,28 +242,42 @@ def _flat_first_part(flat, kind, keyed, s, e):
 
 
 def _flat_last_part(flat, kind, keyed, s, e):
-    """(index, value) of the last extreme of flat[s:e]: block extremes, then the last block
-    that holds the part's extreme, searched as a row (keyed: every block, from the end)."""
-    n = e - s
-    nb = -(-n // CHUNK)
-    if keyed is None and nb > 2:
-        full = (n // CHUNK) * CHUNK
-        bm = _RED[kind](flat[s:s + full].reshape(-1, CHUNK), axis=1)
-        if full < n:
-            bm = np.append(bm, _RED[kind](flat[s + full:e]))
-        blocks = [int(pick(bm, np.arange(bm.size), kind, "last")[1])]
-    else:
-        blocks = range(nb - 1, -1, -1)
+    """(index, value) of the last extreme of flat[s:e], every block searched from the end
+    (keyed: the keys of each block)."""
     out = np.empty(1, np.intp)
     best_i, best_v = -1, None
-    for j in blocks:
-        c0 = s + j * CHUNK
+    for c0 in range(s + ((e - s - 1) // CHUNK) * CHUNK, s - 1, -CHUNK):
         _rows_last(flat[c0:min(e, c0 + CHUNK)].reshape(1, -1), kind, keyed, 0, 1, out, 1)
         i = c0 + int(out[0])
         v = flat[i] if keyed is None else int(_Keys(keyed, kind, 1).of(flat[i:i + 1])[0])
         if best_v is None or _beats(v, best_v, kind):
             best_i, best_v = i, v
     return best_i, best_v
+
+
+def _block_extremes(flat, kind, b0, b1):
+    """The extremes of blocks b0..b1 of CHUNK elements of ``flat`` (NaN propagates)."""
+    n = flat.size
+    full = min(b1, n // CHUNK)
+    parts = []
+    if full > b0:
+        parts.append(_RED[kind](flat[b0 * CHUNK:full * CHUNK].reshape(-1, CHUNK), axis=1))
+    if b1 > full:                                     # the ragged last block
+        parts.append(_RED[kind](flat[full * CHUNK:], keepdims=True))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _flat_last(flat, kind, threads):
+    """The last extreme of a flat (non-keyed) input: the extremes of its blocks (in parts
+    among the threads), then the last block holding the overall extreme, searched."""
+    nb = -(-flat.size // CHUNK)
+    ranges = _threads.split(nb, threads, flat.nbytes)
+    bm = _threads.run_parts(lambda r: _block_extremes(flat, kind, *r), ranges, threads)
+    bm = bm[0] if len(bm) == 1 else np.concatenate(bm)
+    j = int(pick(bm, np.arange(nb), kind, "last")[1])
+    out = np.empty(1, np.intp)
+    _rows_last(flat[j * CHUNK:(j + 1) * CHUNK].reshape(1, -1), kind, None, 0, 1, out, 1)
+    return j * CHUNK + int(out[0])
 
 
 def _beats(v, w, kind):
@@ -307,29 +329,25 @@ def _bool_last(flat, kind):
 def flat_arg(flat, kind, tie, keyed=None):
     """The extreme's index in the 1-D contiguous ``flat`` (see :func:`rows_arg`)."""
     n = flat.size
-    threads = _threads.threads_for(flat.nbytes)
+    threads = _threads.threads_for(work(flat, tie, keyed))
     if flat.dtype == np.bool_:
         if tie == "first":
             return int(_ARG[kind](flat)) if threads == 1 else _bool_first(flat, kind, threads)
         return _bool_last(flat, kind)
     if tie == "first" and keyed is None and threads == 1:
         return int(_ARG[kind](flat))
+    if tie == "last" and keyed is None:
+        return _flat_last(flat, kind, threads)
     part = _flat_first_part if tie == "first" else _flat_last_part
     if threads == 1:
         return part(flat, kind, keyed, 0, n)[0]
-    ranges = _split(n, _part_count(flat.nbytes, threads))
-    if tie == "last":       # whole blocks per part: the same blocks on any number of threads
-        ranges = [(s, e) for s, e in _split_blocks(n, len(ranges))]
+    nb = -(-n // CHUNK)            # whole blocks of CHUNK elements per part
+    ranges = [(s * CHUNK, min(n, e * CHUNK))
+              for s, e in _threads.split(nb, threads, flat.nbytes)]
     res = _threads.run_parts(lambda r: part(flat, kind, keyed, *r), ranges, threads)
     vals = np.array([v for _, v in res], dtype=flat.dtype if keyed is None else _I16)
     _, p = pick(vals, np.arange(len(res)), kind, tie)
     return res[int(p)][0]
-
-
-def _split_blocks(n, parts):
-    """Ranges of whole CHUNK blocks (the last one ragged) for ``parts`` parts."""
-    nb = -(-n // CHUNK)
-    return [(s * CHUNK, min(n, e * CHUNK)) for s, e in _split(nb, parts)]
 
 
 # ------------------------------------------------------------------------------ fold
@@ -550,23 +568,35 @@ def fold_arg(V, kind, tie, keyed=None):
     nch = -(-R // r0)
     ranges = [(s, min(R, s + span)) for s in range(0, R, span)]
     threads = _threads.threads_for(V.nbytes)
-    if threads > 1 and len(tiles) * len(ranges) < 2 * threads:
-        # finer ranges for the threads (whole chunks each)
-        want = -(-_part_count(V.nbytes, threads) // len(tiles))
-        ranges = [(s * r0, min(R, e * r0)) for s, e in _split(nch, max(len(ranges), want))]
-    parts = [(t, r) for t in tiles for r in ranges]
+    if threads > 1 and len(tiles) * len(ranges) < 4 * threads:
+        # finer ranges for the threads (whole chunks each, at most 128 chunks a range)
+        ranges = [(s * r0, min(R, e * r0))
+                  for s, e in _threads.split(nch, threads, V.nbytes // len(tiles))
+                  for s, e in _cut(s, e, FOLD_IDX_MAX + 1)]
+    if tie == "last":
+        ranges = ranges[::-1]              # met from the end (see _Fold)
 
     def run(part):
         (a0, a1, c0, c1), (rs, re) = part
         return _fold_part(V[a0:a1, :, c0:c1], kind, tie, keyed, r0, rs, re)
-    res = _threads.run_parts(run, parts, threads)
-    if len(parts) == 1:
-        return res[0][1]
+    results = {t: [] for t in tiles}
+    todo = [(t, r) for t in tiles for r in ranges]
+    if V.dtype.itemsize == 1 and len(ranges) > 1:
+        # a tile whose first range gives every group the type's extreme is done: nothing
+        # later can beat it (the rest of its rows is never read)
+        first = [(t, ranges[0]) for t in tiles]
+        ext = _extreme(V.dtype, kind)
+        for part, res in zip(first, _threads.run_parts(run, first, threads)):
+            results[part[0]].append(res)
+        todo = [(t, r) for t in tiles if not (results[t][0][0] == ext).all()
+                for r in ranges[1:]]
+    for part, res in zip(todo, _threads.run_parts(run, todo, threads)):
+        results[part[0]].append(res)
+    if len(tiles) == 1 and len(results[tiles[0]]) == 1:
+        return results[tiles[0]][0][1]
     out = np.empty((A, C), np.intp)
-    k = len(ranges)
-    for i, (a0, a1, c0, c1) in enumerate(tiles):
-        mine = res[i * k:(i + 1) * k]
-        if k == 1:
+    for (a0, a1, c0, c1), mine in results.items():
+        if len(mine) == 1:
             out[a0:a1, c0:c1] = mine[0][1]
         else:
             out[a0:a1, c0:c1] = pick(np.stack([v for v, _ in mine]),

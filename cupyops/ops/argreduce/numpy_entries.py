@@ -145,7 +145,7 @@ def _run_flat_first(state, x, workspace):
             i = int(f(x[:probe]))
             if x.item(i) is (kind == "max"):
                 return np.array(i, idt).reshape(shape)
-        if _threads.threads_for(x.nbytes) > 1:
+        if _threads.threads_for(_blocks.work(x, "first", None)) > 1:
             i = _blocks.flat_arg(x.reshape(-1), kind, "first")
             if nan is not None and nan(x.reshape(-1)[i:i + 1]):
                 return nan(None, x)
@@ -171,7 +171,7 @@ def _run_rows_first(state, x, workspace):
     f, kind, rows, n, axis, idt, shape, nan, big = state
     if not x.flags.writeable:
         x = readable(x)
-    if big and _threads.threads_for(x.nbytes) > 1:
+    if big and _threads.threads_for(_blocks.work(x, "first", None)) > 1:
         x2 = x.reshape(rows, n)
         r = _blocks.rows_arg(x2, kind, "first", np.empty(rows, np.intp))
     elif axis is not None:
@@ -243,8 +243,9 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
         kept = x.shape[:x.ndim - len(axes)]
         shape = None if axis is not None and result_shape == kept else result_shape
-        return functools.partial(_run_rows_first, (f, kind) + dims + (axis, idt, shape, nan,
-                                                                      big))
+        # (bool: NumPy stops each row at its first True/False; the rows are no work to split)
+        return functools.partial(_run_rows_first, (f, kind) + dims + (
+            axis, idt, shape, nan, big and x.dtype != np.bool_))
     run = {"flat": _run_flat, "rows": _run_rows, "fold": _run_fold}[how]
     return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
 
