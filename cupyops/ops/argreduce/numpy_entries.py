@@ -168,14 +168,14 @@ def _run_flat(state, x, workspace):
 def _run_rows_first(state, x, workspace):
     """tie "first" over trailing axes: NumPy's argmax/argmin along the rows, in place (row
     blocks among the threads)."""
-    f, kind, rows, n, axis, idt, shape, nan, big = state
+    f, kind, rows, n, axis, idt, shape, result_shape, nan, big = state
     if not x.flags.writeable:
         x = readable(x)
     if big and _threads.threads_for(_blocks.work(x, "first", None)) > 1:
         x2 = x.reshape(rows, n)
         r = _blocks.rows_arg(x2, kind, "first", np.empty(rows, np.intp))
     elif axis is not None:
-        r = f(x, axis)
+        r = f(x, axis)                    # (shape: None where r has the result's shape)
         if nan is None:
             return _result(r, idt, shape)
         x2, r = x.reshape(rows, n), r.reshape(rows)
@@ -184,7 +184,7 @@ def _run_rows_first(state, x, workspace):
         r = f(x2, 1)
     if nan is not None and nan(x2[np.arange(rows), r]):
         return nan(None, x)
-    return r.reshape(shape) if r.dtype == idt else r.astype(idt).reshape(shape)
+    return _result(r, idt, result_shape)
 
 
 def _run_rows(state, x, workspace):
@@ -245,7 +245,7 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         shape = None if axis is not None and result_shape == kept else result_shape
         # (bool: NumPy stops each row at its first True/False; the rows are no work to split)
         return functools.partial(_run_rows_first, (f, kind) + dims + (
-            axis, idt, shape, nan, big and x.dtype != np.bool_))
+            axis, idt, shape, result_shape, nan, big and x.dtype != np.bool_))
     run = {"flat": _run_flat, "rows": _run_rows, "fold": _run_fold}[how]
     return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
 
