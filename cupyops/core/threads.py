@@ -34,8 +34,9 @@ import time
 
 from cupyops.core.fastread import env_reader
 
-__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "single_thread", "using",
-           "one_thread", "split", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES"]
+__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "split",
+           "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES",
+           "BUSY_SECONDS"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20

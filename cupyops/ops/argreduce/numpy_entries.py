@@ -81,9 +81,10 @@ def _small_runner(state, x, workspace):
 
 
 def _small_all_first(state, x, workspace):
-    # (argmax with keepdims: a 0-d result in two calls, not three)
-    f, shape = state
-    return f(x, keepdims=True).reshape(shape)
+    # (argmax with keepdims: the result an array already; squeezed to 0-d unless keepdims)
+    f, keep = state
+    r = f(x, keepdims=True)
+    return r if keep else r.squeeze()
 
 
 def _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
@@ -95,7 +96,7 @@ def _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
     idt = None if np.dtype(index_dtype) == _INTP else np.dtype(index_dtype)
     if len(axes) == ndim:
         if tie == "first" and idt is None and not skip_nan:
-            return functools.partial(_small_all_first, (f, result_shape))
+            return functools.partial(_small_all_first, (f, result_shape != ()))
         # reversing every axis reverses the row-major order
         axis, n, shape = None, x.size, result_shape
         flip = (slice(None, None, -1),) * ndim if tie == "last" else None
@@ -153,7 +154,9 @@ def _run_flat_first(state, x, workspace):
     r = f(x, keepdims=True)
     if nan is not None and nan(x.reshape(-1)[r.reshape(1)]):
         return nan(None, x)
-    return _result(r, idt, shape)
+    if r.dtype != idt:
+        r = r.astype(idt)
+    return r if shape else r.squeeze()
 
 
 def _run_flat(state, x, workspace):

@@ -33,6 +33,7 @@ __all__ = ["cpu_count_entry", "cpu_argwhere_entry", "cpu_nonzero_entry",
 
 CHUNK = 1 << 18            # elements per mask (a 256 KiB bool buffer)
 WRITE_CHUNK_MIN = 1 << 14  # least elements per chunk of the coordinate pass
+MASK_MIN = 256             # smaller inputs: NumPy's nonzero of the input itself (no mask)
 _INTP = np.dtype(np.intp)
 _I64 = np.dtype(np.int64)
 
@@ -58,9 +59,9 @@ _NONZERO_BASE = _probe_nonzero_base()
 
 def _coordinate_matrix(x):
     """The (count, ndim) intp coordinates of the nonzeros of a small ``x`` (ndim >= 1):
-    NumPy's nonzero of its mask (NumPy tests a float's nonzero one element at a time, a
-    mask it reads with SIMD)."""
-    if x.dtype != np.bool_:
+    NumPy's nonzero of its mask above MASK_MIN elements (NumPy tests a float's nonzero one
+    element at a time, a mask it reads with SIMD)."""
+    if x.dtype != np.bool_ and x.size > MASK_MIN:
         x = _coordinate_mask(x)
     r = x.nonzero()
     if x.ndim == 1:
@@ -228,7 +229,9 @@ def cpu_argwhere_entry(x, index_dtype):
 
 def _nonzero_small(state, x, workspace):
     if x.ndim == 1:
-        return (x if x.dtype == np.bool_ else _coordinate_mask(x)).nonzero()
+        if x.dtype == np.bool_ or x.size <= MASK_MIN:
+            return x.nonzero()
+        return _coordinate_mask(x).nonzero()
     return tuple(_coordinate_matrix(x).T.copy())
 
 
