@@ -364,3 +364,20 @@ def test_read_only_inputs_are_never_copied_whole(tmp_path, threads):
             assert not a.flags.writeable
     finally:
         T.set_num_threads(None)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "float64"])
+def test_many_short_rows_tie_last(dtype):
+    """tie "last" over rows of 8 elements, many more rows than a chunk holds (the word search
+    keys the candidate words of every row at once)."""
+    from cupyops.core import dtypes as _dtypes
+    dt = _dtypes.dtype() if dtype == "bfloat16" else np.dtype(dtype)
+    if dt is None:
+        pytest.skip("ml_dtypes is not installed")
+    x = np.random.default_rng(5).integers(-1, 2, (40000, 8)).astype(np.float32)
+    x[::7, 3] = np.nan if dt.kind in "fV" else 1
+    xd = x.astype(dt)
+    for f, g in ((cupyops.argmax, np.argmax), (cupyops.argmin, np.argmin)):
+        want = 7 - g(xd.astype(np.float64)[:, ::-1], axis=1)
+        for _ in range(2):
+            np.testing.assert_array_equal(f(xd, axis=1, tie="last"), want)

@@ -162,7 +162,7 @@ def _rows_last(x2, kind, keyed, r0, r1, out, rc):
     rows = np.arange(r0, r1)
     cand = words[rows, (nw - 1) - w].view(x2.dtype).reshape(-1, e)
     if keys is not None:
-        cand = keys.of(cand)
+        cand = _Keys(keyed, kind, cand.size).of(cand)
     best = cand[np.arange(r1 - r0), p - w * e]
     eq = cand == best[:, None]
     if cand.dtype.kind == "f" and best.dtype.kind == "f":
