@@ -549,3 +549,17 @@ def test_threads_are_reported_and_set(tmp_path, capsys, monkeypatch):
     assert "cupyops on 1 thread" in capsys.readouterr().out
     assert bench.main(["--device", "cpu", "--tiny", "--threads", "0", "--no-cold"]) == 2
     assert "--threads" in capsys.readouterr().err
+
+
+def test_threads_check_runs(tmp_path, capsys):
+    """python -m cupyops.bench.threads_check: one row per goal, against the 2-thread limit."""
+    from cupyops.bench import threads_check
+    out = tmp_path / "t.json"
+    assert threads_check.main(["--sizes", "tiny", "--rounds", "1", "--threads", "2",
+                               "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "on 2 threads" in text and text.count("limit") >= len(threads_check.CASES)
+    doc = json.loads(out.read_text())
+    assert doc["threads"] == 2 and len(doc["rows"]) == len(threads_check.CASES)
+    for r in doc["rows"]:
+        assert r["seconds"] > 0 and r["limit_seconds"] > 0 and isinstance(r["met"], bool)

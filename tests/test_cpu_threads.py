@@ -381,3 +381,23 @@ def test_many_short_rows_tie_last(dtype):
         want = 7 - g(xd.astype(np.float64)[:, ::-1], axis=1)
         for _ in range(2):
             np.testing.assert_array_equal(f(xd, axis=1, tie="last"), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "bool", "float16"])
+def test_one_group_with_kept_axes_of_length_one(dtype):
+    """A reduction whose only group is the whole input while kept axes of length 1 remain
+    ((1, n) over the last axis, ...): the result has the kept shape (found by the selftest)."""
+    rng = np.random.default_rng(6)
+    for shape, axis in (((1, 131072), -1), ((1, 131072), 1), ((1, 1, 70000), 2),
+                        ((70000, 1), 0), ((1, 70000, 1), (0, 1)), ((1, 5000), 1)):
+        x = rng.integers(0, 5, shape).astype(dtype)
+        for keepdims in (False, True):
+            for f, g in ((cupyops.argmax, np.argmax), (cupyops.argmin, np.argmin)):
+                for tie in ("first", "last"):
+                    for _ in range(2):
+                        got = f(x, axis=axis, keepdims=keepdims, tie=tie)
+                        want_shape = np.sum(x, axis=axis, keepdims=keepdims).shape
+                        assert got.shape == want_shape, (shape, axis, keepdims, tie)
+                        if tie == "first" and not isinstance(axis, tuple):
+                            np.testing.assert_array_equal(
+                                got, g(x, axis=axis, keepdims=keepdims))

@@ -156,7 +156,8 @@ def _run_flat_first(state, x, workspace):
         return nan(None, x)
     if r.dtype != idt:
         r = r.astype(idt)
-    return r if shape else r.squeeze()
+    # (r: ones of x's rank; the result: (), those ones (keepdims), or kept axes of length 1)
+    return r.squeeze() if shape == () else r if r.shape == shape else r.reshape(shape)
 
 
 def _run_flat(state, x, workspace):
