@@ -19,6 +19,7 @@ Every entry is ``functools.partial(runner, state)``: ``entry(x, workspace)``.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 
 import numpy as np
@@ -296,23 +297,42 @@ def _count_part(flat, dtype, s, e):
 
 
 def _count_all_run(state, x, workspace):
-    shape, simple = state
-    # (NumPy counts bool and small integers two to four times as fast as 4-byte values)
-    work = x.nbytes * min(4, x.itemsize) // 4 if simple else x.nbytes
+    shape, simple, work = state
     threads = _threads.threads_for(work) if work >= _threads.MIN_BYTES else 1
     if threads == 1 and simple:
-        c = np.array(np.count_nonzero(x), _I64)
+        c = _int64_array(_count_nonzero(x))
         return c if shape is None else c.reshape(shape)
     flat = readable(x).reshape(-1)
     if threads == 1:
-        c = np.array(_count_part(flat, x.dtype, 0, flat.size), _I64)
+        c = _int64_array(_count_part(flat, x.dtype, 0, flat.size))
     else:
         nch = -(-flat.size // CHUNK)
         parts = [(s * CHUNK, min(flat.size, e * CHUNK))
                  for s, e in _threads.split(nch, threads, work)]
         counts = _threads.run_parts(lambda p: _count_part(flat, x.dtype, *p), parts, threads)
-        c = np.array(sum(counts), _I64)
+        c = _int64_array(sum(counts))
     return c if shape is None else c.reshape(shape)
+
+
+# a 0-d int64 array of a Python int: np.array(c) where the default integer is int64
+# (0.06 µs less than naming the dtype)
+_int64_array = np.array if np.array(0).dtype == _I64 else (lambda c: np.array(c, _I64))
+
+
+def _unwrapped_count():
+    """np.count_nonzero without its ``__array_function__`` dispatch (``inspect.unwrap``;
+    0.14 µs less a call, for NumPy arrays only), where it counts as np.count_nonzero."""
+    f = inspect.unwrap(np.count_nonzero)
+    try:
+        probe = np.array([[0, 1, 2], [0, 0, 3]])
+        if f(probe) == 3 and f(probe.astype(bool)) == 3:
+            return f
+    except Exception:  # pragma: no cover - another NumPy
+        pass
+    return np.count_nonzero  # pragma: no cover
+
+
+_count_nonzero = _unwrapped_count()
 
 
 def _count_axes_run(state, x, workspace):
@@ -338,9 +358,11 @@ def cpu_count_entry(x, axes, *, result_shape):
     if len(axes) == x.ndim:
         if dt.kind in "mM" or not (x.flags.c_contiguous and x.flags.aligned):
             return functools.partial(_count_engine_run, (tuple(axes), result_shape))
-        # (NumPy counts bool and integers with SIMD; floats of a small input too)
+        # (NumPy counts bool and small integers with SIMD; floats of a small input too; it
+        # counts 1- and 2-byte integers as fast per element as 4-byte ones: less work a byte)
         simple = dt.kind in "biu" or x.size <= CPU_SMALL and dt.kind != "V"
-        return functools.partial(_count_all_run, (result_shape or None, simple))
+        work = x.nbytes * min(4, dt.itemsize) // 4 if simple else x.nbytes
+        return functools.partial(_count_all_run, (result_shape or None, simple, work))
     if x.size > CPU_SMALL or dt.kind in "mMV":
         return functools.partial(_count_engine_run, (tuple(axes), result_shape))
     return functools.partial(_count_axes_run, (tuple(axes), result_shape))
