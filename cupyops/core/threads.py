@@ -18,9 +18,10 @@ depends on the number of threads.
   parts short), so a worker that the machine slows down takes fewer parts, and a call waits
   only for parts a worker took. After ``fork`` the child starts a new pool on its first use
   (``os.register_at_fork``): threads do not survive a fork.
-* **A busy machine**: when the workers ran less than half their share of a call's parts (other
-  processes hold the cores), the calls of the next :data:`BUSY_SECONDS` run on one thread,
-  which is then the faster way; then the pool is tried again.
+* **A busy machine**: when the workers ran no part of a call, or the caller waited for their
+  parts more than a quarter of the call (other processes hold the cores), the calls of the
+  next :data:`BUSY_SECONDS` run on one thread, which is then the faster way; then the pool is
+  tried again.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ MIN_BYTES = 1 << 20
 PART_BYTES = 1 << 19
 #: the shortest part of :func:`split`
 TAIL_BYTES = 1 << 20
-#: after a call whose workers found no core, this long on one thread
+#: after a call whose workers found no core (or kept it waiting), this long on one thread
 BUSY_SECONDS = 0.25
 
 _ENV = "CUPYOPS_NUM_THREADS"
@@ -279,12 +280,15 @@ def run_parts(fn, parts, threads: int) -> list:
         job = _Job(fn, parts)
         for q in _state.workers[:helpers]:
             q.put(job)
+        t0 = _monotonic()
         job()
+        t1 = _monotonic()
         job.done.wait()
-        if job.helped * 2 * (helpers + 1) < len(parts):
-            # the workers ran less than half their share: the machine's cores are busy
-            # elsewhere, and waiting for them costs more than it gives
-            _state.busy_until = _monotonic() + BUSY_SECONDS
+        t2 = _monotonic()
+        if not job.helped or (t2 - t1) * 4 > t2 - t0:
+            # the workers ran no part, or the caller waited for theirs more than a quarter of
+            # the call: the machine's cores are busy elsewhere, and one thread does better
+            _state.busy_until = t2 + BUSY_SECONDS
     finally:
         lock.release()
     if job.errors:
