@@ -158,6 +158,9 @@ def _rows_last(x2, kind, keyed, r0, r1, out, rc):
         np.copyto(b, words[s:t, ::-1])
         vals = b.view(x2.dtype)
         f(keys.of(vals) if keys is not None else vals, axis=1, out=p[s - r0:t - r0])
+    if e == 1:                                   # 8-byte values: the word is the element
+        np.subtract(n - 1, p, out=out)
+        return
     w = p // e                                   # the word, counted from the row's end
     rows = np.arange(r0, r1)
     cand = words[rows, (nw - 1) - w].view(x2.dtype).reshape(-1, e)
