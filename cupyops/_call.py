@@ -262,7 +262,8 @@ def argmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie 
     ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
     capture; docs/api.md).
     """
-    if type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN:
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("argmax", axis, keepdims, tie, dtype, x.shape, x.strides,
                                x.dtype, device, _env_device() if device is None else None,
@@ -281,7 +282,8 @@ def argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie 
            dtype=None, out=None, device: Device = None,
            workspace: Workspace | None = None) -> ArrayT:
     """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
-    if type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN:
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("argmin", axis, keepdims, tie, dtype, x.shape, x.strides,
                                x.dtype, device, _env_device() if device is None else None,
@@ -302,7 +304,8 @@ def nanargmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: T
     """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
     ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
     a flag the same single pass sets. Arguments as argmax."""
-    if type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN:
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("nanargmax", axis, keepdims, tie, dtype, x.shape, x.strides,
                                x.dtype, device, _env_device() if device is None else None,
@@ -322,7 +325,8 @@ def nanargmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: T
               dtype=None, out=None, device: Device = None,
               workspace: Workspace | None = None) -> ArrayT:
     """argmin that skips NaN; see nanargmax."""
-    if type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN:
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("nanargmin", axis, keepdims, tie, dtype, x.shape, x.strides,
                                x.dtype, device, _env_device() if device is None else None,
@@ -345,7 +349,8 @@ def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out=None,
     The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
     see argmax.
     """
-    if type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN:
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("hardmax", axis, tie, x.shape, x.strides, x.dtype, device,
                                _env_device() if device is None else None, type(axis), type(tie)))
@@ -364,7 +369,7 @@ def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out=None,
 def count_nonzero(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
                   device: Device = None) -> ArrayT:
     """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
-    if type(x) is _ndarray and type(axis) in _PLAIN:
+    if type(x) is _ndarray and type(axis) in _PLAIN and (device is None or device == "cpu"):
         try:
             hit = _entry_peek(("count_nonzero", axis, keepdims, x.shape, x.strides, x.dtype,
                                device, _env_device() if device is None else None, type(axis),
@@ -381,7 +386,7 @@ def count_nonzero(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
 
 def argwhere(x: ArrayT, /, *, dtype=None, device: Device = None) -> ArrayT:
     """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
-    if type(x) is _ndarray:
+    if type(x) is _ndarray and (device is None or device == "cpu"):
         try:
             hit = _entry_peek(("argwhere", dtype, x.shape, x.strides, x.dtype, device,
                                _env_device() if device is None else None, type(dtype)))
@@ -397,7 +402,7 @@ def argwhere(x: ArrayT, /, *, dtype=None, device: Device = None) -> ArrayT:
 
 def nonzero(x: ArrayT, /, *, device: Device = None) -> tuple[ArrayT, ...]:
     """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
-    if type(x) is _ndarray:
+    if type(x) is _ndarray and (device is None or device == "cpu"):
         try:
             hit = _entry_peek(("nonzero", x.shape, x.strides, x.dtype, device,
                                _env_device() if device is None else None))
@@ -423,7 +428,8 @@ def nonzero_coordinates(x: ArrayT, /, *, size: int | None = None, fill_value: in
     ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
     the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
     """
-    if type(x) is _ndarray and out is None and workspace is None:
+    if (type(x) is _ndarray and out is None and workspace is None
+            and (device is None or device == "cpu")):
         try:
             hit = _entry_peek(("nonzero_coordinates", size, fill_value, dtype, x.shape,
                                x.strides, x.dtype, device,
