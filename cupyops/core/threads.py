@@ -14,12 +14,12 @@ depends on the number of threads.
   the cores busy), and a call inside :func:`single_thread` (the chunks Dask hands to cupyops,
   whatever the scheduler).
 * **The pool** starts on first use, with one worker per extra thread; the calling thread runs
-  parts too. Workers pull the next part from a shared counter (:func:`split` makes the last
-  parts short), so a worker that the machine slows down takes fewer parts, and a call waits
-  only for parts a worker took. After ``fork`` the child starts a new pool on its first use
+  parts too. Workers pull the next part from a shared counter (:func:`split`: two parts a
+  thread), so a worker that the machine slows down takes fewer parts, and a call waits only
+  for parts a worker took. After ``fork`` the child starts a new pool on its first use
   (``os.register_at_fork``): threads do not survive a fork.
 * **A busy machine**: when the workers ran no part of a call, or the caller waited for their
-  parts more than a quarter of the call (other processes hold the cores), the calls of the
+  parts more than half of the call (other processes hold the cores), the calls of the
   next :data:`BUSY_SECONDS` run on one thread, which is then the faster way; then the pool is
   tried again.
 """
@@ -37,14 +37,15 @@ from cupyops.core.fastread import env_reader
 
 __all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "split",
            "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES",
-           "BUSY_SECONDS"]
+           "PARTS_PER_THREAD", "BUSY_SECONDS"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20
 #: a thread gets a part of at least this many bytes of input
 PART_BYTES = 1 << 19
-#: the shortest part of :func:`split`
+#: the shortest part of :func:`split`, and the parts a thread gets
 TAIL_BYTES = 1 << 20
+PARTS_PER_THREAD = 2
 #: after a call whose workers found no core (or kept it waiting), this long on one thread
 BUSY_SECONDS = 0.25
 
@@ -162,20 +163,14 @@ _monotonic = time.monotonic
 
 def split(n: int, threads: int, nbytes: int) -> list:
     """Ordered ``(start, stop)`` ranges that cover ``range(n)`` (items of ``nbytes`` bytes in
-    all) for ``threads`` threads: guided, each part a ``1 / (2 threads)`` share of what is
-    left and at least :data:`TAIL_BYTES` (and an eighth of a thread's share), so that the
-    last parts are short and a thread the machine slows down keeps the others waiting
-    little, while the parts stay few."""
+    all) for ``threads`` threads: :data:`PARTS_PER_THREAD` equal parts a thread, none under
+    :data:`TAIL_BYTES`. Few parts keep the overhead low (each costs a call and a pass of
+    the GIL); two a thread let the counter give a slowed thread less."""
     if threads <= 1 or n <= 1:
         return [(0, n)]
-    least_bytes = max(TAIL_BYTES, nbytes // (8 * threads))
-    least = max(1, -(-n * least_bytes // max(1, nbytes)))
-    out, s = [], 0
-    while s < n:
-        k = max(least, -(-(n - s) // (2 * threads)))
-        out.append((s, min(n, s + k)))
-        s += k
-    return out
+    k = max(1, min(n, PARTS_PER_THREAD * threads, nbytes // TAIL_BYTES))
+    bounds = [n * i // k for i in range(k + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
 
 
 @contextlib.contextmanager
@@ -285,9 +280,9 @@ def run_parts(fn, parts, threads: int) -> list:
         t1 = _monotonic()
         job.done.wait()
         t2 = _monotonic()
-        if not job.helped or (t2 - t1) * 4 > t2 - t0:
-            # the workers ran no part, or the caller waited for theirs more than a quarter of
-            # the call: the machine's cores are busy elsewhere, and one thread does better
+        if not job.helped or (t2 - t1) * 2 > t2 - t0:
+            # the workers ran no part, or the caller waited for theirs more than half of the
+            # call: the machine's cores are busy elsewhere, and one thread does better
             _state.busy_until = t2 + BUSY_SECONDS
     finally:
         lock.release()
