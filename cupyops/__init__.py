@@ -10,6 +10,7 @@ from cupyops._call import (PUBLIC, argmax, argmin, argwhere, count_nonzero, hard
                            nanargmin, nonzero, nonzero_coordinates)
 from cupyops.core.devices import available_devices
 from cupyops.core.precompile import precompile
+from cupyops.core.threads import get_num_threads, set_num_threads
 from cupyops.core.workspace import Workspace
 from cupyops.interop import namespace as _namespace
 
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
            "count_nonzero", "nonzero_coordinates", "array_namespace", "precompile",
-           "available_devices", "Workspace"]
+           "available_devices", "Workspace", "set_num_threads", "get_num_threads"]
 
 
 def array_namespace(*arrays, api_version=None):

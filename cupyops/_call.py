@@ -97,38 +97,50 @@ def _arg_kinds(args):
 
 
 def key(x, device, workspace, out, *args):
-    """The call's key, or None where no entry may serve it (see the module docstring)."""
-    if out is not None or _argreduce_plan.PLAN_OPTIONS:
+    """The call's key, or None where no entry may serve it (see the module docstring).
+
+    A NumPy-path call (NumPy input, device "cpu" by argument or environment) has the flat
+    key ``(*args, shape, strides, dtype, device, environment's device, *kinds)`` that the
+    public functions build inline for their common arguments (:data:`_PLAIN`); a kernel-path
+    call the nested ``(args, kinds, ...)`` of :func:`layout_class`."""
+    if out is not None:
         return None
     t = type(x)
     # the arguments' types too: True == 1 == 1.0 as dict keys, but the rules accept only some
-    kinds = _arg_kinds(args)
+    kinds = _arg_kinds(args[1:])
     if kinds is None:
         return None
     if t is _ndarray:
         if device is not None:
-            dev = (device, None)
+            env = None
             cpu = device == "cpu"
         else:
             env = _env_device()              # bytes on POSIX, str elsewhere
-            dev = (None, env)
             cpu = env is None or env == b"cpu" or env == "cpu"
         if cpu:
             if workspace is not None:
                 return None
-            return (args, kinds, x.shape, x.strides, x.dtype, dev)
-        return (args, kinds, x.shape, x.strides, x.dtype, dev + (_env_simt_cxx(),),
+            return (*args, x.shape, x.strides, x.dtype, device, env, *kinds)
+        if _argreduce_plan.PLAN_OPTIONS:
+            return None
+        return (args, kinds, x.shape, x.strides, x.dtype, (device, env, _env_simt_cxx()),
                 type(workspace), numpy_data_ptr(x) % 16, force_64bit.get())
-    if library_of_type(t) != "cupy":
+    if library_of_type(t) != "cupy" or _argreduce_plan.PLAN_OPTIONS:
         return None
     return (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
             x.data.ptr % 16, x.data.device_id, force_64bit.get())
 
 
+#: argument types for which a public function builds its NumPy-path key inline
+_PLAIN = frozenset({type(None), int})
+
+
 def layout_class(k):
     """The key ``k`` of a kernel-path call without its shape and strides, with the number of
-    dimensions instead: NumPy input (9 items) or CuPy input (11); None for the NumPy path (6
-    items), which has no class entries."""
+    dimensions instead: NumPy input (9 items) or CuPy input (11); None for the NumPy path
+    (a flat key), which has no class entries."""
+    if type(k[0]) is not tuple:
+        return None
     n = len(k)
     if n == 9:
         return (k[0], k[1], len(k[2])) + k[4:]
@@ -174,7 +186,7 @@ def lookup(x, device, workspace, out, *args):
         hit = _entry_peek(k)
     except TypeError:          # an unhashable argument: the full road says what is wrong
         return None, None
-    if hit is not None:
+    if hit is not None and type(k[0]) is tuple:
         try:
             _entry_touch(k)    # LRU order (evicted in between by another thread: still valid)
         except KeyError:
@@ -250,6 +262,16 @@ def argmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie 
     ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
     capture; docs/api.md).
     """
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("argmax", axis, keepdims, tie, dtype, x.shape, x.strides,
+                               x.dtype, device, _env_device() if device is None else None,
+                               type(axis), type(keepdims), type(tie), type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "argmax", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
@@ -260,6 +282,16 @@ def argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie 
            dtype=None, out=None, device: Device = None,
            workspace: Workspace | None = None) -> ArrayT:
     """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("argmin", axis, keepdims, tie, dtype, x.shape, x.strides,
+                               x.dtype, device, _env_device() if device is None else None,
+                               type(axis), type(keepdims), type(tie), type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "argmin", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
@@ -272,6 +304,16 @@ def nanargmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: T
     """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
     ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
     a flag the same single pass sets. Arguments as argmax."""
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("nanargmax", axis, keepdims, tie, dtype, x.shape, x.strides,
+                               x.dtype, device, _env_device() if device is None else None,
+                               type(axis), type(keepdims), type(tie), type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "nanargmax", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
@@ -283,6 +325,16 @@ def nanargmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: T
               dtype=None, out=None, device: Device = None,
               workspace: Workspace | None = None) -> ArrayT:
     """argmin that skips NaN; see nanargmax."""
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("nanargmin", axis, keepdims, tie, dtype, x.shape, x.strides,
+                               x.dtype, device, _env_device() if device is None else None,
+                               type(axis), type(keepdims), type(tie), type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "nanargmin", axis, keepdims, tie, dtype)
     if hit is not None:
         return hit(x, workspace)
@@ -297,6 +349,15 @@ def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out=None,
     The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
     see argmax.
     """
+    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("hardmax", axis, tie, x.shape, x.strides, x.dtype, device,
+                               _env_device() if device is None else None, type(axis), type(tie)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "hardmax", axis, tie)
     if hit is not None:
         return hit(x, workspace)
@@ -308,6 +369,15 @@ def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out=None,
 def count_nonzero(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
                   device: Device = None) -> ArrayT:
     """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
+    if type(x) is _ndarray and type(axis) in _PLAIN and (device is None or device == "cpu"):
+        try:
+            hit = _entry_peek(("count_nonzero", axis, keepdims, x.shape, x.strides, x.dtype,
+                               device, _env_device() if device is None else None, type(axis),
+                               type(keepdims)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, None, None, "count_nonzero", axis, keepdims)
     if hit is not None:
         return hit(x, None)
@@ -316,6 +386,14 @@ def count_nonzero(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
 
 def argwhere(x: ArrayT, /, *, dtype=None, device: Device = None) -> ArrayT:
     """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
+    if type(x) is _ndarray and (device is None or device == "cpu"):
+        try:
+            hit = _entry_peek(("argwhere", dtype, x.shape, x.strides, x.dtype, device,
+                               _env_device() if device is None else None, type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, None, None, "argwhere", dtype)
     if hit is not None:
         return hit(x, None)
@@ -324,6 +402,14 @@ def argwhere(x: ArrayT, /, *, dtype=None, device: Device = None) -> ArrayT:
 
 def nonzero(x: ArrayT, /, *, device: Device = None) -> tuple[ArrayT, ...]:
     """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
+    if type(x) is _ndarray and (device is None or device == "cpu"):
+        try:
+            hit = _entry_peek(("nonzero", x.shape, x.strides, x.dtype, device,
+                               _env_device() if device is None else None))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, None, None, "nonzero")
     if hit is not None:
         return hit(x, None)
@@ -342,6 +428,17 @@ def nonzero_coordinates(x: ArrayT, /, *, size: int | None = None, fill_value: in
     ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
     the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
     """
+    if (type(x) is _ndarray and out is None and workspace is None
+            and (device is None or device == "cpu")):
+        try:
+            hit = _entry_peek(("nonzero_coordinates", size, fill_value, dtype, x.shape,
+                               x.strides, x.dtype, device,
+                               _env_device() if device is None else None, type(size),
+                               type(fill_value), type(dtype)))
+        except TypeError:      # an unhashable argument: the full road says what is wrong
+            hit = None
+        if hit is not None:
+            return hit(x, None)
     k, hit = lookup(x, device, workspace, out, "nonzero_coordinates", size, fill_value, dtype)
     if hit is not None:
         return hit(x, workspace)

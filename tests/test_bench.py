@@ -518,3 +518,48 @@ def test_update_docs_replaces_only_its_block(tmp_path):
     assert "count_nonzero" in text and text.count("<!-- bench:cpu:begin -->") == 1
     bench.update_docs(doc, "cuda", ["| t |"])       # a page without the markers: appended
     assert "## Latest cuda tables" in doc.read_text() and "| t |" in doc.read_text()
+
+
+def test_threads_are_reported_and_set(tmp_path, capsys, monkeypatch):
+    """--threads N runs cupyops' NumPy path (and PyTorch's CPU peer) on N threads and says so;
+    without it the library's setting counts, so CUPYOPS_NUM_THREADS=1 means one thread. The
+    setting is as it was afterwards."""
+    import cupyops
+    out = tmp_path / "b.json"
+    before = cupyops.get_num_threads()
+    torch_before = __import__("torch").get_num_threads() if _has("torch") else None
+    assert bench.main(["--device", "cpu", "--tiny", "--cases", "^argmax/last tie=first/float32$",
+                       "--no-cold", "--no-overhead", "--quiet", "--threads", "3",
+                       "--json", str(out)]) == 0
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["threads"] == 3
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "cupyops on 3 threads" in first, first
+    assert cupyops.get_num_threads() == before
+    if _has("torch"):
+        import torch
+        assert meta["torch_threads"] == 3 and torch.get_num_threads() == torch_before
+        recs = json.loads(out.read_text())["records"]
+        assert any(r["peer"] == "torch" and r["ratio"] for r in recs), recs
+    monkeypatch.setenv("CUPYOPS_NUM_THREADS", "1")
+    assert bench.main(["--device", "cpu", "--tiny", "--cases", "^argmax/last tie=first/float32$",
+                       "--no-cold", "--no-overhead", "--quiet", "--no-peers",
+                       "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["meta"]["threads"] == 1
+    assert "cupyops on 1 thread" in capsys.readouterr().out
+    assert bench.main(["--device", "cpu", "--tiny", "--threads", "0", "--no-cold"]) == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+def test_threads_check_runs(tmp_path, capsys):
+    """python -m cupyops.bench.threads_check: one row per goal, against the 2-thread limit."""
+    from cupyops.bench import threads_check
+    out = tmp_path / "t.json"
+    assert threads_check.main(["--sizes", "tiny", "--rounds", "1", "--threads", "2",
+                               "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "on 2 threads" in text and text.count("limit") >= len(threads_check.CASES)
+    doc = json.loads(out.read_text())
+    assert doc["threads"] == 2 and len(doc["rows"]) == len(threads_check.CASES)
+    for r in doc["rows"]:
+        assert r["seconds"] > 0 and r["limit_seconds"] > 0 and isinstance(r["met"], bool)

@@ -547,44 +547,51 @@ def test_last_extreme_rows(dtype, monkeypatch):
     assert routes["sampled out"] and routes["tail"], routes
 
 
-def test_large_tie_last_last_axis_takes_the_row_tails(monkeypatch):
-    """argmin/argmax(tie="last") over the unit-stride last axis of more than CPU_SMALL
-    elements (a matrix, or a C-contiguous input) is served by last_extreme_rows from the
-    second call on (the fast-path entry); other layouts keep the engine."""
+def test_large_tie_last_last_axis_takes_the_rows_routine(monkeypatch):
+    """argmin/argmax(tie="last") over the trailing axes of a C-contiguous input of more than
+    CPU_SMALL elements is served by the rows routine (cupyops.ops.argreduce.numpy_blocks)
+    from its first call on, with the engine's answer; other layouts keep the engine."""
     import cupyops
     from cupyops import _call as _fastpath
-    calls = []
-    real = car.last_extreme_rows
-    monkeypatch.setattr(car, "last_extreme_rows", lambda x2, kind: calls.append(x2.shape) or
-                        real(x2, kind))
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    calls, engine = [], []
+    real, real_engine = blocks.rows_arg, car.argreduce
+    monkeypatch.setattr(blocks, "rows_arg", lambda x2, *a, **k: calls.append(x2.shape) or
+                        real(x2, *a, **k))
+    monkeypatch.setattr(car, "argreduce", lambda x, *a, **k: engine.append(x.shape) or
+                        real_engine(x, *a, **k))
     _fastpath.clear()
     rng = np.random.default_rng(4)
-    x3 = rng.integers(0, 3, (3, 40, 100)).astype(np.float32)
+    x3 = rng.integers(0, 3, (3, 60, 100)).astype(np.float32)     # above COMPOSE_MAX too
     m = rng.integers(0, 3, (64, 100)).astype(np.int16)
     for x, f, kw in ((x3, cupyops.argmax, dict(axis=2)), (x3, cupyops.argmin, dict(axis=-1)),
+                     (x3, cupyops.argmax, dict(axis=(1, 2))),
                      (m, cupyops.argmax, dict(axis=1, dtype=np.int32)),
                      (m, cupyops.argmin, dict(axis=1, keepdims=True))):
-        want = np.asarray(f(x, tie="last", device="cpu", **kw))    # first call: the engine
-        calls.clear()
-        got = f(x, tie="last", device="cpu", **kw)
-        assert calls, kw
-        np.testing.assert_array_equal(got, want)
-        assert got.dtype == want.dtype and got.shape == want.shape
+        want = np.asarray(real_engine(x, tuple(sorted(a % x.ndim for a in np.atleast_1d(
+            kw["axis"]))), kind="max" if f is cupyops.argmax else "min", tie="last",
+            index_dtype=kw.get("dtype", np.int64)))
+        for _ in range(2):
+            calls.clear()
+            got = f(x, tie="last", device="cpu", **kw)
+            assert calls, kw
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
+            assert got.dtype == np.dtype(kw.get("dtype", np.int64))
+    engine.clear()
     calls.clear()
     padded = rng.integers(0, 3, (64, 200)).astype(np.int16)[:, :100]   # rows 400 B apart
     for x in (np.asfortranarray(x3), padded):
         for _ in range(2):
             got = cupyops.argmax(x, axis=-1, tie="last", device="cpu")
         np.testing.assert_array_equal(got, x.shape[-1] - 1 - np.argmax(x[..., ::-1], axis=-1))
-    assert not calls
+    assert not calls and engine
 
 
 @pytest.mark.parametrize("tie", ["first", "last"])
 def test_large_hardmax_over_the_last_axis_scatters_rows(monkeypatch, tie):
     """hardmax over the last axis of a C-contiguous input of more than CPU_SMALL elements is
-    served from its second call by the rows entry (no engine call), with the engine's result
-    for ties, NaN (the maximum), -0.0 == 0.0, bool and integers; other layouts, and tie "last"
-    over too few rows, keep the engine."""
+    served by the rows routine (no engine call), with the engine's result for ties, NaN (the
+    maximum), -0.0 == 0.0, bool and integers; other layouts keep the engine."""
     import cupyops
     from cupyops import _call as _fastpath
     engine = []
@@ -597,26 +604,22 @@ def test_large_hardmax_over_the_last_axis_scatters_rows(monkeypatch, tie):
     f[rng.random(f.shape) < 0.02] = np.nan
     z = np.where(rng.random((64, 80)) < 0.5, -0.0, 0.0)
     cases = [f, z, rng.random((64, 80)) < 0.1, rng.integers(-2, 2, (64, 80)).astype(np.int8),
-             rng.integers(0, 2, (50, 100)).astype(np.uint64)]
+             rng.integers(0, 2, (50, 100)).astype(np.uint64),
+             rng.integers(0, 3, (8, 1000)).astype(np.float32)]
     for x in cases:
         want = ref_hardmax(x, (x.ndim - 1,), tie)
-        engine.clear()
-        first = cupyops.hardmax(x, axis=-1, tie=tie, device="cpu")      # the engine
-        assert engine
-        engine.clear()
-        got = cupyops.hardmax(x, axis=-1, tie=tie, device="cpu")
-        assert not engine, x.shape
-        for r in (first, got):
-            np.testing.assert_array_equal(r, want)
-            assert r.dtype == x.dtype and r.shape == x.shape and r.flags.c_contiguous
-    fortran = np.asfortranarray(f)
-    few_rows = rng.integers(0, 3, (8, 1000)).astype(np.float32)    # tie "last": the engine
-    for x in ([fortran] + ([few_rows] if tie == "last" else [])):
         for _ in range(2):
             engine.clear()
-            np.testing.assert_array_equal(cupyops.hardmax(x, axis=-1, tie=tie, device="cpu"),
-                                          ref_hardmax(x, (x.ndim - 1,), tie))
-            assert engine
+            got = cupyops.hardmax(x, axis=-1, tie=tie, device="cpu")
+            assert not engine, x.shape
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == x.dtype and got.shape == x.shape and got.flags.c_contiguous
+    fortran = np.asfortranarray(f)
+    for _ in range(2):
+        engine.clear()
+        np.testing.assert_array_equal(cupyops.hardmax(fortran, axis=-1, tie=tie, device="cpu"),
+                                      ref_hardmax(fortran, (2,), tie))
+        assert engine
 
 
 @pytest.mark.parametrize("case", ["ties", "distinct", "one long row", "padded rows"])

@@ -15,6 +15,8 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --no-peers / --no-cold   skip the peers / the cold-start measurement
     --no-overhead            skip the overhead section (host µs per call, cupyops/bench/overhead.py)
     --repeat N               time each case N times, keep the median (steadier, N times slower)
+    --threads N              cupyops' NumPy path (and PyTorch's CPU peer) on N threads (default:
+                             the library's setting, so CUPYOPS_NUM_THREADS=1 means one thread)
     --dask                   the Dask section only (cupyops/bench/dask_bench.py)
     --issue-rate             add the SASS issue-rate model (cupyops/bench/issue_rate.py; needs
                              NVRTC + cuobjdump, the test extra) to the output and the JSON
@@ -22,7 +24,8 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
 What each device measures:
 
 * ``cpu``: cupyops' NumPy path against the NumPy composition a user would write and against
-  onnxruntime (when installed), timed in this process; ``ratio = peer_seconds / seconds``, so a
+  onnxruntime and PyTorch on the CPU (when installed; PyTorch on as many threads as cupyops),
+  timed in this process; ``ratio = peer_seconds / seconds``, so a
   ratio above 1 means cupyops is faster.
 * ``cuda``: cupyops' kernels against CuPy's composition and PyTorch (when installed), timed with
   CUDA events after a warm-up, plus GB/s and percent of the device-to-device copy bandwidth
@@ -281,8 +284,8 @@ def expected_bytes(case, x, result):
 
 def time_cpu(fns, budget, min_rounds=5, max_rounds=200):
     """Seconds per call of each callable: interleaved rounds, each a batch of calls long enough
-    to read a clock (~1 ms); the best round of each. ``fns``: list of zero-argument callables
-    (already warmed up)."""
+    to read a clock (~1 ms), each round starting with the next callable; the best round of
+    each. ``fns``: list of zero-argument callables (already warmed up)."""
     batch = []
     for f in fns:
         t0 = time.perf_counter()
@@ -296,7 +299,11 @@ def time_cpu(fns, budget, min_rounds=5, max_rounds=200):
     gc.disable()
     try:
         while rounds < min_rounds or (spent < budget * len(fns) and rounds < max_rounds):
-            for i, f in enumerate(fns):
+            # each round starts with the next callable: none always follows the same one
+            # (a peer that sweeps the caches would slow whatever comes after it)
+            for j in range(len(fns)):
+                i = (j + rounds) % len(fns)
+                f = fns[i]
                 k = batch[i]
                 t0 = time.perf_counter()
                 for _ in range(k):
@@ -1094,6 +1101,9 @@ OPTIONS = (
     _opt("--budget", "timing seconds per callable and case", type=float, default=None),
     _opt("--repeat", "time each case this many times and keep the median (cpu/cuda)", type=int,
          default=1),
+    _opt("--threads", "threads of cupyops' NumPy path, and of PyTorch's CPU peer (default: "
+         "the library's setting: set_num_threads, else CUPYOPS_NUM_THREADS, else the usable "
+         "cores)", type=int, default=None, metavar="N"),
     _switch("--list", "list the case ids and exit"),
     _switch("--quiet", "no progress on stderr"),
     _switch("--dask", "the Dask section only (cupyops/bench/dask_bench.py: tasks per chunk, "
@@ -1228,6 +1238,8 @@ class Run:
 
 def prepare(args, argv) -> Run:
     """Check the command line and choose the cases (raises BenchError)."""
+    if args.threads is not None and args.threads < 1:
+        raise BenchError(f"--threads must be at least 1, got {args.threads}")
     device = resolve_device(args)
     mode = size_mode(args)
     budget = BUDGET[mode] if args.budget is None else args.budget
@@ -1254,9 +1266,39 @@ def run_meta(run) -> dict:
     }
 
 
+@contextlib.contextmanager
+def run_threads(run):
+    """cupyops' NumPy path on ``--threads`` threads (default: the library's setting), and
+    PyTorch's CPU peer on as many, for the run; their settings as they were afterwards. The
+    counts go into ``run.meta`` (``threads``, ``torch_threads``)."""
+    from cupyops.core import threads as _threads
+    with _threads.using(run.args.threads) as n:
+        run.meta["threads"] = n
+        torch = None
+        if run.device == "cpu" and not run.args.no_peers:
+            try:
+                import torch
+            except ImportError:
+                pass
+        old = torch.get_num_threads() if torch is not None else None
+        if torch is not None:
+            torch.set_num_threads(n)
+            run.meta["torch_threads"] = n
+        try:
+            yield n
+        finally:
+            if torch is not None:
+                torch.set_num_threads(old)
+
+
 def measure(run) -> None:
     """Every case, then the cold start, the overhead section and the issue-rate model, as
     asked; into ``run``."""
+    with run_threads(run):
+        _measure(run)
+
+
+def _measure(run) -> None:
     args = run.args
     if run.device == "cuda":
         run.copy_bw = copy_bandwidth()
@@ -1319,8 +1361,8 @@ def _skipped_lines(run) -> list:
 def text_report(run, table) -> list:
     """The lines printed at the end of a run."""
     header, rows, title = table
-    text = [f"cupyops bench: device {run.device}, mode {run.mode}, {len(run.cases)} cases", title,
-            "", format_text(header, rows), ""]
+    text = [f"cupyops bench: device {run.device}, mode {run.mode}, {len(run.cases)} cases"
+            + threads_note(run), title, "", format_text(header, rows), ""]
     text += summary_lines(run.records, run.device, run.peer_names)
     text += peer_na_lines(run.records, run.peer_names)
     text += _skipped_lines(run)
@@ -1342,12 +1384,24 @@ def text_report(run, table) -> list:
     return text
 
 
+def threads_note(run) -> str:
+    """``, cupyops on N threads ...`` for the report's first line ('' off the CPU path)."""
+    n = run.meta.get("threads")
+    if run.device != "cpu" or n is None:
+        return ""
+    torch = run.meta.get("torch_threads")
+    peers_ = "" if run.args.no_peers else (
+        "; NumPy and onnxruntime on 1" + (f", PyTorch on {torch}" if torch else ""))
+    return f", cupyops on {n} thread{'s' if n != 1 else ''}{peers_}"
+
+
 def markdown_report(run, table) -> list:
     """The lines of --markdown and --update-docs."""
     header, rows, title = table
     paths = run.meta["paths"]
     md = [f"<!-- generated by: python -m cupyops bench {' '.join(run.argv or [])} -->",
-          f"Device `{run.device}`, mode `{run.mode}`, {run.meta['date']}, {run.meta['machine']}.",
+          f"Device `{run.device}`, mode `{run.mode}`, {run.meta['date']}, {run.meta['machine']}"
+          f"{threads_note(run)}.",
           f"Kernel paths present: {', '.join(k for k, v in paths.items() if v) or 'none'}; "
           f"missing: {', '.join(_missing_paths(run)) or 'none'}.", "", title, ""]
     if run.device == "simt":

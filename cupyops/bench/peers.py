@@ -9,6 +9,8 @@ turns it into cupyops' result format for the correctness check (not timed).
   ``np.argwhere`` / ``np.nonzero`` / ``np.count_nonzero``).
 * ``onnxruntime``: tiny one-operator ONNX models (ArgMax/ArgMin with select_last_index, Hardmax,
   NonZero) built with ``onnx.helper``, run single-threaded on the CPU.
+* ``torch`` on the CPU (when installed): the same compositions with PyTorch, on as many
+  threads as cupyops uses in the run.
 * ``cupy`` and ``torch`` on a GPU: the same compositions with those libraries.
 """
 from __future__ import annotations
@@ -128,7 +130,10 @@ def to_numpy(r):
     if hasattr(r, "get"):
         return r.get()
     if hasattr(r, "cpu"):
-        return r.cpu().numpy()
+        r = r.cpu()
+        if str(r.dtype) == "torch.bfloat16":    # (NumPy has no bfloat16 of its own)
+            r = r.float()
+        return r.numpy()
     return r
 
 
@@ -145,7 +150,7 @@ def numpy_result(case, r):
 
 
 # --------------------------------------------------------------------------------------------
-# PyTorch (GPU only in the benchmark)
+# PyTorch (CPU and GPU)
 # --------------------------------------------------------------------------------------------
 
 def _torch_from_cupy(x):
@@ -155,7 +160,15 @@ def _torch_from_cupy(x):
     return torch.from_dlpack(x)
 
 
-def torch_peer(case):
+def _torch_from_numpy(x):
+    import torch
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(x)
+
+
+def _torch_composition(case):
+    """What a PyTorch user writes for ``case`` (on the tensor's device)."""
     try:
         import torch
     except ImportError as exc:
@@ -207,7 +220,21 @@ def torch_peer(case):
             return out, c.shape[0]
     else:
         raise PeerUnavailable(f"no torch composition for {op}")
+    return fn
+
+
+def torch_peer(case):
+    """PyTorch on the GPU: the input shared zero-copy from CuPy through DLPack."""
+    fn = _torch_composition(case)
     fn.prepare = _torch_from_cupy      # CuPy array -> torch tensor, zero-copy (not timed)
+    return fn, functools.partial(numpy_result, case)
+
+
+def torch_cpu_peer(case):
+    """PyTorch on the CPU, on as many threads as cupyops (the benchmark sets
+    ``torch.set_num_threads``): the NumPy input shared zero-copy (``torch.from_numpy``)."""
+    fn = _torch_composition(case)
+    fn.prepare = _torch_from_numpy     # not timed
     return fn, functools.partial(numpy_result, case)
 
 
@@ -323,7 +350,7 @@ def onnxruntime_peer(case):
     return fn, adapt
 
 
-CPU_PEERS = {"numpy": numpy_peer, "onnxruntime": onnxruntime_peer}
+CPU_PEERS = {"numpy": numpy_peer, "onnxruntime": onnxruntime_peer, "torch": torch_cpu_peer}
 GPU_PEERS = {"cupy": cupy_peer, "torch": torch_peer}
 
 

@@ -23,7 +23,7 @@ from cupyops.core.dtypes import element_alignment
 from cupyops.core.fastread import numpy_data_ptr
 
 __all__ = ["library_of", "library_of_type", "is_cupy_array", "data_ptr", "check_cupy_alignment",
-           "DLPACK_LIBRARIES"]
+           "readable", "DLPACK_LIBRARIES"]
 
 _by_type: dict = {np.ndarray: "numpy"}
 _MISSING = object()
@@ -97,3 +97,26 @@ def check_cupy_alignment(arr, argname, opname):
         raise ValueError(f"{opname}: {argname} has strides {tuple(arr.strides)}; {bad[0]} is not "
                          f"a multiple of {align} bytes, the alignment of {arr.dtype} elements on "
                          f"a GPU, so its elements cannot all be aligned: copy it first")
+
+
+class _Alias:
+    """An ``__array_interface__`` for ``np.asarray``; ``base`` keeps the aliased array (and
+    through it the memory) alive as long as the alias."""
+
+    __slots__ = ("__array_interface__", "base")
+
+
+def readable(x):
+    """``x`` (a NumPy array) as NumPy's routines read it in place: ``x`` itself when it is
+    writeable, else a writeable-flagged alias of the same memory. NumPy's argmax, argmin
+    and nonzero copy a read-only input whole before reading it (they ask for a writeable
+    array); the NumPy path reads a read-only view, a read-only ``np.memmap``, a
+    ``np.frombuffer`` buffer or a JAX array through the alias and never writes it."""
+    if x.flags.writeable:
+        return x
+    alias = _Alias()
+    alias.__array_interface__ = {"shape": x.shape, "typestr": x.dtype.str, "version": 3,
+                                 "data": (numpy_data_ptr(x), False), "strides": x.strides}
+    alias.base = x
+    a = np.asarray(alias)
+    return a if a.dtype == x.dtype else a.view(x.dtype)

@@ -40,6 +40,7 @@ import numpy as np
 from cupyops.core import args as _args
 from cupyops.core import dtypes as _bf16
 from cupyops.core import devices as _dispatch
+from cupyops.core import threads as _threads
 
 __all__ = ["is_dask_array", "call", "use_public", "arg_chunk"]
 
@@ -183,6 +184,7 @@ def _comparable(v, xp):
     return v, xp.zeros(v.shape, bool)
 
 
+@_threads.one_thread
 def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
                computing_meta=False):
     """One chunk's partial (the chunk step of ``dask.array.reduction``): per group, the
@@ -336,6 +338,7 @@ def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, exten
     return res
 
 
+@_threads.one_thread
 def _arg_whole(c, *, fn, axes, keepdims, tie, index_dtype, device, opname):
     _check_chunk(c, opname)
     return fn(c, axes, keepdims=keepdims, tie=tie, dtype=index_dtype, device=device)
@@ -413,6 +416,7 @@ def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
 # hardmax
 
 
+@_threads.one_thread
 def _hardmax_whole(c, *, axes, tie, device):
     _check_chunk(c, "hardmax")
     return _public.hardmax(c, axes, tie=tie, device=device)
@@ -461,11 +465,13 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
 # count_nonzero
 
 
+@_threads.one_thread
 def _count_whole(c, *, axes, device):
     _check_chunk(c, "count_nonzero")
     return _public.count_nonzero(c, axes, device=device)
 
 
+@_threads.one_thread
 def _count_chunk(c, axis, keepdims, *, device):
     _check_chunk(c, "count_nonzero")
     return _public.count_nonzero(c, axis, keepdims=True, device=device)
@@ -497,6 +503,7 @@ def count_nonzero(x, /, axis=None, *, keepdims=False, device=None):
 # argwhere / nonzero / nonzero_coordinates
 
 
+@_threads.one_thread
 def _coords_chunk(c, starts, index_dtype, device, opname):
     """This chunk's nonzero coordinates in x's coordinates (row-major within the chunk)."""
     _check_chunk(c, opname)

@@ -55,9 +55,11 @@ def argreduce_call(kind, skip_nan, x, axis, keepdims, tie, dtype, out, device, w
             entry = _entries.cpu_argreduce_entry(
                 x, call.axes, kind=kind, skip_nan=skip_nan, tie=tie,
                 index_dtype=call.index_dtype, result_shape=call.result_shape)
-            f = _numpy.nanargreduce if skip_nan else _numpy.argreduce
-            res = f(_dtypes.widen(x) if x.dtype.kind == "V" else x, call.axes, kind=kind,
-                    tie=tie, index_dtype=call.index_dtype, out=call.out_kept)
+            res = entry(x, None)       # (the same runner as every later call)
+            if call.out is None:
+                return res, entry, None
+            _place.deliver(res.reshape(call.kept_shape), call.out_kept)
+            return call.out, entry, None
         else:
             res, entry, cls = _kernel_argreduce(kind, skip_nan, x, call, tie, placement,
                                                 workspace)
@@ -104,10 +106,12 @@ def hardmax_call(x, axis, tie, out, device, workspace):
         elif not axes:
             res = xp.ones(x.shape, x.dtype)
         elif placement.kind == "cpu":
-            if x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
+            entry = _entries.cpu_hardmax_entry(x, axes, tie=tie)
+            if entry is not None:
+                res = entry(x, None)
+            elif x.dtype.kind == "V":   # bfloat16: the one-hot of the exact float32 widening
                 res = _dtypes.narrow(_numpy.hardmax(_dtypes.widen(x), axes, tie=tie), x.dtype)
             else:
-                entry = _entries.cpu_hardmax_entry(x, axes, tie=tie)
                 res = _numpy.hardmax(x, axes, tie=tie, out=out)
         else:
             res, entry, cls = _kernel_hardmax(x, axes, tie, out, placement, workspace)

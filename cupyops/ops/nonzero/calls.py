@@ -70,8 +70,10 @@ def _count_distinct(x, axes, placement, opname, result_shape=None, keepdims=Fals
     """count_nonzero over ``axes`` (non-empty) of a non-empty x on its placement, with the
     runners of that call."""
     if placement.kind == "cpu":
-        return (_numpy.count_nonzero(x, axes),
-                _entries.cpu_count_entry(x, axes, result_shape=result_shape), None)
+        entry = _entries.cpu_count_entry(x, axes, result_shape=result_shape)
+        if entry is not None and result_shape is not None:
+            return entry(x, None), entry, None
+        return _numpy.count_nonzero(x, axes), entry, None
     backend = backend_for(placement)
     kin = _place.to_kernel_input(x, placement, opname)
     run = _launch.count_runner(backend, kin, axes, force_64bit=force_64bit.get())
@@ -112,6 +114,8 @@ def argwhere_call(x, dtype, device):
             return xp.zeros((0, x.ndim), index_dtype), None, None
         if placement.kind == "cpu":
             entry = _entries.cpu_argwhere_entry(x, index_dtype) if x is x0 else None
+            if entry is not None:
+                return entry(x, None), entry, None
             return _numpy.argwhere(x, index_dtype), entry, None
         return _kernel_coordinates(x, x0, placement, opname, index_dtype,
                                    layout=_launch.LAYOUT_ROWS)
@@ -131,6 +135,8 @@ def nonzero_call(x, device):
             return tuple(xp.zeros((0,), index_dtype) for _ in range(x.ndim)), None, None
         if placement.kind == "cpu":
             entry = _entries.cpu_nonzero_entry(x) if x is x0 else None
+            if entry is not None:
+                return entry(x, None), entry, None
             return _numpy.nonzero(x, index_dtype), entry, None
         res, entry, cls = _kernel_coordinates(x, x0, placement, opname, index_dtype,
                                               layout=_launch.LAYOUT_COLS)
@@ -159,7 +165,8 @@ def nonzero_coordinates_call(x, size, fill_value, dtype, out, device, workspace)
         if placement.kind == "cpu":
             entry = _entries.cpu_coordinates_entry(x, size, fill_value, index_dtype) \
                 if x is x0 else None
-            res = _numpy.nonzero_coordinates(x, size, fill_value, index_dtype)
+            res = entry(x, None) if entry is not None else \
+                _numpy.nonzero_coordinates(x, size, fill_value, index_dtype)
             return _place.deliver_all(res, out), entry, None
         kernel_out = out if out is not None and all(
             _place.kernel_out(o, placement) is not None for o in out) else None

@@ -1,0 +1,291 @@
+"""The NumPy path's threads: the setting, and a small pool that runs the parts of one call.
+
+NumPy's routines (argmax, max, comparisons, count_nonzero, nonzero, divmod) release the GIL
+while they run, so the parts of one large input run at the same time in Python threads. The
+NumPy path splits an input of at least :data:`MIN_BYTES` into parts of at least
+:data:`PART_BYTES` (row blocks, flat chunks, ranges of a reduced axis), runs them through
+:func:`run_parts` and combines their answers with the single-thread rules, so a result never
+depends on the number of threads.
+
+* **How many**: ``set_num_threads(n)``, else ``CUPYOPS_NUM_THREADS``, else the cores this
+  process may run on (``os.sched_getaffinity``). 1 is the single-thread path.
+* **Where threads are not used**: a call from any thread but the main one (a thread pool's
+  worker, Dask's threaded scheduler, a distributed worker: the pool it runs in already keeps
+  the cores busy), and a call inside :func:`single_thread` (the chunks Dask hands to cupyops,
+  whatever the scheduler).
+* **The pool** starts on first use, with one worker per extra thread; the calling thread runs
+  parts too. Workers pull the next part from a shared counter (:func:`split`: two parts a
+  thread), so a worker that the machine slows down takes fewer parts, and a call waits only
+  for parts a worker took. After ``fork`` the child starts a new pool on its first use
+  (``os.register_at_fork``): threads do not survive a fork.
+* **A busy machine**: when the workers ran no part of a call, or the caller waited for their
+  parts more than half of the call (other processes hold the cores), the calls of the
+  next :data:`BUSY_SECONDS` run on one thread, which is then the faster way; then the pool is
+  tried again.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import queue
+import threading
+import time
+
+from cupyops.core.fastread import env_reader
+
+__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "split",
+           "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES",
+           "PARTS_PER_THREAD", "BUSY_SECONDS"]
+
+#: inputs of fewer bytes run on one thread
+MIN_BYTES = 1 << 20
+#: a thread gets a part of at least this many bytes of input
+PART_BYTES = 1 << 19
+#: the shortest part of :func:`split`, and the parts a thread gets
+TAIL_BYTES = 1 << 20
+PARTS_PER_THREAD = 2
+#: after a call whose workers found no core (or kept it waiting), this long on one thread
+BUSY_SECONDS = 0.25
+
+_ENV = "CUPYOPS_NUM_THREADS"
+_env = env_reader(_ENV)
+
+
+class _State:
+    """The process's thread setting and pool (one object, replaced after a fork)."""
+
+    def __init__(self):
+        self.setting = None          # set_num_threads
+        self.cores = None            # usable cores, read once
+        self.env_raw = None          # CUPYOPS_NUM_THREADS as last parsed
+        self.env_value = None
+        self.workers = []            # one SimpleQueue of jobs per worker thread
+        self.busy_until = 0.0        # one thread until then: the workers found no core
+        self.lock = threading.Lock()     # held while the pool runs one call's parts
+        self.main = threading.main_thread().ident
+        self.local = threading.local()
+
+
+_state = _State()
+
+
+def _after_fork_in_child():
+    old = _state.__dict__.copy()
+    _state.__init__()
+    _state.setting = old["setting"]
+    _state.cores = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _usable_cores() -> int:
+    if _state.cores is None:
+        try:
+            _state.cores = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):     # pragma: no cover - no affinity on this OS
+            _state.cores = max(1, os.cpu_count() or 1)
+    return _state.cores
+
+
+def _parse_env(raw):
+    if raw == _state.env_raw and raw is not None:
+        return _state.env_value
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    try:
+        n = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{_ENV} must be a positive integer, got {text!r}") from None
+    if n < 1:
+        raise ValueError(f"{_ENV} must be a positive integer, got {text!r}")
+    _state.env_raw, _state.env_value = raw, n
+    return n
+
+
+def _setting() -> int:
+    """The number of threads asked for (set_num_threads, the environment, the cores)."""
+    if _state.setting is not None:
+        return _state.setting
+    raw = _env()
+    if raw is not None and raw.strip():
+        return _parse_env(raw)
+    return _usable_cores()
+
+
+def _here_single() -> bool:
+    """Whether calls from this thread run on one thread (see the module docstring)."""
+    return threading.get_ident() != _state.main or getattr(_state.local, "single", 0) > 0
+
+
+def get_num_threads() -> int:
+    """The number of threads a call from here splits a large input into: the setting
+    (``set_num_threads``, else ``CUPYOPS_NUM_THREADS``, else the usable cores), or 1 inside
+    :func:`single_thread` and in threads other than the main one."""
+    if _here_single():
+        return 1
+    return _setting()
+
+
+def set_num_threads(n: int | None) -> None:
+    """Use ``n`` threads (1: the single-thread path) for the NumPy path's large inputs; None
+    goes back to the default (``CUPYOPS_NUM_THREADS``, else the usable cores)."""
+    if n is not None:
+        if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+            raise TypeError(f"set_num_threads: n must be a positive int or None, got "
+                            f"{type(n).__name__}")
+        n = n.__index__()
+        if n < 1:
+            raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
+    _state.setting = n
+
+
+def threads_for(nbytes: int) -> int:
+    """How many parts to run at once for ``nbytes`` of input: 1 below :data:`MIN_BYTES`, else
+    up to :func:`get_num_threads`, each part at least :data:`PART_BYTES`."""
+    if nbytes < MIN_BYTES:
+        return 1
+    state = _state
+    n = state.setting
+    if n is None:
+        n = _setting()
+    if n <= 1 or _get_ident() != state.main or getattr(state.local, "single", 0):
+        return 1
+    if state.busy_until and _monotonic() < state.busy_until:
+        return 1
+    return max(1, min(n, nbytes // PART_BYTES))
+
+
+_get_ident = threading.get_ident
+_monotonic = time.monotonic
+
+
+def split(n: int, threads: int, nbytes: int) -> list:
+    """Ordered ``(start, stop)`` ranges that cover ``range(n)`` (items of ``nbytes`` bytes in
+    all) for ``threads`` threads: :data:`PARTS_PER_THREAD` equal parts a thread, none under
+    :data:`TAIL_BYTES`. Few parts keep the overhead low (each costs a call and a pass of
+    the GIL); two a thread let the counter give a slowed thread less."""
+    if threads <= 1 or n <= 1:
+        return [(0, n)]
+    k = max(1, min(n, PARTS_PER_THREAD * threads, nbytes // TAIL_BYTES))
+    bounds = [n * i // k for i in range(k + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
+
+
+@contextlib.contextmanager
+def using(n: int | None):
+    """``set_num_threads(n)`` for the block, then the setting as it was (None: no change)."""
+    old = _state.setting
+    if n is not None:
+        set_num_threads(n)
+    try:
+        yield get_num_threads()
+    finally:
+        _state.setting = old
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Calls in this block (in this thread) run on one thread."""
+    local = _state.local
+    local.single = getattr(local, "single", 0) + 1
+    try:
+        yield
+    finally:
+        local.single -= 1
+
+
+def one_thread(fn):
+    """Decorator: ``fn``'s cupyops calls run on one thread (the chunk functions Dask runs:
+    its chunks already keep the cores busy). The wrapper keeps ``fn``'s name, so a
+    module-level function still pickles by reference."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with single_thread():
+            return fn(*args, **kwargs)
+    return call
+
+
+def _worker(jobs):
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job()
+
+
+def _ensure_workers(n: int) -> None:
+    """At least ``n`` worker threads (daemons, waiting on their job queues)."""
+    workers = _state.workers
+    while len(workers) < n:
+        q = queue.SimpleQueue()
+        t = threading.Thread(target=_worker, args=(q,), daemon=True,
+                             name=f"cupyops-worker-{len(workers)}")
+        t.start()
+        workers.append(q)
+
+
+class _Job:
+    """The parts of one call: every thread takes the next index from one counter; the call
+    is done when every part is (a worker that wakes up late finds nothing left and leaves
+    the job alone, so the caller never waits for a thread that took no part)."""
+
+    __slots__ = ("fn", "parts", "results", "errors", "counter", "left", "lock", "done",
+                 "owner", "helped")
+
+    def __init__(self, fn, parts):
+        self.fn, self.parts = fn, parts
+        self.results = [None] * len(parts)
+        self.errors = []
+        self.counter = itertools.count()
+        self.left = len(parts)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.owner = _get_ident()
+        self.helped = 0                   # parts the workers ran
+
+    def __call__(self):
+        fn, parts, results, n = self.fn, self.parts, self.results, len(self.parts)
+        helper = _get_ident() != self.owner
+        for i in self.counter:            # next() of a count is atomic under the GIL
+            if i >= n:
+                break
+            try:
+                results[i] = fn(parts[i])
+            except BaseException as exc:  # noqa: BLE001 - raised in the calling thread
+                self.errors.append((i, exc))
+            with self.lock:
+                self.helped += helper
+                self.left -= 1
+                if not self.left:
+                    self.done.set()
+
+
+def run_parts(fn, parts, threads: int) -> list:
+    """``[fn(p) for p in parts]``, on up to ``threads`` threads (the caller's included); the
+    first error (by part) is raised once every part has finished."""
+    parts = list(parts)
+    helpers = min(threads, len(parts)) - 1
+    lock = _state.lock
+    if helpers <= 0 or not lock.acquire(blocking=False):   # (a part calling back: serial)
+        return [fn(p) for p in parts]
+    try:
+        _ensure_workers(helpers)
+        job = _Job(fn, parts)
+        for q in _state.workers[:helpers]:
+            q.put(job)
+        t0 = _monotonic()
+        job()
+        t1 = _monotonic()
+        job.done.wait()
+        t2 = _monotonic()
+        if not job.helped or (t2 - t1) * 2 > t2 - t0:
+            # the workers ran no part, or the caller waited for theirs more than half of the
+            # call: the machine's cores are busy elsewhere, and one thread does better
+            _state.busy_until = t2 + BUSY_SECONDS
+    finally:
+        lock.release()
+    if job.errors:
+        raise min(job.errors, key=lambda e: e[0])[1]
+    return job.results

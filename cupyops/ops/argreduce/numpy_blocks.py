@@ -1,0 +1,607 @@
+"""The NumPy path's routines for the three common layouts of a C-contiguous input, threaded.
+
+A reduction over a consecutive run of axes of a C-contiguous array is one of:
+
+* **flat** (every axis): one group, the whole array;
+* **rows** (the trailing axes): ``(rows, n)`` groups, each a contiguous row;
+* **fold** (axes with kept axes after them): ``V = x.reshape(A, R, C)``, the group of
+  ``(a, c)`` is ``V[a, :, c]``: a column of a C-contiguous slab.
+
+Every routine gives the index the library's rule asks for (docs/api.md): the first (tie
+"first") or last (tie "last") position of the group's extreme, NaN the extreme (its first or
+last place), -0.0 == 0.0, integers exact. float16 and bfloat16 are compared as int16 keys
+(:func:`keys16`): NumPy's float16 comparisons convert every element, the keys are SIMD
+integers. Extra memory stays at a few chunks of :data:`CHUNK` elements per thread besides
+the output.
+
+* tie "first" over rows or flat: NumPy's argmax/argmin, in place (it is the fastest way); a
+  flat bool input (argmax stops at the first True, argmin at the first False) is searched
+  in growing ranges, so the threads never read far past the answer.
+* tie "last" over rows: a chunk of rows is copied with its 8-byte words in reverse order
+  (memcpy speed; NumPy's reversed view is copied element by element at a third of it), so
+  NumPy's argmax meets the last word that holds the extreme first; the last extreme inside
+  that word is then found among its 8 bytes.
+* tie "last" over a flat input: the extremes of blocks of :data:`CHUNK` elements (one SIMD
+  reduction), then the last block that holds the overall extreme is searched as a row.
+* fold: a running extreme over chunks of rows, elementwise on contiguous memory (one SIMD
+  compare, extreme, multiply and maximum per element), with the chunk number of each slot's
+  best (int8, so at most 127 chunks per range of rows); then the slots of each group are
+  combined. NaN is checked once per range: a range whose extremes hold a NaN is folded again
+  with NaN-aware comparisons.
+
+Threads (cupyops.core.threads): rows in row blocks, flat inputs and folds in ranges whose
+answers are combined with the same rules (:func:`pick`), so a result is the same on any
+number of threads.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cupyops.core import threads as _threads
+
+__all__ = ["keys16", "rows_arg", "flat_arg", "fold_arg", "pick", "work", "CHUNK"]
+
+CHUNK = 1 << 16             # elements per chunk of the chunked loops (in L2 with temporaries)
+LONG_ROW = 1 << 15          # rows at least this long are searched one at a time, as flat
+BOOL_PROBE = 1 << 16        # bytes a flat bool search reads before it starts the threads
+FOLD_IDX_MAX = 127          # chunks per fold range (the chunk number is an int8)
+FOLD_MIN_BYTES = 1 << 20    # smaller inputs with narrow slabs are copied transposed, not folded
+TRANSPOSE_MAX_C = 64        # ... narrow: at most this many groups per slab
+
+_ARG = {"max": np.ndarray.argmax, "min": np.ndarray.argmin}
+_RED = {"max": np.ndarray.max, "min": np.ndarray.min}          # NaN propagates
+_EXT = {"max": np.maximum, "min": np.minimum}                  # NaN propagates
+_BEAT = {("max", "first"): np.greater, ("max", "last"): np.greater_equal,
+         ("min", "first"): np.less, ("min", "last"): np.less_equal}
+_I16 = np.dtype(np.int16)
+_U64 = np.dtype(np.uint64)
+
+
+# ------------------------------------------------------------------------------ keys
+
+def keys16(src, kind, nan_mag, out, tmp):
+    """int16 keys that order 16-bit floats (``src``: their bits as int16, any layout) as the
+    floats order: -0.0 and +0.0 get one key, every NaN (magnitude bits above ``nan_mag``:
+    0x7C00 for float16, 0x7F80 for bfloat16) the extreme key of ``kind``. ``out`` and ``tmp``:
+    int16 arrays of src's shape (``out`` receives the keys)."""
+    np.right_shift(src, 15, out=tmp)                 # 0 or -1
+    np.bitwise_and(tmp, 0x7FFF, out=out)
+    np.bitwise_xor(out, src, out=out)                # negative: magnitude bits flipped
+    np.subtract(out, tmp, out=out)                   # ... and +1: -0.0 -> 0
+    np.bitwise_and(src, 0x7FFF, out=tmp)
+    if tmp.max() > nan_mag:
+        np.copyto(out, 32767 if kind == "max" else -32768, where=tmp > nan_mag)
+    return out
+
+
+class _Keys:
+    """Per-thread int16 buffers for the keys of one chunk."""
+
+    __slots__ = ("nan_mag", "kind", "out", "tmp")
+
+    def __init__(self, nan_mag, kind, size):
+        self.nan_mag, self.kind = nan_mag, kind
+        self.out = np.empty(size, _I16)
+        self.tmp = np.empty(size, _I16)
+
+    def of(self, a):
+        """The keys of ``a`` (16-bit floats, any layout), in a C-contiguous int16 array of its
+        shape (this object's buffer: valid until the next call)."""
+        n = a.size
+        out = self.out[:n].reshape(a.shape)
+        return keys16(a.view(_I16), self.kind, self.nan_mag, out,
+                      self.tmp[:n].reshape(a.shape))
+
+
+# ------------------------------------------------------------------------------ combining
+
+def pick(vals, pos, kind, tie, axis=0):
+    """``(best value, its position)`` along ``axis`` of candidates ``vals`` with positions
+    ``pos`` (the library's rule: NaN the extreme, ties by position, first or last)."""
+    best = _RED[kind](vals, axis=axis, keepdims=True)
+    eq = vals == best
+    if best.dtype.kind in "fc":
+        nan = np.isnan(best)
+        if nan.any():
+            eq |= np.isnan(vals) & nan
+    if tie == "first":
+        p = np.where(eq, pos, np.iinfo(np.intp).max).min(axis=axis)
+    else:
+        p = np.where(eq, pos, -1).max(axis=axis)
+    return np.squeeze(best, axis=axis), p
+
+
+def _split(n, parts):
+    """``parts`` (start, stop) ranges covering range(n), in order, none empty."""
+    parts = max(1, min(parts, n))
+    q, r = divmod(n, parts)
+    out, s = [], 0
+    for i in range(parts):
+        e = s + q + (i < r)
+        out.append((s, e))
+        s = e
+    return out
+
+
+def _cut(s, e, most):
+    """(s, e) cut into ranges of at most ``most``."""
+    return [(a, min(e, a + most)) for a in range(s, e, most)]
+
+
+# ------------------------------------------------------------------------------ rows
+
+def _rows_last(x2, kind, keyed, r0, r1, out, rc):
+    """The last extreme of rows r0..r1 of ``x2`` ((rows, n), C-contiguous) into ``out``
+    (intp): chunks of ``rc`` rows are copied with their 8-byte words in reverse order, where
+    NumPy's argmax/argmin meets the last word holding the extreme first; then the last
+    extreme inside that word (of every row at once)."""
+    n = x2.shape[1]
+    isz = x2.dtype.itemsize
+    keys = None if keyed is None else _Keys(keyed, kind, min(r1 - r0, rc) * n)
+    f = _ARG[kind]
+    if (n * isz) % 8:
+        for s in range(r0, r1, rc):
+            c = x2[s:min(r1, s + rc)]
+            src = keys.of(c) if keys is not None else c
+            out[s - r0:s - r0 + len(c)] = (n - 1) - f(src[:, ::-1], axis=1)
+        return
+    e = 8 // isz
+    nw = n // e
+    words = x2.view(_U64)
+    buf = np.empty(min(r1 - r0, rc) * nw, _U64)
+    p = out                                      # the permuted positions first
+    for s in range(r0, r1, rc):
+        t = min(r1, s + rc)
+        b = buf[:(t - s) * nw].reshape(t - s, nw)
+        np.copyto(b, words[s:t, ::-1])
+        vals = b.view(x2.dtype)
+        f(keys.of(vals) if keys is not None else vals, axis=1, out=p[s - r0:t - r0])
+    if e == 1:                                   # 8-byte values: the word is the element
+        np.subtract(n - 1, p, out=out)
+        return
+    w = p // e                                   # the word, counted from the row's end
+    rows = np.arange(r0, r1)
+    cand = words[rows, (nw - 1) - w].view(x2.dtype).reshape(-1, e)
+    if keys is not None:
+        cand = _Keys(keyed, kind, cand.size).of(cand)
+    best = cand[np.arange(r1 - r0), p - w * e]
+    eq = cand == best[:, None]
+    if cand.dtype.kind == "f" and best.dtype.kind == "f":
+        nan = np.isnan(best)
+        if nan.any():
+            eq |= np.isnan(cand) & nan[:, None]
+    np.subtract(nw - 1, w, out=out)
+    out *= e
+    out += (e - 1) - np.argmax(eq[:, ::-1], axis=1)
+
+
+def _rows_part(x2, kind, tie, out, keyed, r0, r1):
+    """Rows r0..r1 of ``x2`` into ``out[r0:r1]``, in chunks of about CHUNK elements (a long
+    row by itself, as a flat input)."""
+    n = x2.shape[1]
+    if tie == "first" and keyed is None:
+        _ARG[kind](x2[r0:r1], axis=1, out=out[r0:r1])
+        return
+    if n >= LONG_ROW:
+        part = _flat_first_part if tie == "first" else _flat_last_part
+        for r in range(r0, r1):
+            out[r] = part(x2[r], kind, keyed, 0, n)[0]
+        return
+    rc = max(1, CHUNK // n)
+    if tie == "last":
+        _rows_last(x2, kind, keyed, r0, r1, out[r0:r1], rc)
+        return
+    keys = _Keys(keyed, kind, rc * n)
+    for s in range(r0, r1, rc):
+        e = min(r1, s + rc)
+        _ARG[kind](keys.of(x2[s:e]), axis=1, out=out[s:e])
+
+
+def work(a, tie, keyed):
+    """The bytes of ``a`` as cupyops.core.threads weighs a call's work: NumPy's own
+    argmax/argmin (tie "first") reads 1- and 2-byte integers two to four times as fast as
+    4-byte values, so they count that much less."""
+    if tie == "first" and keyed is None and a.dtype.itemsize < 4:
+        return a.nbytes * a.dtype.itemsize // 4
+    return a.nbytes
+
+
+def rows_arg(x2, kind, tie, out, keyed=None):
+    """The extreme's index in each row of ``x2`` ((rows, n), C-contiguous) into ``out``
+    ((rows,) intp). ``keyed``: None, or the NaN magnitude of a 16-bit float type (0x7C00
+    float16, 0x7F80 bfloat16) whose keys are compared."""
+    rows, n = x2.shape
+    threads = _threads.threads_for(work(x2, tie, keyed))
+    if threads > 1 and rows < 2 * threads and n >= LONG_ROW:
+        for r in range(rows):          # few long rows: each split among the threads
+            out[r] = flat_arg(x2[r], kind, tie, keyed)
+        return out
+    if threads == 1:
+        _rows_part(x2, kind, tie, out, keyed, 0, rows)
+        return out
+    ranges = _threads.split(rows, threads, x2.nbytes)
+    _threads.run_parts(lambda r: _rows_part(x2, kind, tie, out, keyed, *r), ranges, threads)
+    return out
+
+
+# ------------------------------------------------------------------------------ flat
+
+def _flat_first_part(flat, kind, keyed, s, e):
+    """(index, value) of the first extreme of flat[s:e] (value: its key when keyed)."""
+    if keyed is None:
+        i = int(_ARG[kind](flat[s:e]))
+        return s + i, flat[s + i]
+    keys = _Keys(keyed, kind, min(CHUNK, e - s))
+    best_i, best_k = -1, None
+    for c in range(s, e, CHUNK):
+        k = keys.of(flat[c:min(e, c + CHUNK)])
+        i = int(_ARG[kind](k))
+        v = int(k[i])
+        if best_k is None or (v > best_k if kind == "max" else v < best_k):
+            best_i, best_k = c + i, v
+    return best_i, best_k
+
+
+def _flat_last_part(flat, kind, keyed, s, e):
+    """(index, value) of the last extreme of flat[s:e], every block searched from the end
+    (keyed: the keys of each block)."""
+    out = np.empty(1, np.intp)
+    best_i, best_v = -1, None
+    for c0 in range(s + ((e - s - 1) // CHUNK) * CHUNK, s - 1, -CHUNK):
+        _rows_last(flat[c0:min(e, c0 + CHUNK)].reshape(1, -1), kind, keyed, 0, 1, out, 1)
+        i = c0 + int(out[0])
+        v = flat[i] if keyed is None else int(_Keys(keyed, kind, 1).of(flat[i:i + 1])[0])
+        if best_v is None or _beats(v, best_v, kind):
+            best_i, best_v = i, v
+    return best_i, best_v
+
+
+def _block_extremes(flat, kind, b0, b1):
+    """The extremes of blocks b0..b1 of CHUNK elements of ``flat`` (NaN propagates)."""
+    n = flat.size
+    full = min(b1, n // CHUNK)
+    parts = []
+    if full > b0:
+        parts.append(_RED[kind](flat[b0 * CHUNK:full * CHUNK].reshape(-1, CHUNK), axis=1))
+    if b1 > full:                                     # the ragged last block
+        parts.append(_RED[kind](flat[full * CHUNK:], keepdims=True))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _flat_last(flat, kind, threads):
+    """The last extreme of a flat (non-keyed) input: the extremes of its blocks (in parts
+    among the threads), then the last block holding the overall extreme, searched."""
+    nb = -(-flat.size // CHUNK)
+    ranges = _threads.split(nb, threads, flat.nbytes)
+    bm = _threads.run_parts(lambda r: _block_extremes(flat, kind, *r), ranges, threads)
+    bm = bm[0] if len(bm) == 1 else np.concatenate(bm)
+    j = int(pick(bm, np.arange(nb), kind, "last")[1])
+    out = np.empty(1, np.intp)
+    _rows_last(flat[j * CHUNK:(j + 1) * CHUNK].reshape(1, -1), kind, None, 0, 1, out, 1)
+    return j * CHUNK + int(out[0])
+
+
+def _beats(v, w, kind):
+    """Whether value ``v`` is strictly better than ``w`` (NaN the extreme)."""
+    if v != v:
+        return w == w
+    return v > w if kind == "max" else v < w
+
+
+def _bool_first(flat, kind, threads):
+    """argmax (first True) / argmin (first False) of a flat bool array: a probe, then ranges
+    that double, each split among the threads; stops after the first range with a hit."""
+    f = _ARG[kind]
+    want = kind == "max"
+    n = flat.size
+    p = min(n, BOOL_PROBE)
+    i = int(f(flat[:p]))
+    if flat[i] == want or p == n:
+        return i if flat[i] == want else 0
+    start, width = p, 2 * p
+    while start < n:
+        stop = min(n, start + width)
+        parts = _split(stop - start, threads)
+        hits = _threads.run_parts(lambda r: int(f(flat[start + r[0]:start + r[1]])) + r[0],
+                                  parts, threads)
+        for h in hits:
+            if flat[start + h] == want:
+                return start + h
+        start, width = stop, 2 * width
+    return 0
+
+
+def _bool_last(flat, kind):
+    """The last True (argmax) / last False (argmin) of a flat bool array, searched from the
+    end a chunk at a time (so it reads little past the answer)."""
+    want = kind == "max"
+    out = np.empty(1, np.intp)
+    c0 = flat.size
+    while c0 > 0:
+        b0 = max(0, c0 - CHUNK)
+        _rows_last(flat[b0:c0].reshape(1, -1), kind, None, 0, 1, out, 1)
+        i = b0 + int(out[0])
+        if flat[i] == want:
+            return i
+        c0 = b0
+    return flat.size - 1
+
+
+def flat_arg(flat, kind, tie, keyed=None):
+    """The extreme's index in the 1-D contiguous ``flat`` (see :func:`rows_arg`)."""
+    n = flat.size
+    threads = _threads.threads_for(work(flat, tie, keyed))
+    if flat.dtype == np.bool_:
+        if tie == "first":
+            return int(_ARG[kind](flat)) if threads == 1 else _bool_first(flat, kind, threads)
+        return _bool_last(flat, kind)
+    if tie == "first" and keyed is None and threads == 1:
+        return int(_ARG[kind](flat))
+    if tie == "last" and keyed is None:
+        return _flat_last(flat, kind, threads)
+    part = _flat_first_part if tie == "first" else _flat_last_part
+    if threads == 1:
+        return part(flat, kind, keyed, 0, n)[0]
+    nb = -(-n // CHUNK)            # whole blocks of CHUNK elements per part
+    ranges = [(s * CHUNK, min(n, e * CHUNK))
+              for s, e in _threads.split(nb, threads, flat.nbytes)]
+    res = _threads.run_parts(lambda r: part(flat, kind, keyed, *r), ranges, threads)
+    vals = np.array([v for _, v in res], dtype=flat.dtype if keyed is None else _I16)
+    _, p = pick(vals, np.arange(len(res)), kind, tie)
+    return res[int(p)][0]
+
+
+# ------------------------------------------------------------------------------ fold
+
+class _Fold:
+    """One range of rows of a fold: chunks of ``w`` rows met in order (tie "first") or from
+    the end (tie "last"), so a later chunk wins a slot only when it is strictly better."""
+
+    __slots__ = ("sub", "L", "w", "rs", "reverse", "nch")
+
+    def __init__(self, V, rs, re, r0, tie):
+        self.sub, self.L, self.rs = V[:, rs:re, :], re - rs, rs
+        self.w = min(r0, self.L)
+        self.reverse = tie == "last"
+        self.nch = -(-self.L // self.w)
+
+    def chunk(self, k):
+        """(chunk k's rows, the slots they fill)."""
+        L, w = self.L, self.w
+        if self.reverse:
+            s, e = max(0, L - (k + 1) * w), L - k * w
+            return self.sub[:, s:e, :], slice(w - (e - s), w)
+        s = k * w
+        e = min(L, s + w)
+        return self.sub[:, s:e, :], slice(0, e - s)
+
+    def rows(self, k, s):
+        """The row of slot ``s`` of chunk ``k``."""
+        if self.reverse:
+            return self.rs + self.L - (k + 1) * self.w + s
+        return self.rs + k * self.w + s
+
+
+def _fold_range(V, kind, tie, keyed, r0, rs, re, nan_aware):
+    """Best (values, rows) of every group of V[:, rs:re, :]: a running extreme over chunks
+    of ``r0`` rows (at most FOLD_IDX_MAX + 1 of them), with the chunk number of each slot's
+    best; itemsize-1 types stop once every group holds the type's extreme."""
+    fold = _Fold(V, rs, re, r0, tie)
+    A, _, C = V.shape
+    w = fold.w
+    keys = None if keyed is None else _Keys(keyed, kind, A * w * C)
+    first = fold.chunk(0)[0]
+    m = keys.of(first).copy() if keys is not None else first.copy()
+    idx = np.zeros((A, w, C), np.int8)
+    b = np.empty((A, w, C), np.bool_)
+    t = np.empty((A, w, C), np.int8)
+    nan_b = np.empty((A, w, C), np.bool_) if nan_aware else None
+    check = _first_check(m, kind, fold.nch, b) if m.dtype.itemsize == 1 else fold.nch
+    beat, ext = _BEAT[(kind, "first")], _EXT[kind]
+    for k in range(1, fold.nch):
+        if k == check:
+            if _settled(m, _extreme(m.dtype, kind), b):
+                break
+            check += max(1, check // 4)
+        ch, sl = fold.chunk(k)
+        if keys is not None:
+            ch = keys.of(ch)
+        mm, bb, tt, ii = m[:, sl], b[:, sl], t[:, sl], idx[:, sl]
+        beat(ch, mm, out=bb)
+        if nan_aware:
+            nn = nan_b[:, sl]
+            np.isnan(ch, out=nn)
+            nn &= ~np.isnan(mm)
+            bb |= nn
+        ext(mm, ch, out=mm)
+        np.multiply(bb.view(np.int8), np.int8(k), out=tt)
+        np.maximum(ii, tt, out=ii)
+    return _slot_pick(m, idx, kind, fold)
+
+
+def _extreme(dtype, kind):
+    """The value no other value of ``dtype`` (bool, int8, uint8) beats for ``kind``."""
+    if dtype == np.bool_:
+        return kind == "max"
+    info = np.iinfo(dtype)
+    return info.max if kind == "max" else info.min
+
+
+def _first_check(m, kind, nch, scratch):
+    """The chunk before which the fold first checks whether every group already holds the
+    type's extreme (nothing can beat it): from the share of slots that hold it after the
+    first chunk, the number of chunks after which every group likely does (then every
+    quarter of that again); ``nch`` (never) where that is past the middle of the range."""
+    groups = m.shape[0] * m.shape[2]
+    p = np.count_nonzero(np.equal(m, _extreme(m.dtype, kind), out=scratch)) / m.size
+    if p <= 0:
+        return nch
+    if p >= 1:
+        return 1
+    # every group holds it after k chunks with probability exp(-groups (1 - p)^(k w))
+    k = math.ceil(math.log(8 * groups) / (-m.shape[1] * math.log1p(-p)))
+    return max(1, k) if k <= nch // 2 else nch
+
+
+def _settled(m, extreme, scratch):
+    """Whether every group of the slots ``m`` ((A, w, C)) holds ``extreme`` (``scratch``: a
+    bool array of m's shape): OR of halves along the slots, on contiguous memory."""
+    e = np.equal(m, extreme, out=scratch)
+    h = e.shape[1]
+    while h > 1:
+        half = h // 2
+        np.logical_or(e[:, :half], e[:, h - half:h], out=e[:, :half])
+        h -= half
+    return bool(e[:, 0].all())
+
+
+def _slot_pick(m, idx, kind, fold):
+    """Each group's best of the fold's slots ``m`` ((A, w, C) values, ``idx`` the chunk of
+    each): the lowest chunk number among the best, then its first slot (its last when the
+    chunks were met from the end); transposed once so that every step runs along contiguous
+    memory. Returns (values (A, C), rows (A, C))."""
+    A, w, C = m.shape
+    if C >= w:
+        return _slot_pick_wide(m, idx, kind, fold)
+    mt = m.transpose(0, 2, 1).reshape(A * C, w)          # copies (contiguous)
+    it = idx.transpose(0, 2, 1).reshape(A * C, w)
+    best = _RED[kind](mt, axis=1)
+    eq = mt == best[:, None]
+    if best.dtype.kind == "f":
+        nan = np.isnan(best)
+        if nan.any():
+            eq |= np.isnan(mt) & nan[:, None]
+    other = np.invert(eq).view(np.int8)
+    other *= np.int8(127)                                # 127 where not the best
+    k = np.bitwise_or(it, other).min(axis=1)
+    eq &= it == k[:, None]
+    if fold.reverse:
+        s = (eq.view(np.uint8) * np.arange(w, dtype=np.uint8 if w <= 256 else np.intp)).max(
+            axis=1)
+    else:
+        s = np.argmax(eq, axis=1)
+    return best.reshape(A, C), fold.rows(k.astype(np.intp), s).reshape(A, C)
+
+
+def _slot_pick_wide(m, idx, kind, fold):
+    """:func:`_slot_pick` where the groups of a slab (C) outnumber the slots (w): along the
+    slots in place, C contiguous elements a step."""
+    A, w, C = m.shape
+    best = _RED[kind](m, axis=1, keepdims=True)
+    eq = m == best
+    if best.dtype.kind == "f":
+        nan = np.isnan(best)
+        if nan.any():
+            eq |= np.isnan(m) & nan
+    other = np.invert(eq).view(np.int8)
+    other *= np.int8(127)
+    k = np.bitwise_or(idx, other).min(axis=1, keepdims=True)
+    eq &= idx == k
+    if fold.reverse:
+        sl = np.arange(w, dtype=np.uint8 if w <= 256 else np.intp).reshape(1, w, 1)
+        s = (eq.view(np.uint8) * sl).max(axis=1)
+    else:
+        s = np.argmax(eq, axis=1)
+    return best.reshape(A, C), fold.rows(k.reshape(A, C).astype(np.intp), s)
+
+
+def _fold_part(V, kind, tie, keyed, r0, rs, re):
+    vals, pos = _fold_range(V, kind, tie, keyed, r0, rs, re, False)
+    if keyed is None and vals.dtype.kind == "f" and np.isnan(vals).any():
+        vals, pos = _fold_range(V, kind, tie, keyed, r0, rs, re, True)
+    return vals, pos
+
+
+def _fold_tiles(A, R, C):
+    """Tiles (a0, a1, c0, c1) of the (A, C) groups, each with a slab of at most CHUNK
+    elements where it can be, and the rows per chunk of the fold."""
+    if A * C <= CHUNK:
+        tiles = [(0, A, 0, C)]
+    elif C <= CHUNK:
+        step = max(1, CHUNK // C)
+        tiles = [(a, min(A, a + step), 0, C) for a in range(0, A, step)]
+    else:
+        tiles = [(a, a + 1, c, min(C, c + CHUNK)) for a in range(A) for c in range(0, C, CHUNK)]
+    a0, a1, c0, c1 = tiles[0]
+    return tiles, max(1, min(R, CHUNK // ((a1 - a0) * (c1 - c0))))
+
+
+def _transposed(V, kind, tie, keyed):
+    """:func:`fold_arg` for an input that fits the caches, with narrow slabs: blocks of
+    slabs copied transposed into a small buffer (each group a contiguous row; tie "last":
+    read from the last row up), then NumPy's argmax/argmax along the rows; blocks of rows of
+    a tall slab combined by :func:`pick`."""
+    A, R, C = V.shape
+    rb = min(R, max(1, CHUNK // C))                      # rows per block
+    ab = max(1, CHUNK // (rb * C))                       # slabs per block
+    src = V[:, ::-1, :] if tie == "last" else V
+    buf = np.empty((min(A, ab), C, rb), V.dtype)
+    keys = None if keyed is None else _Keys(keyed, kind, buf.size)
+    f = _ARG[kind]
+    out = np.empty((A, C), np.intp)
+    for a0 in range(0, A, ab):
+        a1 = min(A, a0 + ab)
+        vals, pos = [], []
+        for r0 in range(0, R, rb):
+            r1 = min(R, r0 + rb)
+            b = buf[:a1 - a0, :, :r1 - r0]
+            np.copyto(b, src[a0:a1, r0:r1, :].transpose(0, 2, 1))
+            if keys is not None:
+                b = keys.of(b)
+            i = f(b, axis=2)
+            vals.append(np.take_along_axis(b, i[..., None], axis=2)[..., 0])
+            pos.append(i + r0)
+        p = pos[0] if len(pos) == 1 else pick(np.stack(vals), np.stack(pos), kind, "first")[1]
+        out[a0:a1] = (R - 1) - p if tie == "last" else p
+    return out
+
+
+def fold_arg(V, kind, tie, keyed=None):
+    """The extreme's row in each group ``V[a, :, c]`` of ``V`` ((A, R, C), a view of a
+    C-contiguous array): (A, C) intp. Inputs that fit the caches with narrow slabs are
+    copied transposed a block at a time (:func:`_transposed`), NumPy's way but in bounded
+    memory; larger ones folded (their copy would cost a pass over memory)."""
+    A, R, C = V.shape
+    if V.nbytes < FOLD_MIN_BYTES and C <= TRANSPOSE_MAX_C:
+        return _transposed(V, kind, tie, keyed)
+    tiles, r0 = _fold_tiles(A, R, C)
+    span = r0 * (FOLD_IDX_MAX + 1)
+    nch = -(-R // r0)
+    ranges = [(s, min(R, s + span)) for s in range(0, R, span)]
+    threads = _threads.threads_for(V.nbytes)
+    if threads > 1 and len(tiles) * len(ranges) < 4 * threads:
+        # finer ranges for the threads (whole chunks each, at most 128 chunks a range)
+        ranges = [(s * r0, min(R, e * r0))
+                  for s, e in _threads.split(nch, threads, V.nbytes // len(tiles))
+                  for s, e in _cut(s, e, FOLD_IDX_MAX + 1)]
+    if tie == "last":
+        ranges = ranges[::-1]              # met from the end (see _Fold)
+
+    def run(part):
+        (a0, a1, c0, c1), (rs, re) = part
+        return _fold_part(V[a0:a1, :, c0:c1], kind, tie, keyed, r0, rs, re)
+    results = {t: [] for t in tiles}
+    todo = [(t, r) for t in tiles for r in ranges]
+    if V.dtype.itemsize == 1 and len(ranges) > 1:
+        # a tile whose first range gives every group the type's extreme is done: nothing
+        # later can beat it (the rest of its rows is never read)
+        first = [(t, ranges[0]) for t in tiles]
+        ext = _extreme(V.dtype, kind)
+        for part, res in zip(first, _threads.run_parts(run, first, threads)):
+            results[part[0]].append(res)
+        todo = [(t, r) for t in tiles if not (results[t][0][0] == ext).all()
+                for r in ranges[1:]]
+    for part, res in zip(todo, _threads.run_parts(run, todo, threads)):
+        results[part[0]].append(res)
+    if len(tiles) == 1 and len(results[tiles[0]]) == 1:
+        return results[tiles[0]][0][1]
+    out = np.empty((A, C), np.intp)
+    for (a0, a1, c0, c1), mine in results.items():
+        if len(mine) == 1:
+            out[a0:a1, c0:c1] = mine[0][1]
+        else:
+            out[a0:a1, c0:c1] = pick(np.stack([v for v, _ in mine]),
+                                     np.stack([p for _, p in mine]), kind, tie)[1]
+    return out

@@ -1,0 +1,404 @@
+"""The NumPy path on large inputs (issue 27): the cached road at any size, the thread pool
+(cupyops.core.threads) and what it promises, read-only inputs read in place. Correctness
+only: speed is the benchmark's (docs/performance.md)."""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+
+import cupyops
+from cupyops import _call
+from cupyops.core import placement as _placement
+from cupyops.core import threads as T
+from cupyops.ops.argreduce import numpy_blocks as B
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_argreduce import ref_argreduce, ref_hardmax  # noqa: E402
+
+
+@pytest.fixture
+def fine_threads(monkeypatch):
+    """Threads for inputs of a few KiB (parts of 256 bytes up), never backing off."""
+    monkeypatch.setattr(T, "MIN_BYTES", 1 << 12)
+    monkeypatch.setattr(T, "PART_BYTES", 1 << 8)
+    monkeypatch.setattr(T, "TAIL_BYTES", 1 << 8)
+    monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
+    old = T._state.setting
+    T.set_num_threads(2)
+    yield
+    T._state.setting = old
+
+
+@pytest.fixture
+def spy_parts(monkeypatch):
+    """[(threads, number of parts)] of every cupyops.core.threads.run_parts call."""
+    seen = []
+    real = T.run_parts
+
+    def run_parts(fn, parts, threads):
+        parts = list(parts)
+        seen.append((threads, len(parts)))
+        return real(fn, parts, threads)
+    monkeypatch.setattr(T, "run_parts", run_parts)
+    return seen
+
+
+# ------------------------------------------------------------------------------ the setting
+
+def test_the_setting(monkeypatch):
+    monkeypatch.delenv("CUPYOPS_NUM_THREADS", raising=False)
+    assert "set_num_threads" in cupyops.__all__ and "get_num_threads" in cupyops.__all__
+    old = T._state.setting
+    try:
+        cupyops.set_num_threads(None)
+        assert cupyops.get_num_threads() == len(os.sched_getaffinity(0))
+        monkeypatch.setenv("CUPYOPS_NUM_THREADS", "1")
+        assert cupyops.get_num_threads() == 1
+        monkeypatch.setenv("CUPYOPS_NUM_THREADS", " 3 ")
+        assert cupyops.get_num_threads() == 3
+        cupyops.set_num_threads(2)                 # the call wins over the environment
+        assert cupyops.get_num_threads() == 2
+        cupyops.set_num_threads(np.int64(5))
+        assert cupyops.get_num_threads() == 5
+        cupyops.set_num_threads(None)
+        assert cupyops.get_num_threads() == 3
+        for bad, exc in ((0, ValueError), (-1, ValueError), ("2", TypeError), (True, TypeError),
+                         (2.0, TypeError)):
+            with pytest.raises(exc, match="set_num_threads"):
+                cupyops.set_num_threads(bad)
+        monkeypatch.setenv("CUPYOPS_NUM_THREADS", "many")
+        with pytest.raises(ValueError, match="CUPYOPS_NUM_THREADS"):
+            cupyops.get_num_threads()
+        monkeypatch.setenv("CUPYOPS_NUM_THREADS", "0")
+        with pytest.raises(ValueError, match="CUPYOPS_NUM_THREADS"):
+            cupyops.get_num_threads()
+    finally:
+        T._state.setting = old
+
+
+def test_one_thread_off_the_main_thread_and_inside_single_thread(fine_threads, spy_parts):
+    x = np.random.default_rng(0).random((256, 256)).astype(np.float32)
+    want = np.argmax(x, axis=1)
+    assert cupyops.get_num_threads() == 2
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        assert ex.submit(cupyops.get_num_threads).result() == 1
+        got = ex.submit(cupyops.argmax, x, axis=1).result()
+    np.testing.assert_array_equal(got, want)
+    with T.single_thread():
+        assert cupyops.get_num_threads() == 1
+        np.testing.assert_array_equal(cupyops.argmin(x, axis=0), np.argmin(x, axis=0))
+    assert all(t == 1 for t, _ in spy_parts), spy_parts
+    np.testing.assert_array_equal(cupyops.argmin(x, axis=0), np.argmin(x, axis=0))
+    assert any(t == 2 for t, _ in spy_parts)           # (the spy sees threads when used)
+
+
+def test_dask_chunks_run_on_one_thread(fine_threads, spy_parts):
+    da = pytest.importorskip("dask.array")
+    import dask
+    a = np.random.default_rng(1).random((512, 256)).astype(np.float32)
+    x = da.from_array(a, chunks=(256, 256))
+    for scheduler in ("sync", "threads"):
+        spy_parts.clear()
+        with dask.config.set(scheduler=scheduler):
+            np.testing.assert_array_equal(cupyops.argmax(x, axis=1).compute(),
+                                          np.argmax(a, axis=1))
+            np.testing.assert_array_equal(cupyops.argwhere(x > 0.5).compute(),
+                                          np.argwhere(a > 0.5))
+            assert int(cupyops.count_nonzero(x > 0.5).compute()) == np.count_nonzero(a > 0.5)
+        assert spy_parts and all(t == 1 for t, _ in spy_parts), (scheduler, spy_parts)
+
+
+_FORK_SCRIPT = textwrap.dedent("""
+    import os, sys, threading
+    import numpy as np
+    import cupyops
+    from cupyops.core import threads as T
+    T.MIN_BYTES, T.PART_BYTES, T.TAIL_BYTES, T.BUSY_SECONDS = 1 << 12, 1 << 8, 1 << 8, 0.0
+    cupyops.set_num_threads(2)
+    def workers():
+        return [t for t in threading.enumerate() if t.name.startswith("cupyops-worker")]
+    x = np.random.default_rng(0).random((512, 512)).astype(np.float32)
+    small = x[:2, :2].copy()
+    cupyops.argmax(small, axis=1)
+    assert not workers(), "the pool started for a small input"
+    assert (cupyops.argmax(x, axis=1) == np.argmax(x, axis=1)).all()
+    assert len(workers()) == 1, workers()
+    pid = os.fork()
+    if pid == 0:
+        ok = not workers()                              # threads do not survive a fork
+        ok &= bool((cupyops.argmin(x, axis=0) == np.argmin(x, axis=0)).all())
+        ok &= len(workers()) == 1 and cupyops.get_num_threads() == 2
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    assert (cupyops.argmax(x, tie="last") == x.size - 1 - np.argmax(x.reshape(-1)[::-1]))
+    print("ok")
+""")
+
+
+def test_the_pool_starts_lazily_and_survives_fork():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(cupyops.__file__))] +
+        [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env.pop("CUPYOPS_NUM_THREADS", None)
+    p = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
+def test_a_busy_machine_falls_back_to_one_thread(monkeypatch):
+    """A call whose workers ran less than half their share makes the next calls run on one
+    thread for BUSY_SECONDS, then the pool is tried again."""
+    monkeypatch.setattr(T, "MIN_BYTES", 1 << 12)
+    monkeypatch.setattr(T, "PART_BYTES", 1 << 8)
+    monkeypatch.setattr(T, "TAIL_BYTES", 1 << 8)
+    clock = [100.0]
+    monkeypatch.setattr(T, "_monotonic", lambda: clock[0])
+    old, T._state.busy_until = T._state.busy_until, 0.0
+    T.set_num_threads(2)
+    try:
+        gate = threading.Event()
+        T._ensure_workers(1)
+        T._state.workers[0].put(gate.wait)               # the worker is busy elsewhere
+        T.run_parts(lambda p: p, range(8), 2)
+        gate.set()
+        assert T._state.busy_until == 100.0 + T.BUSY_SECONDS
+        assert T.threads_for(1 << 20) == 1
+        clock[0] += T.BUSY_SECONDS + 0.01
+        assert T.threads_for(1 << 20) == 2
+    finally:
+        T._state.busy_until = old
+        T._state.setting = None
+
+
+# ------------------------------------------------------------------------------ same answers
+
+def _data(rng, dtype, shape, mode):
+    n = int(np.prod(shape))
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        v = rng.random(n) < (0.5 if mode == "ties" else 0.001)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        v = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt) if mode == "nan" \
+            else rng.integers(0, 3, n).astype(dt)
+    else:
+        v = rng.integers(-1, 2, n).astype(np.float64)
+        if mode == "nan":
+            v[rng.random(n) < 0.3] = np.nan
+        v = np.where(v == 0, rng.choice([0.0, -0.0], n), v).astype(dt)
+    return v.reshape(shape)
+
+
+LAYOUTS = [((64, 96), (1,)), ((64, 96), (0,)), ((64, 96), (0, 1)), ((8, 24, 16, 4), (1, 2)),
+           ((6, 40, 32), (1,)), ((4, 2, 3000), (2,)), ((3, 1, 4000), (0, 1, 2))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool", "float64"])
+@pytest.mark.parametrize("mode", ["ties", "nan"])
+def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, mode):
+    """Tie-heavy and NaN-heavy inputs split among two threads (parts of a few hundred bytes)
+    answer as on one thread and as the reference, for every op and layout."""
+    rng = np.random.default_rng(zlib.crc32(f"{dtype} {mode}".encode()))
+    for shape, axes in LAYOUTS:
+        x = _data(rng, dtype, shape, mode)
+        axis = axes if len(axes) > 1 else axes[0]
+        calls = [(f, dict(axis=axis, tie=tie)) for f in (cupyops.argmax, cupyops.argmin)
+                 for tie in ("first", "last")]
+        calls += [(cupyops.hardmax, dict(axis=axis, tie=tie)) for tie in ("first", "last")]
+        calls += [(cupyops.count_nonzero, {}), (cupyops.argwhere, {}), (cupyops.nonzero, {}),
+                  (cupyops.nonzero_coordinates, dict(size=x.size // 3, fill_value=-1))]
+        for f, kw in calls:
+            T.set_num_threads(1)
+            one = f(x, **kw)
+            T.set_num_threads(2)
+            two = f(x, **kw)
+            for a, b in zip(one if isinstance(one, tuple) else (one,),
+                            two if isinstance(two, tuple) else (two,)):
+                np.testing.assert_array_equal(a, b, err_msg=f"{f.__name__} {shape} {kw}")
+                assert a.dtype == b.dtype and a.shape == b.shape
+            if f in (cupyops.argmax, cupyops.argmin):
+                want = ref_argreduce(x, axes, "max" if f is cupyops.argmax else "min",
+                                     kw["tie"]) if x.size <= 6144 else None
+                if want is not None:
+                    np.testing.assert_array_equal(two, want, err_msg=f"{f.__name__} {shape}")
+            elif f is cupyops.hardmax and x.size <= 6144:
+                np.testing.assert_array_equal(two, ref_hardmax(x, axes, kw["tie"]))
+    assert any(t == 2 and n > 1 for t, n in spy_parts)
+
+
+def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
+    """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
+    monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 4, (1024, 1024)).astype(np.float32)
+    x[rng.random(x.shape) < 0.01] = np.nan
+    m = rng.random((2048, 2048)) < 0.1
+    x4 = rng.integers(-128, 128, (8, 256, 64, 16)).astype(np.int8)
+    try:
+        for f, a, kw in ((cupyops.argmax, x, dict(tie="last")), (cupyops.argmin, x, dict(axis=1)),
+                         (cupyops.argmax, x, dict(axis=0, tie="last")),
+                         (cupyops.argmax, x4, dict(axis=(1, 2))),
+                         (cupyops.argmin, x4, dict(axis=(1, 2), tie="last")),
+                         (cupyops.argmax, x4.astype(np.float16), dict(axis=1)),
+                         (cupyops.argmax, m, {}), (cupyops.argmax, m, dict(tie="last")),
+                         (cupyops.count_nonzero, x, {}), (cupyops.argwhere, m, {}),
+                         (cupyops.nonzero_coordinates, m, dict(size=m.size))):
+            T.set_num_threads(1)
+            one = f(a, **kw)
+            T.set_num_threads(2)
+            two = f(a, **kw)
+            for p, q in zip(one if isinstance(one, tuple) else (one,),
+                            two if isinstance(two, tuple) else (two,)):
+                np.testing.assert_array_equal(p, q, err_msg=f"{f.__name__} {kw}")
+    finally:
+        T.set_num_threads(None)
+    assert any(t == 2 and n > 1 for t, n in spy_parts)
+
+
+def test_bool_argmax_still_stops_early(fine_threads, monkeypatch):
+    """A flat bool argmax (argmin) meets its first True (False) and stops; the threads read
+    ranges that double, never the rest of the input; tie "last" searches from the end."""
+    read = []
+    real = dict(B._ARG)
+    monkeypatch.setitem(B._ARG, "max", lambda a, *k, **kw: read.append(a.size) or
+                        real["max"](a, *k, **kw))
+    monkeypatch.setitem(B._ARG, "min", lambda a, *k, **kw: read.append(a.size) or
+                        real["min"](a, *k, **kw))
+    n = 1 << 24
+    for pos in (3, B.BOOL_PROBE + 5, 3 * B.BOOL_PROBE):
+        x = np.zeros(n, bool)
+        x[pos] = True
+        read.clear()
+        assert int(cupyops.argmax(x)) == pos
+        assert sum(read) <= 4 * (pos + B.BOOL_PROBE), (pos, sum(read))
+        read.clear()
+        assert int(cupyops.argmin(~x)) == pos
+        assert sum(read) <= 4 * (pos + B.BOOL_PROBE), (pos, sum(read))
+        read.clear()
+        assert int(cupyops.argmax(x[::-1].copy(), tie="last")) == n - 1 - pos
+        assert sum(read) <= 4 * (pos + B.CHUNK), (pos, sum(read))
+    x = np.zeros(n, bool)
+    assert int(cupyops.argmax(x)) == 0 and int(cupyops.argmax(x, tie="last")) == n - 1
+
+
+# ------------------------------------------------------------------------------ the cached road
+
+def test_large_inputs_take_the_cached_road(monkeypatch):
+    """From the second call on, a large input's call goes through no argument rules or
+    placement (the full road), for every public function."""
+    rng = np.random.default_rng(3)
+    x = rng.random((1024, 1024)).astype(np.float32)
+    m = x > 0.9
+    calls = [lambda: cupyops.argmax(x, axis=1), lambda: cupyops.argmin(x, axis=0, tie="last"),
+             lambda: cupyops.nanargmax(x), lambda: cupyops.nanargmin(x, axis=1),
+             lambda: cupyops.argmax(x.reshape(16, 64, 1024), axis=(1, 2)),
+             lambda: cupyops.hardmax(x, axis=-1), lambda: cupyops.count_nonzero(m),
+             lambda: cupyops.count_nonzero(m, axis=0), lambda: cupyops.argwhere(m),
+             lambda: cupyops.nonzero(m), lambda: cupyops.nonzero_coordinates(m, size=10),
+             lambda: cupyops.argmax(x, axis=1, device="cpu", keepdims=True, dtype=np.int32)]
+    for call in calls:
+        call()
+    placed, looked = [], []
+    real, real_lookup = _placement.place, _call.lookup
+    monkeypatch.setattr(_placement, "place", lambda *a, **k: placed.append(1) or real(*a, **k))
+    monkeypatch.setattr(_call, "lookup", lambda *a, **k: looked.append(a[5]) or
+                        real_lookup(*a, **k))
+    for call in calls:
+        call()
+    assert not placed
+    # the public functions build the key inline, except for a tuple axis (the generic key)
+    assert looked == [(1, 2)], looked
+
+
+# ------------------------------------------------------------------------------ read-only inputs
+
+def _read_only_inputs(tmp_path):
+    rng = np.random.default_rng(9)
+    base = rng.integers(-3, 4, (1024, 4096)).astype(np.float32)     # 16 MiB
+    view = base.view()
+    view.flags.writeable = False
+    path = tmp_path / "x.bin"
+    base.tofile(path)
+    mm = np.memmap(path, dtype=np.float32, mode="r", shape=base.shape)
+    fb = np.frombuffer(base.tobytes(), np.float32).reshape(base.shape)
+    return base, {"read-only view": view, "memmap mode r": mm, "frombuffer": fb}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_read_only_inputs_are_never_copied_whole(tmp_path, threads):
+    base, inputs = _read_only_inputs(tmp_path)
+    ops = [lambda a: cupyops.argmax(a, axis=-1), lambda a: cupyops.argmax(a),
+           lambda a: cupyops.argmin(a, axis=-1, tie="last"), lambda a: cupyops.argmax(a, axis=0),
+           lambda a: cupyops.argmin(a, tie="last"), lambda a: cupyops.nanargmax(a, axis=1),
+           lambda a: cupyops.hardmax(a, axis=-1), lambda a: cupyops.count_nonzero(a),
+           lambda a: cupyops.argwhere(a), lambda a: cupyops.nonzero(a),
+           lambda a: cupyops.nonzero_coordinates(a, size=100)]
+    T.set_num_threads(threads)
+    try:
+        wants = [op(base) for op in ops]
+        for name, a in inputs.items():
+            assert not a.flags.writeable
+            for i, (op, want) in enumerate(zip(ops, wants)):
+                for _ in range(2):                         # the first call and the cached one
+                    tracemalloc.start()
+                    try:
+                        got = op(a)
+                        peak = tracemalloc.get_traced_memory()[1]
+                    finally:
+                        tracemalloc.stop()
+                    out = sum(r.nbytes for r in (got if isinstance(got, tuple) else (got,)))
+                    assert peak - out <= a.nbytes // 8, (name, i, peak, out)
+                for p, q in zip(got if isinstance(got, tuple) else (got,),
+                                want if isinstance(want, tuple) else (want,)):
+                    np.testing.assert_array_equal(p, q, err_msg=f"{name} op {i}")
+            assert not a.flags.writeable
+    finally:
+        T.set_num_threads(None)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "float64"])
+def test_many_short_rows_tie_last(dtype):
+    """tie "last" over rows of 8 elements, many more rows than a chunk holds (the word search
+    keys the candidate words of every row at once)."""
+    from cupyops.core import dtypes as _dtypes
+    dt = _dtypes.dtype() if dtype == "bfloat16" else np.dtype(dtype)
+    if dt is None:
+        pytest.skip("ml_dtypes is not installed")
+    x = np.random.default_rng(5).integers(-1, 2, (40000, 8)).astype(np.float32)
+    x[::7, 3] = np.nan if dt.kind in "fV" else 1
+    xd = x.astype(dt)
+    for f, g in ((cupyops.argmax, np.argmax), (cupyops.argmin, np.argmin)):
+        want = 7 - g(xd.astype(np.float64)[:, ::-1], axis=1)
+        for _ in range(2):
+            np.testing.assert_array_equal(f(xd, axis=1, tie="last"), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "bool", "float16"])
+def test_one_group_with_kept_axes_of_length_one(dtype):
+    """A reduction whose only group is the whole input while kept axes of length 1 remain
+    ((1, n) over the last axis, ...): the result has the kept shape (found by the selftest)."""
+    rng = np.random.default_rng(6)
+    for shape, axis in (((1, 131072), -1), ((1, 131072), 1), ((1, 1, 70000), 2),
+                        ((70000, 1), 0), ((1, 70000, 1), (0, 1)), ((1, 5000), 1)):
+        x = rng.integers(0, 5, shape).astype(dtype)
+        for keepdims in (False, True):
+            for f, g in ((cupyops.argmax, np.argmax), (cupyops.argmin, np.argmin)):
+                for tie in ("first", "last"):
+                    for _ in range(2):
+                        got = f(x, axis=axis, keepdims=keepdims, tie=tie)
+                        want_shape = np.zeros(shape, np.int8).sum(axis=axis,
+                                                                  keepdims=keepdims).shape
+                        assert got.shape == want_shape, (shape, axis, keepdims, tie)
+                        if tie == "first" and not isinstance(axis, tuple):
+                            np.testing.assert_array_equal(
+                                got, g(x, axis=axis, keepdims=keepdims))
