@@ -262,7 +262,7 @@ struct nz_params {
     nz_i32 tr_vec;                          // 1: 16-byte words along tr_dim (1-/2-/4-byte type, aligned)
     nz_i32 pad1;
 };
-static_assert(sizeof(nz_params) == 24 * 8 + 8 * 8 + 24 * 8 * 2 + 24 + 8 * 7 + 4 * 10 + 24 + 8 + 4 * 4,
+static_assert(sizeof(nz_params) == 808,
               "nz_params layout is mirrored in cupyops/ops/nonzero/plan.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_params, field, off)
 NZ_AT(in_div, 0); NZ_AT(in_stride, 192); NZ_AT(co_suffix, 256); NZ_AT(co_shape, 448);
@@ -296,7 +296,7 @@ struct nz_count_params {
     nz_i32 align;                           // packed: x's address mod 16 (before base)
     nz_i32 pad0;
 };
-static_assert(sizeof(nz_count_params) == (24 * 8 + 8 * 8) * 2 + 24 + 8 * 6 + 4 * 8,
+static_assert(sizeof(nz_count_params) == 616,
               "nz_count_params layout is mirrored in cupyops/ops/nonzero/plan.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_count_params, field, off)
 NZ_AT(kept_div, 0); NZ_AT(kept_stride, 192); NZ_AT(red_div, 256); NZ_AT(red_stride, 448);

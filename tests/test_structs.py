@@ -22,14 +22,20 @@ STRUCTS = [("argreduce", AR_PARAMS), ("nonzero", FASTDIV), ("nonzero", NZ_PARAMS
 
 
 def _asserted(source: str, cname: str) -> dict:
-    """``{"sizeof": n, member: offset, ...}`` from the source's static_asserts on ``cname``."""
+    """``{"sizeof": n, member: offset, ...}`` from the source's static_asserts on ``cname``: the
+    plain form ``static_assert(offsetof(S, f) == n, ...)`` and the kernels' shorthand, a macro
+    defined as ``CUO_FIELD_AT(S, field, off)`` and used as ``M(f, n);`` until its ``#undef``."""
     out = {}
-    for m in re.finditer(r"static_assert\s*\(\s*sizeof\s*\(\s*%s\s*\)\s*==\s*(\d+)" % cname,
-                         source):
+    for m in re.finditer(r"static_assert\s*\(\s*sizeof\s*\(\s*%s\s*\)\s*==\s*(\d+)"
+                         % cname, source):
         out["sizeof"] = int(m.group(1))
     for m in re.finditer(r"static_assert\s*\(\s*offsetof\s*\(\s*%s\s*,\s*(\w+)\s*\)\s*==\s*(\d+)"
                          % cname, source):
         out[m.group(1)] = int(m.group(2))
+    for m in re.finditer(r"#define\s+(\w+)\(\w+,\s*\w+\)\s+CUO_FIELD_AT\(\s*%s\s*,[^\n]*\n(.*?)#undef\s+\1"
+                         % cname, source, re.S):
+        for f in re.finditer(r"\b%s\(\s*(\w+)\s*,\s*(\d+)\s*\)" % m.group(1), m.group(2)):
+            out[f.group(1)] = int(f.group(2))
     return out
 
 
