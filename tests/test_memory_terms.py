@@ -199,7 +199,7 @@ def test_records_schema_and_passes(tmp_path):
         assert r["arch"] in ("sm_90", "sm_80") and r["pass"] in ("read", "write", "finish")
         assert r["bytes_in_flight_per_sm"] >= 0 and r["requests_per_unique_sector"] >= 1.0
     keys = [(r["arch"], r["kernel"], r["layout"], r["pass"]) for r in back]
-    assert len(keys) == len(set(keys))                   # one record per (arch, kernel, layout, pass)
+    assert len(keys) == len(set(keys))          # one record per (arch, kernel, layout, pass)
     by = {(r["layout"], r["arch"], r["pass"]): r for r in back}
     # the exact argwhere: count and place launches of one kernel, one read record
     nz = by[("argwhere C", "sm_90", "read")]
@@ -228,3 +228,21 @@ def test_issue_rate_json_is_a_list_of_records(tmp_path, monkeypatch):
     out = tmp_path / "m.json"
     assert ir.main(["--json", str(out), "--layouts", "named"]) == 0
     assert json.loads(out.read_text()) == fake
+
+
+def test_in_flight_goal_is_16_kib_or_the_whole_input_over_the_sms():
+    assert ir.in_flight_goal(64 << 20) == 16 * 1024
+    assert ir.in_flight_goal(132 * 1024) == 1024
+    assert ir.in_flight_goal(108 * 1024, 80) == 1024
+    recs = [{"arch": "sm_90", "pass": "read", "op": "argmax", "bytes_in_flight_per_sm": 2000.0,
+             "goal_bytes_in_flight_per_sm": ir.in_flight_goal(1 << 20),
+             "requests_per_unique_sector": 1.0},
+            {"arch": "sm_90", "pass": "read", "op": "argwhere", "bytes_in_flight_per_sm": 9000.0,
+             "goal_bytes_in_flight_per_sm": ir.in_flight_goal(1 << 20),
+             "requests_per_unique_sector": 1.6},
+            {"arch": "sm_90", "pass": "finish", "op": "argwhere", "bytes_in_flight_per_sm": 0.0,
+             "goal_bytes_in_flight_per_sm": 16384.0, "requests_per_unique_sector": 9.0}]
+    miss = ir.goal_misses(recs)
+    assert miss["in_flight"] == [recs[0]]                 # 1 MiB / 132 = 7.76 KiB asked
+    assert miss["in_flight_flat"] == recs[:2]
+    assert miss["requests"] == [recs[1]]                  # nonzero reads only

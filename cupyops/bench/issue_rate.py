@@ -82,7 +82,7 @@ __all__ = [
     "ARCH_SMS", "GOAL_IN_FLIGHT", "GOAL_REQUESTS", "NONZERO_OPS", "RECORD_KEYS", "Layout",
     "NAMED_LAYOUTS", "bench_layouts", "resident_threads", "bytes_in_flight_per_sm",
     "requests_per_unique_sector", "planned_load_width", "pass_of", "run_layout",
-    "KernelModels", "layout_records", "memory_records", "goal_misses",
+    "KernelModels", "layout_records", "memory_records", "in_flight_goal", "goal_misses",
     "render_memory_markdown",
 ]
 
@@ -723,20 +723,17 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
 # Memory terms (issue 26): bytes in flight per SM and L1->L2 requests per unique sector
 # ============================================================================================
 #
-# Memory terms of the kernel model (issue 26): bytes in flight per SM and L1->L2 requests per
-# unique sector, one record per (arch, kernel, layout, pass).
-#
-# The traffic model (:mod:`cupyops.bench.traffic`) counts the DRAM sectors a call touches and the
-# issue-rate model (:mod:`cupyops.bench.issue_rate`) the instructions per element; neither sees a
-# kernel that keeps too little memory in flight to cover the latency, nor one whose warps ask L2
-# for the same sectors many times over. Two terms do:
+# One record per (arch, kernel, layout, pass). The traffic model (:mod:`cupyops.bench.traffic`)
+# counts the DRAM sectors a call touches and the model above the instructions per element;
+# neither sees a kernel that keeps too little memory in flight to cover the latency, nor one
+# whose warps ask L2 for the same sectors many times over. Two terms do:
 #
 # ``bytes_in_flight_per_sm`` (per arch, from the SASS and NVRTC)::
 #
 #     bytes per thread per iteration  x  resident threads per SM
 #
 #     bytes per thread per iteration = the sum of the widths of the input's LDG instructions on
-#         the path the issue-rate model selects (:func:`cupyops.bench.issue_rate.model_function`:
+#         the path the issue-rate model selects (:func:`model_function`:
 #         one steady-state loop iteration, or the whole tile of a kernel without a loop), for
 #         the load width the launch's plan reads (:func:`planned_load_width`: a layout that
 #         misses a kernel's 16-byte path runs its scalar loop, not the 16-byte one)
@@ -768,7 +765,10 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
 # make one record: the least bytes in flight and the most requests per unique sector of them.
 #
 # Goals (issue 26) on the ``"read"`` records: >= :data:`GOAL_IN_FLIGHT` bytes in flight per SM on
-# sm_90; <= :data:`GOAL_REQUESTS` requests per unique sector for every nonzero call.
+# sm_90; <= :data:`GOAL_REQUESTS` requests per unique sector for every nonzero call. An input
+# smaller than 132 x 16 KiB (2.06 MiB) cannot have 16 KiB per SM in flight even when all of it
+# is: its goal is input bytes / 132 (:func:`in_flight_goal`, the record's
+# ``goal_bytes_in_flight_per_sm``; :func:`goal_misses` gives both counts).
 
 #: SMs per arch: simt's H100 properties (sm_90) and an A100 (sm_80)
 ARCH_SMS = {90: 132, 80: 108}
@@ -967,6 +967,7 @@ def run_layout(layout: Layout) -> list:
         out.append({"kernel": expr, "grid": tuple(grid), "block": tuple(block),
                     "shared_mem": int(smem), "params": _params_of(args),
                     "reads_input": reads, "pass": pass_of(expr, reads),
+                    "input_bytes": int(x.nbytes),
                     "sectors_load": int(t.sectors_load),
                     "unique_sectors_load": int(t.unique_sectors_load),
                     "shared_accesses": int(t.shared_accesses),
@@ -1073,7 +1074,9 @@ def layout_records(models: KernelModels, layout: Layout, launches: list,
             terms = [_launch_terms(models, ln, arch) for ln in lns]
             worst = min(terms, key=lambda t: t["bytes_in_flight_per_sm"])
             rec = {"arch": f"sm_{arch}", "kernel": kernel, "layout": layout.id, "pass": pass_,
-                   "op": layout.op, "launches": len(lns)}
+                   "op": layout.op, "launches": len(lns),
+                   "input_bytes": lns[0]["input_bytes"],
+                   "goal_bytes_in_flight_per_sm": in_flight_goal(lns[0]["input_bytes"], arch)}
             rec.update(worst)
             rec["bytes_in_flight_per_sm"] = worst["bytes_in_flight_per_sm"]
             rec["requests_per_unique_sector"] = max(t["requests_per_unique_sector"]
@@ -1095,13 +1098,23 @@ def memory_records(layouts: list, archs=(90, 80), *, progress=None) -> list:
     return out
 
 
+def in_flight_goal(input_bytes: int, arch: int = 90) -> float:
+    """The bytes in flight per SM a read pass of an ``input_bytes`` input can be asked for:
+    :data:`GOAL_IN_FLIGHT`, or the whole input spread over the SMs where that is less (an input
+    under 132 x 16 KiB = 2.06 MiB cannot put 16 KiB per SM in flight)."""
+    return min(float(GOAL_IN_FLIGHT), input_bytes / ARCH_SMS[int(arch)])
+
+
 def goal_misses(records: list) -> dict:
-    """The read-pass records that miss a goal: ``{"in_flight": [...], "requests": [...]}``."""
-    reads = [r for r in records if r["pass"] == "read"]
+    """The read-pass records (sm_90) that miss a goal: ``in_flight`` (below
+    :func:`in_flight_goal`), ``in_flight_flat`` (below :data:`GOAL_IN_FLIGHT` whatever the
+    input's size) and ``requests`` (a nonzero call above :data:`GOAL_REQUESTS`)."""
+    reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
     return {
-        "in_flight": [r for r in reads if r["arch"] == "sm_90"
-                      and r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
-        "requests": [r for r in reads if r["op"] in NONZERO_OPS and r["arch"] == "sm_90"
+        "in_flight": [r for r in reads
+                      if r["bytes_in_flight_per_sm"] < r["goal_bytes_in_flight_per_sm"]],
+        "in_flight_flat": [r for r in reads if r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
+        "requests": [r for r in reads if r["op"] in NONZERO_OPS
                      and r["requests_per_unique_sector"] > GOAL_REQUESTS],
     }
 
@@ -1123,33 +1136,34 @@ def render_memory_markdown(records: list) -> list:
     by = {(r["layout"], r["kernel"], r["pass"], r["arch"]): r for r in records}
     keys = list(dict.fromkeys((r["layout"], r["kernel"], r["pass"]) for r in records))
     miss = goal_misses(records)
+    reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
     lines = [
         "## Memory terms: bytes in flight and L2 requests (issue 26)", "",
-        "Generated with the table above from simt runs of the benchmark's cases and the "
-        "layouts issue 26 names (`cupyops/bench/issue_rate.py`). `B/thr/it`: input bytes one "
-        "thread loads per steady-state iteration (the LDG widths on the issue-rate path, for "
-        "the load width the launch's plan reads); `threads/SM`: threads per block x min(blocks "
-        "per SM from NVRTC's registers and shared memory, blocks launched / SMs), 132 SMs on "
-        "sm_90, 108 on sm_80; `KiB in flight/SM` = B/thr/it x threads/SM; `req/sector`: "
-        "simt's sectors_load / unique_sectors_load (0/0 = 1.0). A record is the worst launch "
-        "of a kernel in a pass. Goals on `read` passes: >= "
-        f"{GOAL_IN_FLIGHT // 1024} KiB in flight per SM on sm_90, <= {GOAL_REQUESTS} "
-        "requests per unique sector for nonzero calls.", "",
+        "Generated with the table above from simt runs of the benchmark's cases (quick sizes) "
+        "and the layouts issue 26 names (`cupyops/bench/issue_rate.py`, `--json` writes them "
+        "as records). `B/thr/it`: input bytes one thread loads per iteration (the widths of "
+        "the input's LDG instructions on the issue-rate path, for the load width the launch's "
+        "plan reads); `threads/SM`: threads per block x min(blocks per SM from NVRTC's "
+        "registers and shared memory, blocks launched / SMs), 132 SMs on sm_90, 108 on sm_80; "
+        "`KiB/SM` = B/thr/it x threads/SM; `goal`: min(16 KiB, input bytes / 132); "
+        "`req/sector`: simt's sectors_load / unique_sectors_load (0/0 = 1.0). A record is the "
+        "worst launch of a kernel in a pass. Goals on `read` passes (bold where missed): "
+        f"in flight >= `goal` on sm_90; <= {GOAL_REQUESTS} requests per unique sector for "
+        "nonzero calls.", "",
         f"* read passes below {GOAL_IN_FLIGHT // 1024} KiB in flight per SM on sm_90: "
-        f"{len(miss['in_flight'])} of "
-        f"{sum(1 for r in records if r['pass'] == 'read' and r['arch'] == 'sm_90')}",
+        f"{len(miss['in_flight_flat'])} of {len(reads)}; below min(16 KiB, input / 132): "
+        f"{len(miss['in_flight'])}",
         f"* nonzero read passes above {GOAL_REQUESTS} requests per unique sector: "
-        f"{len(miss['requests'])} of "
-        f"{sum(1 for r in records if r['pass'] == 'read' and r['arch'] == 'sm_90' and r['op'] in NONZERO_OPS)}",
-        "",
-        "| layout | pass | kernel | blocks | B/thr/it | threads/SM sm_90 | KiB in flight/SM "
-        "sm_90 | sm_80 | req/sector |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"{len(miss['requests'])} of {sum(1 for r in reads if r['op'] in NONZERO_OPS)}", "",
+        "| layout | pass | kernel | blocks | B/thr/it | threads/SM sm_90 | KiB/SM sm_90 | "
+        "goal | KiB/SM sm_80 | req/sector |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for lay, kernel, pass_ in keys:
         a, b = by.get((lay, kernel, pass_, "sm_90")), by.get((lay, kernel, pass_, "sm_80"))
         r = a or b
-        bad_f = a is not None and pass_ == "read" and a["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT
+        bad_f = (a is not None and pass_ == "read"
+                 and a["bytes_in_flight_per_sm"] < a["goal_bytes_in_flight_per_sm"])
         bad_r = (pass_ == "read" and r["op"] in NONZERO_OPS
                  and r["requests_per_unique_sector"] > GOAL_REQUESTS)
         lines.append(
@@ -1157,6 +1171,7 @@ def render_memory_markdown(records: list) -> list:
             f"{r['bytes_per_thread_per_iteration']:g} | "
             f"{_num(a, 'resident_threads_per_sm', '.1f')} | "
             f"{_bold(_num(a, 'bytes_in_flight_per_sm', 'kib'), bad_f)} | "
+            f"{_num(a, 'goal_bytes_in_flight_per_sm', 'kib')} | "
             f"{_num(b, 'bytes_in_flight_per_sm', 'kib')} | "
             f"{_bold(format(r['requests_per_unique_sector'], '.2f'), bad_r)} |")
     lines.append("")
