@@ -73,10 +73,12 @@ def test_resident_threads_and_bytes_in_flight_formula():
     many = ir.resident_threads(32, 256, 90, 0, blocks=10_000)
     assert many["blocks_per_sm"] == 8 and many["resident_threads"] == 2048
     assert ir.bytes_in_flight_per_sm(64, many["resident_threads"]) == 64 * 2048
-    # one block: 256 threads over 132 SMs (sm_90) or 108 (sm_80)
+    # one block: the kernel's capacity stays 2048 threads; the launch-capped figure is 256
+    # threads over 132 SMs (sm_90) or 108 (sm_80)
     one = ir.resident_threads(32, 256, 90, 0, blocks=1)
-    assert one["resident_threads"] == pytest.approx(256 / 132)
-    assert ir.resident_threads(32, 256, 80, 0, blocks=1)["resident_threads"] == \
+    assert one["resident_threads"] == 2048
+    assert one["resident_threads_launched"] == pytest.approx(256 / 132)
+    assert ir.resident_threads(32, 256, 80, 0, blocks=1)["resident_threads_launched"] == \
         pytest.approx(256 / 108)
     # registers limit: 128 registers x 256 threads = 32 K registers a block: 2 blocks per SM
     regs = ir.resident_threads(128, 256, 90, 0, blocks=10_000)
@@ -86,7 +88,8 @@ def test_resident_threads_and_bytes_in_flight_formula():
     sh = ir.resident_threads(32, 256, 90, 100 * 1024, blocks=10_000)
     assert sh["blocks_per_sm"] == 2 and sh["limiter"] == "shared"
     # the launch caps: 264 blocks on 132 SMs is 2 blocks an SM although 8 would fit
-    assert ir.resident_threads(32, 256, 90, 0, blocks=264)["resident_threads"] == 512
+    assert ir.resident_threads(32, 256, 90, 0, blocks=264)["resident_threads_launched"] == 512
+    assert ir.resident_threads(32, 256, 90, 0, blocks=264)["resident_threads"] == 2048
 
 
 def test_requests_per_unique_sector_formula():
@@ -215,8 +218,12 @@ def test_records_schema_and_passes(tmp_path):
     for r in back:
         assert r["bytes_in_flight_per_sm"] == pytest.approx(
             r["bytes_per_thread_per_iteration"] * r["resident_threads_per_sm"])
+        assert r["resident_threads_per_sm"] == (r["occupancy_blocks_per_sm"]
+                                                * r["threads_per_block"])
         sms = ir.ARCH_SMS[int(r["arch"][3:])]
-        assert r["resident_threads_per_sm"] <= r["blocks"] / sms * r["threads_per_block"] + 1e-9
+        assert r["resident_threads_per_sm_launched"] <= (
+            r["blocks"] / sms * r["threads_per_block"] + 1e-9)
+        assert r["goal_bytes_in_flight_per_sm"] == ir.GOAL_IN_FLIGHT
 
 
 def test_issue_rate_json_is_a_list_of_records(tmp_path, monkeypatch):
@@ -230,19 +237,20 @@ def test_issue_rate_json_is_a_list_of_records(tmp_path, monkeypatch):
     assert json.loads(out.read_text()) == fake
 
 
-def test_in_flight_goal_is_16_kib_or_the_whole_input_over_the_sms():
+def test_goal_misses_flat_16_kib_and_the_launch_capped_goal_of_the_input():
     assert ir.in_flight_goal(64 << 20) == 16 * 1024
     assert ir.in_flight_goal(132 * 1024) == 1024
     assert ir.in_flight_goal(108 * 1024, 80) == 1024
-    recs = [{"arch": "sm_90", "pass": "read", "op": "argmax", "bytes_in_flight_per_sm": 2000.0,
-             "goal_bytes_in_flight_per_sm": ir.in_flight_goal(1 << 20),
-             "requests_per_unique_sector": 1.0},
-            {"arch": "sm_90", "pass": "read", "op": "argwhere", "bytes_in_flight_per_sm": 9000.0,
-             "goal_bytes_in_flight_per_sm": ir.in_flight_goal(1 << 20),
-             "requests_per_unique_sector": 1.6},
-            {"arch": "sm_90", "pass": "finish", "op": "argwhere", "bytes_in_flight_per_sm": 0.0,
-             "goal_bytes_in_flight_per_sm": 16384.0, "requests_per_unique_sector": 9.0}]
+
+    def rec(pass_, op, flight, launched, requests):
+        return {"arch": "sm_90", "pass": pass_, "op": op, "input_bytes": 1 << 20,
+                "bytes_in_flight_per_sm": flight, "bytes_in_flight_per_sm_launched": launched,
+                "requests_per_unique_sector": requests}
+    recs = [rec("read", "argmax", 2000.0, 2000.0, 1.0),
+            rec("read", "argwhere", 32768.0, 9000.0, 1.6),
+            rec("read", "argmax", 20000.0, 100.0, 1.0),
+            rec("finish", "argwhere", 0.0, 0.0, 9.0)]
     miss = ir.goal_misses(recs)
-    assert miss["in_flight"] == [recs[0]]                 # 1 MiB / 132 = 7.76 KiB asked
-    assert miss["in_flight_flat"] == recs[:2]
-    assert miss["requests"] == [recs[1]]                  # nonzero reads only
+    assert miss["in_flight"] == [recs[0]]                  # below 16 KiB
+    assert miss["in_flight_launched"] == [recs[0], recs[2]]   # 1 MiB / 132 = 7.76 KiB asked
+    assert miss["requests"] == [recs[1]]                   # nonzero reads only

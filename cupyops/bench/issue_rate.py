@@ -36,9 +36,11 @@ kernels' real machine code:
    * ``bytes_in_flight_per_sm = bytes per thread per iteration x resident threads per SM``:
      the widths of the input's LDG instructions on the path above, taken for the load width
      the launch's plan reads (``max_load_width``: a plan that misses a 16-byte path runs the
-     scalar loop), times ``threads per block x min(blocks per SM from NVRTC's registers and
-     shared memory (:func:`cupyops.tools.nvrtc.occupancy`), blocks launched / SMs)``, 132 SMs
-     on sm_90 and 108 on sm_80;
+     scalar loop), times ``threads per block x blocks per SM`` from NVRTC's registers and
+     shared memory and the block size (:func:`cupyops.tools.nvrtc.occupancy`): what one SM
+     holds in flight once the grid fills it. ``bytes_in_flight_per_sm_launched`` caps the
+     blocks per SM by the launch's own grid (blocks launched / SMs, 132 SMs on sm_90 and 108 on
+     sm_80): a one-block plan shows a 132nd of a block in flight;
    * ``requests_per_unique_sector = sectors_load / unique_sectors_load`` of simt's launch
      record (1.0 for a launch that loads nothing).
 
@@ -737,13 +739,15 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
 #         one steady-state loop iteration, or the whole tile of a kernel without a loop), for
 #         the load width the launch's plan reads (:func:`planned_load_width`: a layout that
 #         misses a kernel's 16-byte path runs its scalar loop, not the 16-byte one)
-#     resident threads per SM = threads per block x min(B_occ, blocks launched / SMs)
+#     resident threads per SM = threads per block x B_occ
 #         B_occ: blocks per SM from NVRTC's registers and static shared memory, the launch's
-#         dynamic shared memory and block size (:func:`cupyops.tools.nvrtc.occupancy`);
-#         SMs: 132 on sm_90 (simt's H100 properties), 108 on sm_80 (A100)
+#         dynamic shared memory and block size (:func:`cupyops.tools.nvrtc.occupancy`)
 #
-#   so a plan that launches one block shows (block threads / 132) threads' worth in flight per
-#   SM. It assumes every load of one iteration is issued before the first of them is used (what
+#   (issue 26's definition: the kernel's capacity on an SM the grid fills). Beside it,
+#   ``bytes_in_flight_per_sm_launched`` takes min(B_occ, blocks launched / SMs) blocks, SMs
+#   132 on sm_90 (simt's H100 properties) and 108 on sm_80 (A100): a plan that launches one
+#   block shows (block threads / 132) threads' worth per SM; the planners' block-count goal
+#   (issue 26: >= min(132, bytes / 16 KiB) blocks) is what keeps this one up. It assumes every load of one iteration is issued before the first of them is used (what
 #   unrolling and batching buy); the launches are simt's (planned for H100 properties), the same
 #   grid weighed on both archs.
 #
@@ -765,10 +769,10 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
 # make one record: the least bytes in flight and the most requests per unique sector of them.
 #
 # Goals (issue 26) on the ``"read"`` records: >= :data:`GOAL_IN_FLIGHT` bytes in flight per SM on
-# sm_90; <= :data:`GOAL_REQUESTS` requests per unique sector for every nonzero call. An input
-# smaller than 132 x 16 KiB (2.06 MiB) cannot have 16 KiB per SM in flight even when all of it
-# is: its goal is input bytes / 132 (:func:`in_flight_goal`, the record's
-# ``goal_bytes_in_flight_per_sm``; :func:`goal_misses` gives both counts).
+# sm_90 (the record's ``goal_bytes_in_flight_per_sm``); <= :data:`GOAL_REQUESTS` requests per
+# unique sector for every nonzero call. The launch-capped figure is reported against
+# min(16 KiB, input bytes / 132) (:func:`in_flight_goal`: an input under 132 x 16 KiB = 2.06 MiB
+# cannot have 16 KiB per SM in flight even when all of it is); :func:`goal_misses` counts both.
 
 #: SMs per arch: simt's H100 properties (sm_90) and an A100 (sm_80)
 ARCH_SMS = {90: 132, 80: 108}
@@ -787,15 +791,17 @@ _FINISH_WORDS = ("finish", "combine")
 
 def resident_threads(registers: int, block_threads: int, arch: int, shared_bytes: int,
                      blocks: int) -> dict:
-    """Threads per SM that a launch of ``blocks`` blocks of ``block_threads`` keeps resident:
-    ``block_threads x min(B_occ, blocks / SMs)``. Returns ``blocks_per_sm`` (B_occ, from
-    registers and ``shared_bytes`` = static + dynamic shared memory), ``limiter`` and
-    ``resident_threads`` (a float: an average over the SMs)."""
+    """Threads per SM of a kernel of ``block_threads`` threads a block: ``resident_threads`` =
+    ``block_threads x B_occ`` (B_occ = ``blocks_per_sm``, from registers and ``shared_bytes`` =
+    static + dynamic shared memory), and ``resident_threads_launched`` = ``block_threads x
+    min(B_occ, blocks / SMs)`` for a launch of ``blocks`` blocks (a float: an average over the
+    SMs); also the occupancy's ``limiter``."""
     from cupyops.tools import nvrtc as _nvrtc
     occ = _nvrtc.occupancy(int(registers), int(block_threads), int(arch), 0, int(shared_bytes))
-    per_sm = min(float(occ.blocks_per_sm), int(blocks) / ARCH_SMS[int(arch)])
+    launched = min(float(occ.blocks_per_sm), int(blocks) / ARCH_SMS[int(arch)])
     return {"blocks_per_sm": occ.blocks_per_sm, "limiter": occ.limiter,
-            "resident_threads": per_sm * int(block_threads)}
+            "resident_threads": float(occ.blocks_per_sm * int(block_threads)),
+            "resident_threads_launched": launched * int(block_threads)}
 
 
 def bytes_in_flight_per_sm(bytes_per_thread: float, resident: float) -> float:
@@ -1044,6 +1050,8 @@ def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
                            p["shared_static"] + launch["shared_mem"], blocks)
     return {
         "bytes_in_flight_per_sm": bytes_in_flight_per_sm(per_thread, res["resident_threads"]),
+        "bytes_in_flight_per_sm_launched": bytes_in_flight_per_sm(
+            per_thread, res["resident_threads_launched"]),
         "requests_per_unique_sector": requests_per_unique_sector(
             launch["sectors_load"], launch["unique_sectors_load"]),
         "family": p["family"], "dtype": p["dtype"], "load_width": width,
@@ -1055,6 +1063,7 @@ def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
         "shared_bytes": p["shared_static"] + launch["shared_mem"],
         "occupancy_blocks_per_sm": res["blocks_per_sm"],
         "resident_threads_per_sm": res["resident_threads"],
+        "resident_threads_per_sm_launched": res["resident_threads_launched"],
         "sectors_load": launch["sectors_load"],
         "unique_sectors_load": launch["unique_sectors_load"],
         "shared_wavefronts_per_access": (launch["shared_wavefronts"] / launch["shared_accesses"]
@@ -1076,9 +1085,13 @@ def layout_records(models: KernelModels, layout: Layout, launches: list,
             rec = {"arch": f"sm_{arch}", "kernel": kernel, "layout": layout.id, "pass": pass_,
                    "op": layout.op, "launches": len(lns),
                    "input_bytes": lns[0]["input_bytes"],
-                   "goal_bytes_in_flight_per_sm": in_flight_goal(lns[0]["input_bytes"], arch)}
+                   "goal_bytes_in_flight_per_sm": float(GOAL_IN_FLIGHT),
+                   "goal_bytes_in_flight_per_sm_launched":
+                       in_flight_goal(lns[0]["input_bytes"], arch)}
             rec.update(worst)
             rec["bytes_in_flight_per_sm"] = worst["bytes_in_flight_per_sm"]
+            rec["bytes_in_flight_per_sm_launched"] = min(
+                t["bytes_in_flight_per_sm_launched"] for t in terms)
             rec["requests_per_unique_sector"] = max(t["requests_per_unique_sector"]
                                                     for t in terms)
             out.append(rec)
@@ -1099,21 +1112,22 @@ def memory_records(layouts: list, archs=(90, 80), *, progress=None) -> list:
 
 
 def in_flight_goal(input_bytes: int, arch: int = 90) -> float:
-    """The bytes in flight per SM a read pass of an ``input_bytes`` input can be asked for:
-    :data:`GOAL_IN_FLIGHT`, or the whole input spread over the SMs where that is less (an input
-    under 132 x 16 KiB = 2.06 MiB cannot put 16 KiB per SM in flight)."""
+    """The launch-capped bytes in flight per SM a read pass of an ``input_bytes`` input can be
+    asked for: :data:`GOAL_IN_FLIGHT`, or the whole input spread over the SMs where that is less
+    (an input under 132 x 16 KiB = 2.06 MiB cannot put 16 KiB per SM in flight)."""
     return min(float(GOAL_IN_FLIGHT), input_bytes / ARCH_SMS[int(arch)])
 
 
 def goal_misses(records: list) -> dict:
     """The read-pass records (sm_90) that miss a goal: ``in_flight`` (below
-    :func:`in_flight_goal`), ``in_flight_flat`` (below :data:`GOAL_IN_FLIGHT` whatever the
-    input's size) and ``requests`` (a nonzero call above :data:`GOAL_REQUESTS`)."""
+    :data:`GOAL_IN_FLIGHT`), ``requests`` (a nonzero call above :data:`GOAL_REQUESTS`), and for
+    information ``in_flight_launched`` (the launch-capped figure below :func:`in_flight_goal`
+    of the input's size)."""
     reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
     return {
-        "in_flight": [r for r in reads
-                      if r["bytes_in_flight_per_sm"] < r["goal_bytes_in_flight_per_sm"]],
-        "in_flight_flat": [r for r in reads if r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
+        "in_flight": [r for r in reads if r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
+        "in_flight_launched": [r for r in reads if r["bytes_in_flight_per_sm_launched"]
+                               < in_flight_goal(r["input_bytes"])],
         "requests": [r for r in reads if r["op"] in NONZERO_OPS
                      and r["requests_per_unique_sector"] > GOAL_REQUESTS],
     }
@@ -1124,6 +1138,10 @@ def _num(rec, key, spec):
         return "-"
     v = rec[key]
     return f"{v / 1024:.2f}" if spec == "kib" else format(v, spec)
+
+
+def _italic(text, low):
+    return f"*{text}*" if low else text
 
 
 def _bold(text, bad):
@@ -1143,20 +1161,22 @@ def render_memory_markdown(records: list) -> list:
         "and the layouts issue 26 names (`cupyops/bench/issue_rate.py`, `--json` writes them "
         "as records). `B/thr/it`: input bytes one thread loads per iteration (the widths of "
         "the input's LDG instructions on the issue-rate path, for the load width the launch's "
-        "plan reads); `threads/SM`: threads per block x min(blocks per SM from NVRTC's "
-        "registers and shared memory, blocks launched / SMs), 132 SMs on sm_90, 108 on sm_80; "
-        "`KiB/SM` = B/thr/it x threads/SM; `goal`: min(16 KiB, input bytes / 132); "
+        "plan reads); `threads/SM`: threads per block x blocks per SM from NVRTC's registers "
+        "and shared memory; `KiB/SM` = B/thr/it x threads/SM (goal: 16 KiB on sm_90); "
+        "`launched`: the same with blocks per SM capped by the launch's grid (blocks / SMs, "
+        "132 SMs on sm_90, 108 on sm_80), against min(16 KiB, input bytes / 132) (italic "
+        "where below: the block count the planner chose is the limit); "
         "`req/sector`: simt's sectors_load / unique_sectors_load (0/0 = 1.0). A record is the "
         "worst launch of a kernel in a pass. Goals on `read` passes (bold where missed): "
-        f"in flight >= `goal` on sm_90; <= {GOAL_REQUESTS} requests per unique sector for "
+        f"in flight >= 16 KiB on sm_90; <= {GOAL_REQUESTS} requests per unique sector for "
         "nonzero calls.", "",
         f"* read passes below {GOAL_IN_FLIGHT // 1024} KiB in flight per SM on sm_90: "
-        f"{len(miss['in_flight_flat'])} of {len(reads)}; below min(16 KiB, input / 132): "
-        f"{len(miss['in_flight'])}",
+        f"{len(miss['in_flight'])} of {len(reads)}; launch-capped below min(16 KiB, "
+        f"input / 132): {len(miss['in_flight_launched'])}",
         f"* nonzero read passes above {GOAL_REQUESTS} requests per unique sector: "
         f"{len(miss['requests'])} of {sum(1 for r in reads if r['op'] in NONZERO_OPS)}", "",
         "| layout | pass | kernel | blocks | B/thr/it | threads/SM sm_90 | KiB/SM sm_90 | "
-        "goal | KiB/SM sm_80 | req/sector |",
+        "launched KiB/SM sm_90 | KiB/SM sm_80 | req/sector |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for lay, kernel, pass_ in keys:
@@ -1164,6 +1184,8 @@ def render_memory_markdown(records: list) -> list:
         r = a or b
         bad_f = (a is not None and pass_ == "read"
                  and a["bytes_in_flight_per_sm"] < a["goal_bytes_in_flight_per_sm"])
+        low_l = (a is not None and pass_ == "read" and a["bytes_in_flight_per_sm_launched"]
+                 < a["goal_bytes_in_flight_per_sm_launched"])
         bad_r = (pass_ == "read" and r["op"] in NONZERO_OPS
                  and r["requests_per_unique_sector"] > GOAL_REQUESTS)
         lines.append(
@@ -1171,7 +1193,7 @@ def render_memory_markdown(records: list) -> list:
             f"{r['bytes_per_thread_per_iteration']:g} | "
             f"{_num(a, 'resident_threads_per_sm', '.1f')} | "
             f"{_bold(_num(a, 'bytes_in_flight_per_sm', 'kib'), bad_f)} | "
-            f"{_num(a, 'goal_bytes_in_flight_per_sm', 'kib')} | "
+            f"{_italic(_num(a, 'bytes_in_flight_per_sm_launched', 'kib'), low_l)} | "
             f"{_num(b, 'bytes_in_flight_per_sm', 'kib')} | "
             f"{_bold(format(r['requests_per_unique_sector'], '.2f'), bad_r)} |")
     lines.append("")
