@@ -48,10 +48,12 @@ Cases (``plan.case``) and kernels (``plan.kernel``):
   chunks along grid.y, and **one launch** (``last_block``): each block stores its partial and
   draws an atomic ticket of its group; the last block to finish combines the group's partials
   (the same comparison, so any block count and any order give the same answer) and stores the
-  index. For argmin/argmax (not hardmax, which keeps the split) over few groups with big
-  contiguous reductions, where the other plans would leave more than half of the SMs idle
-  (decode shapes: ``(1, 131072)``, ``(8, 131072)``): the grid has at least half as many blocks
-  as SMs, up to two per SM. Scratch: the partials, plus one 4-byte ticket per group after the
+  index. For argmin/argmax and hardmax over few groups with big contiguous reductions, where
+  the other plans would leave more than half of the SMs idle (decode shapes: ``(1, 131072)``,
+  ``(8, 131072)``) or launch fewer than :func:`busy_blocks`: the grid has at least half as
+  many blocks as SMs (or ``busy_blocks``), up to two per SM. hardmax (a write list of one
+  dimension): each block zeroes ``write_chunk`` positions of the one-hot before its ticket and
+  the last block writes the 1. Scratch: the partials, plus one 4-byte ticket per group after the
   all-NaN flag, zeroed in stream order before every launch.
 """
 from __future__ import annotations
@@ -665,7 +667,8 @@ def _chunks_of(case, kernel, hardmax, block_team, write, group, group_full, n_ou
         if nchunks > 1:
             fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
                 kernel, hardmax, n_out, group_full, target_threads, nchunks,
-                _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio))
+                _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
+                32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1)
             finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
             return ("split", chunk, nchunks, 2, ((fbx, fby, 1), (fgx, wsplit, 1), finish_shared),
                     write_chunk, False)
@@ -677,8 +680,12 @@ def _chunking(group, nchunks, kernel, r0, vec, itemsize) -> tuple:
     1)`` where that leaves one. A chunk of the row kernel holds whole vectors, and one of a
     contiguous reduction (``r0``, the innermost reduced stride, is 1) starts on a 32-byte
     sector, as the group does: a warp's vector load straddling one more sector would cost
-    1/16 more traffic."""
-    unit = 1 if kernel != "row" else (math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec)
+    1/16 more traffic. A column chunk holds a multiple of the rows that span whole sectors
+    (``r0`` x itemsize bytes a row), so a warp's rows do not straddle one more either."""
+    if kernel == "row":
+        unit = math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec
+    else:                # column: a chunk's first row (r0 elements apart) starts on a sector
+        unit = 32 // math.gcd(32, abs(r0 or 1) * itemsize)
     chunk = -(-group // nchunks)
     chunk = -(-chunk // unit) * unit
     nchunks = -(-group // chunk)
@@ -732,14 +739,15 @@ def _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio) -> int:
 
 
 def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
-                   most_writers=MAX_GRID_Y) -> tuple:
+                   most_writers=MAX_GRID_Y, write_unit=1) -> tuple:
     """The finish pass of a ``"split"`` plan (its second launch): ``(block x, block y, grid x,
     grid y, write_chunk)``. Threads x run over groups, y over the partials (and the one-hot
     positions): a group of a row layout is written along y (contiguous positions), a column
     layout along x. argmin/argmax give a group no more threads y than it has partials
     (``nchunks``); hardmax cuts each group's one-hot write into grid.y blocks of
     ``write_chunk`` positions (grid y: write blocks per group), at most ``most_writers``
-    (:func:`_most_writers`: each rereads the group's partials)."""
+    (:func:`_most_writers`: each rereads the group's partials), a multiple of ``write_unit``
+    (positions whose one-hot spans whole sectors)."""
     if hardmax and kernel == "row":
         fbx = 1
     else:
@@ -752,7 +760,7 @@ def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
         wblocks_want = max(1, -(-target_threads // (FINISH_BLOCK * fgx)))
         wblocks_most = max(1, group_full // (fby * 4))
         wsplit = max(1, min(wblocks_want, wblocks_most, most_writers, MAX_GRID_Y))
-        write_chunk = -(-group_full // wsplit)
+        write_chunk = -(-(-(-group_full // wsplit)) // write_unit) * write_unit
         wsplit = -(-group_full // write_chunk)
     else:
         fby = max(1, min(fby, _pow2ceil(nchunks)))
