@@ -33,7 +33,10 @@
 // Output modes (p.mode): 0 index, 1 per-chunk partial (key, index), 2 fused hardmax one-hot,
 // 3 decode: per-chunk partial, then the last block of the group to finish combines the group's
 // partials and stores the index (argreduce_row with a whole block per group, grid.y chunks;
-// one launch). The last block is found with an atomic ticket per group (allnan[1 + group]):
+// one launch); 4 the same for hardmax: each block first zeroes its share of the group's one-hot
+// (p.wchunk positions q of the write list, one dimension here) before its ticket, and the last
+// block writes the one 1 at the winner. The last block is found with an
+// atomic ticket per group (allnan[1 + group]):
 // each block stores its partial, __threadfence() (release), thread 0 atomicAdd's the ticket;
 // the block drawing ticket nchunks - 1 fences again (acquire), tells its threads through shared
 // memory and a barrier, and reads every partial of the group with volatile loads. The tickets
@@ -149,7 +152,8 @@ AR_AT(k_in, 192); AR_AT(k_out, 256); AR_AT(d_size, 320); AR_AT(d_in, 384); AR_AT
 AR_AT(d_step, 512); AR_AT(w_size, 576); AR_AT(w_out, 640); AR_AT(w_w, 704); AR_AT(w_step, 768);
 #undef AR_AT
 
-enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECODE = 3 };
+enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECODE = 3,
+       AR_MODE_DECODE_HARDMAX = 4 };
 
 extern __shared__ unsigned long long ar_smem[];
 
@@ -912,6 +916,24 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
     }
 }
 
+// The 1 of a one-hot whose zeros are written: at logical index win of a write list of one
+// dimension of weight 1 (the planner's condition for this), only the real part of a complex
+// value (one half-width word: element alignment suffices).
+template <class T, class I>
+__device__ __forceinline__ void ar_write_one(void* out, typename cuo::unsigned_of<I>::type group_out,
+                                             I win, const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    B* o = reinterpret_cast<B*>(out) + p.out_base + (I)(group_out + (U)win * (U)p.w_out[0]);
+    if constexpr (ArType<T>::kind == 4) {
+        typedef typename cuo::uint_of<sizeof(B) / 2>::type H;
+        *reinterpret_cast<H*>(o) = sizeof(H) == 4 ? (H)0x3f800000u : (H)0x3ff0000000000000ull;
+    } else {
+        *reinterpret_cast<volatile B*>(o) = ar_one_bits<T>();
+    }
+}
+
 // A volatile load of a partial written by another block (after the ticket's acquire): not
 // cached in L1, never a non-coherent load. 16-byte keys are read as two 8-byte words.
 template <class K>
@@ -1029,10 +1051,13 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __re
         best.take(k, i, last);
     }
     ar_block_combine(best, last);
-    if (threadIdx.x == 0) {
-        ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
-        ar_flag_all_nan(allnan, best.k, p);
+    if (threadIdx.x != 0) return;
+    if (p.mode == AR_MODE_DECODE_HARDMAX) {
+        ar_write_one<T, I>(out, out_off, best.i, p);
+        return;
     }
+    ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
+    ar_flag_all_nan(allnan, best.k, p);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1073,10 +1098,19 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
         ar_warp_combine(best, team, last);
     if (!valid) return;
 
-    if (p.mode == AR_MODE_DECODE) {     // (block teams only: `valid` is the same in the block)
+    if (p.mode == AR_MODE_HARDMAX || p.mode == AR_MODE_DECODE_HARDMAX) {
+        // the one-hot of positions [q0, q1): the whole group (p.wchunk = p.wgroup), or in a
+        // decode, this block's share, all zeros (no logical index is -1), the 1 being the
+        // group's last block's (ar_last_block)
+        const U q0 = (U)blockIdx.y * (U)p.wchunk;
+        const U q1 = q0 + (U)p.wchunk < (U)p.wgroup ? q0 + (U)p.wchunk : (U)p.wgroup;
+        const bool fused = p.mode == AR_MODE_HARDMAX;
+        ar_write_onehot<T, I>(out, out_off, q0 + (U)t, q1, (U)team, fused ? best.i : (I)-1, p);
+        if (fused) return;
+        __syncthreads();        // so thread 0's release in ar_last_block covers every thread's
+    }
+    if (p.mode >= AR_MODE_DECODE) {     // (block teams only: `valid` is the same in the block)
         ar_last_block<T, I>(out, pkey, pidx, allnan, p, o, out_off, best);
-    } else if (p.mode == AR_MODE_HARDMAX) {
-        ar_write_onehot<T, I>(out, out_off, (U)t, (U)p.wgroup, (U)team, best.i, p);
     } else if (t == 0) {
         if (p.mode == AR_MODE_INDEX) {
             ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);

@@ -431,9 +431,17 @@ def test_hardmax_writes_each_output_once_in_whole_sectors(dtype, split, monkeypa
             r, t = run_hm(x, axes, out=out)
         np.testing.assert_array_equal(out, fast_hardmax(x, axes, "first"))
         write = rec.launches[-1]     # the launch that writes the one-hot output
-        assert len(rec.launches) == t.plans[0].passes
-        assert write.requested_bytes_store == x.nbytes     # each output element once
-        assert write.sectors_store == x.nbytes // 32, (axes, t.plans[0].case, write)
+        p = t.plans[0]
+        assert len(rec.launches) == p.passes
+        # the one-launch decode also stores each block's partial (key, index) and draws its
+        # ticket (a 4-byte atomic), one sector each, and its last block stores the 1 again
+        # (a complex one as its real part)
+        slots = p.n_out * p.nchunks if p.last_block else 0
+        one = (x.itemsize // (2 if x.dtype.kind == "c" else 1)) if p.last_block else 0
+        extra = slots * (p.key_itemsize + p.pidx_itemsize + 4) + p.n_out * one
+        assert write.requested_bytes_store == x.nbytes + extra    # each output element once
+        assert write.sectors_store == x.nbytes // 32 + 3 * slots + (p.n_out if one else 0), \
+            (axes, p.case, write)
 
 
 # ---------------------------------------------------------------------------- traffic
@@ -444,12 +452,17 @@ def test_input_read_once_with_few_sectors(dtype, monkeypatch):
     a = aligned(tiny_values(rng, (64, 512), dtype))
     for x, axes in ((a, (1,)), (a, (0,)), (a, (0, 1)), (a.T, (0,)), (a.reshape(64, 32, 16), (0, 2))):
         with simt.record_traffic() as rec:
-            run(x, axes)
+            _, t = run(x, axes)
         first = rec.launches[0]
-        assert first.requested_bytes_load == x.nbytes
+        # (a one-launch decode's last block also loads the partials, and each block draws its
+        # ticket: a 4-byte atomic)
+        p = t.plans[0]
+        slots = p.n_out * p.nchunks if p.last_block else 0
+        assert first.requested_bytes_load == x.nbytes + slots * (p.key_itemsize
+                                                                 + p.pidx_itemsize + 4)
         # every warp-wide load touches the fewest 32-byte sectors: the sum over warp loads is
         # the number of sectors of the input
-        assert first.sectors_load == x.nbytes // 32, (axes, first)
+        assert x.nbytes // 32 <= first.sectors_load <= x.nbytes // 32 + 3 * slots, (axes, first)
 
 
 # ---------------------------------------------------------------------------- larger sweep
@@ -737,10 +750,11 @@ def test_decode_shapes_one_launch_over_half_the_sms(shape):
     if shape[1] % 131072:
         assert shape[1] % plan.chunk != 0
     decode_check(x)
-    # hardmax keeps its own path
-    h, t = run_hm(x, (1,))
-    assert t.plans[0].case != "decode"
-    np.testing.assert_array_equal(h, fast_hardmax(x, (1,), "first"))
+    # hardmax too: one launch, every block zeroes its share, the last block writes the 1
+    for tie in TIES:
+        h, t = run_hm(x, (1,), tie)
+        assert t.plans[0].case == "decode" and len(t.launches) == 1
+        np.testing.assert_array_equal(h, fast_hardmax(x, (1,), tie))
 
 
 def test_decode_plan_for_h100():
@@ -749,8 +763,8 @@ def test_decode_plan_for_h100():
     for shape, blocks in (((1, 131072), 128), ((8, 131072), 264)):
         p = plan_argreduce(shape, (shape[1] * 4, 4), 4, (1,), props)
         assert (p.case, p.passes, p.grid[0] * p.grid[1]) == ("decode", 1, blocks)
-    # hardmax and many groups keep their plans
-    assert plan_argreduce((1, 131072), (4 * 131072, 4), 4, (1,), props, hardmax=True).case != "decode"
+    # hardmax decodes too (one launch); many groups keep their plans
+    assert plan_argreduce((1, 131072), (4 * 131072, 4), 4, (1,), props, hardmax=True).case == "decode"
     assert plan_argreduce((512, 131072), (4 * 131072, 4), 4, (1,), props).case != "decode"
 
 

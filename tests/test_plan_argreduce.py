@@ -11,7 +11,7 @@ import pytest
 
 from cupyops.core import layout as _layout
 from cupyops.core.backend import H100_PROPS, DeviceProps
-from cupyops.ops.argreduce.plan import (LIMIT_32, ArgreducePlan, partial_index_bound,
+from cupyops.ops.argreduce.plan import (LIMIT_32, ArgreducePlan, busy_blocks, partial_index_bound,
                                      partial_index_width, plan_argreduce, step_digits)
 from ref_argreduce import ref_argreduce, ref_hardmax
 
@@ -119,14 +119,17 @@ def test_c_order_last_axis_is_row_with_vectors():
 
 
 def test_c_order_first_axis_is_column():
-    x = np.zeros((1024, 300), np.float32)
+    x = np.zeros((100, 300), np.float32)
     p = plan_of(x, (0,))
     assert p.case == "column" and p.kernel == "col"
     assert p.block[0] == 32 and p.block[0] * p.block[1] <= 256
+    # 10 blocks of 32 columns would leave SMs idle reading 1.2 MB: split into >= 75 blocks
+    p = plan_of(np.zeros((1024, 300), np.float32), (0,))
+    assert p.case == "split" and p.kernel == "col" and p.grid[0] * p.grid[1] >= 75
 
 
 def test_f_order_takes_the_fast_cases():
-    x = np.asfortranarray(np.zeros((300, 1024), np.float32))
+    x = np.asfortranarray(np.zeros((300, 100), np.float32))
     assert plan_of(x, (0,)).case == "row"
     assert plan_of(x, (1,)).case == "column"
     assert plan_of(x.T, (1,)).case == "row"       # transposed C is F
@@ -219,7 +222,8 @@ def test_split_for_few_outputs_and_big_groups():
 
 def test_split_keeps_scratch_small_against_the_input():
     # partials (stored once, loaded by every finish block) cost at most 1/64 of the input, unless
-    # that would leave fewer than two blocks per SM (then parallelism wins over scratch traffic)
+    # that would leave fewer than two blocks per SM (then parallelism wins over scratch traffic),
+    # or fewer blocks than busy_blocks (every plan)
     sm = H100_PROPS.sm_count
     for itemsize in (1, 2, 4, 8):
         for hardmax, shape, axes in ((False, (1024, 1024), (0,)), (True, (64, 256, 64), (1,)),
@@ -233,7 +237,8 @@ def test_split_keeps_scratch_small_against_the_input():
                 continue
             reads = p.finish_grid[1]
             scratch = p.n_out * p.nchunks * (p.key_itemsize + p.pidx_itemsize) * (1 + reads)
-            busy = 1 if hardmax else -(-2 * sm // p.grid[0])
+            busy = max(-(-busy_blocks(p.n_out * p.group * itemsize, sm) // p.grid[0]),
+                       1 if hardmax else -(-2 * sm // p.grid[0]))
             assert (64 * scratch <= p.n_out * p.group * itemsize
                     or p.nchunks <= busy), (shape, itemsize, hardmax, p.grid)
     # int8 4096 x 4096 over axis 0: the scratch limit cuts the chunks, the SM floor keeps >= 2
@@ -290,8 +295,11 @@ def test_partial_index_width():
     assert partial_index_width(((1 << 20, 1, 1),), 1 << 20, 4) == 4     # never wider than I
     # the plans: int8 and float16 1024 x 1024 over the first axis split into chunks of 128
     # positions, whose partials take a 1-byte index and a key of the value's width
+    # (8- and 16-byte values: 1024 columns fill the SMs with blocks of 4 or 2 columns, unsplit;
+    # 128 columns split)
     for itemsize in (1, 2, 4, 8, 16):
-        p = plan_abstract((1024, 1024), (1024, 1), itemsize, (0,))
+        shape = (1024, 1024) if itemsize <= 4 else (1024, 128)
+        p = plan_abstract(shape, (shape[1], 1), itemsize, (0,))
         assert p.case == "split" and p.key_itemsize == itemsize
         assert p.pidx_itemsize == partial_index_width(p.red, p.chunk, 4)
         if p.chunk <= 128:

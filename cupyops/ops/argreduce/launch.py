@@ -17,7 +17,8 @@ the group's winner is NaN, and :func:`argreduce` reads that flag once to raise N
 
 The ``"decode"`` plan (few big contiguous groups) is one launch of ``argreduce_row`` in mode
 ``MODE_DECODE``: the last block of each group, found with an atomic ticket, combines the
-group's partials. The tickets (one uint32 per group) follow the all-NaN flag in its scratch
+group's partials (hardmax, ``MODE_DECODE_HARDMAX``: every block zeroes its share of the one-hot
+first, and the last block writes the 1). The tickets (one uint32 per group) follow the all-NaN flag in its scratch
 buffer and are zeroed with ``backend.zero_fill`` in stream order before every launch, so each
 call, and each replay of a captured CUDA graph, starts from zero; the kernel never resets them.
 """
@@ -34,8 +35,8 @@ from cupyops.core.arrays import data_ptr
 from cupyops.core.dtypes import datetime_as_int64, element_alignment
 from cupyops.ops.argreduce import plan as _plan_module
 from cupyops.ops.argreduce.family import COL, DATETIME, FAMILY, FINISH, ROW, expression
-from cupyops.ops.argreduce.params import (MODE_DECODE, MODE_HARDMAX, MODE_INDEX,
-                                          MODE_PARTIAL, build_params)
+from cupyops.ops.argreduce.params import (MODE_DECODE, MODE_DECODE_HARDMAX, MODE_HARDMAX,
+                                          MODE_INDEX, MODE_PARTIAL, build_params)
 from cupyops.ops.argreduce.plan import ArgreducePlan
 
 __all__ = ["argreduce", "hardmax", "prepare", "launches_of", "runner", "run_state", "run",
@@ -168,7 +169,10 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
     finish = fparams = finish_cfg = None
     split = plan.passes > 1 and not plan.last_block
-    mode = MODE_DECODE if plan.last_block else MODE_PARTIAL if split else final_mode
+    if plan.last_block:
+        mode = MODE_DECODE_HARDMAX if hardmax else MODE_DECODE
+    else:
+        mode = MODE_PARTIAL if split else final_mode
     params = arg(build_params(plan, kind=kind, tie=tie, mode=mode, out_width=out_width,
                               nan_skip=nan_skip, narrow_out=narrow_out))
     if split:

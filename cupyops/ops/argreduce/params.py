@@ -15,11 +15,12 @@ from cupyops.core.structs import Struct
 from cupyops.ops.argreduce.plan import MAX_DIMS, ArgreducePlan, step_digits
 
 __all__ = ["AR_PARAMS", "PARAMS_DTYPE", "build_params", "MODE_INDEX", "MODE_PARTIAL",
-           "MODE_HARDMAX", "MODE_DECODE"]
+           "MODE_HARDMAX", "MODE_DECODE", "MODE_DECODE_HARDMAX"]
 
 #: what the kernel writes: an index; a (key, index) partial per chunk; a one-hot; or partials
-#: of which the last block of each group writes the index (the one-launch decode plan)
-MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX, MODE_DECODE = 0, 1, 2, 3
+#: of which the last block of each group writes the index (the one-launch decode plan), or
+#: for hardmax the 1 of a one-hot whose zeros every block wrote
+MODE_INDEX, MODE_PARTIAL, MODE_HARDMAX, MODE_DECODE, MODE_DECODE_HARDMAX = 0, 1, 2, 3, 4
 
 _I64, _I32 = "<i8", "<i4"
 #: ``struct ArParams`` of kernels/argreduce.cu, member for member
@@ -55,10 +56,11 @@ def build_params(plan: ArgreducePlan, *, kind: str, tie: str, mode: int, out_wid
     d_size, d_in, d_w = zip(*red) if red else _NONE3
     w_size, w_out, w_w = zip(*write) if write else _NONE3
     wstep = plan.finish_block[1] if finish else plan.write_step
+    # (wchunk: the positions a block writes; the whole group where the plan does not cut it)
     # (the flags are bools: the struct packs them as 0 and 1)
     return _pack((
         *_PLAN_HEAD(plan), plan.index_base + (plan.zero_last_offset if last else 0),
-        plan.group_full, plan.write_chunk, len(kept), len(red), len(write), mode,
+        plan.group_full, plan.write_chunk or plan.group_full, len(kept), len(red), len(write), mode,
         last, kind == "min", out_width, plan.team, plan.vec, bool(nan_skip),
         bool(plan.narrow_loads), bool(narrow_out), plan.pidx_itemsize,
         k_size, k_in, k_out, d_size, d_in, d_w, step_digits(plan.step, d_size),

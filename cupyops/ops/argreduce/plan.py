@@ -48,10 +48,12 @@ Cases (``plan.case``) and kernels (``plan.kernel``):
   chunks along grid.y, and **one launch** (``last_block``): each block stores its partial and
   draws an atomic ticket of its group; the last block to finish combines the group's partials
   (the same comparison, so any block count and any order give the same answer) and stores the
-  index. For argmin/argmax (not hardmax, which keeps the split) over few groups with big
-  contiguous reductions, where the other plans would leave more than half of the SMs idle
-  (decode shapes: ``(1, 131072)``, ``(8, 131072)``): the grid has at least half as many blocks
-  as SMs, up to two per SM. Scratch: the partials, plus one 4-byte ticket per group after the
+  index. For argmin/argmax and hardmax over few groups with big contiguous reductions, where
+  the other plans would leave more than half of the SMs idle (decode shapes: ``(1, 131072)``,
+  ``(8, 131072)``) or launch fewer than :func:`busy_blocks`: the grid has at least half as
+  many blocks as SMs (or ``busy_blocks``), up to two per SM. hardmax (a write list of one
+  dimension): each block zeroes ``write_chunk`` positions of the one-hot before its ticket and
+  the last block writes the 1. Scratch: the partials, plus one 4-byte ticket per group after the
   all-NaN flag, zeroed in stream order before every launch.
 """
 from __future__ import annotations
@@ -89,6 +91,11 @@ MAX_GRID_Y = 65535
 MIN_SCRATCH_RATIO = 64
 #: the decode plan gives each block at least this many vector loads (one per thread)
 MIN_DECODE_BLOCK_VECS = 256
+#: a plan reading at least BUSY_MIN_BYTES launches at least min(SM count, bytes /
+#: BUSY_BLOCK_BYTES) blocks for its reading pass (:func:`busy_blocks`). (The goal is set from
+#: 64 KiB; from 32 KiB, shapes just below it, such as (21845, 3) uint8, get the floor too.)
+BUSY_MIN_BYTES = 32 * 1024
+BUSY_BLOCK_BYTES = 16 * 1024
 
 
 class ArgreducePlan(typing.NamedTuple):
@@ -445,6 +452,7 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
     narrow = align < itemsize and base_byte % itemsize != 0
     target_threads = props.sm_count * props.max_threads_per_sm
     block_threads = min(BLOCK, props.max_threads_per_block)
+    busy = busy_blocks(n_out * group * itemsize, props.sm_count)
     r0 = red[0][1] if red else None
     k0 = kept[0][1] if kept else None
     if r0 is not None and (k0 is None or k0 == 0 or r0 < k0):
@@ -452,34 +460,21 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
         vec, team, block, grid_x, step, nchunks, shared, write_step = _row_team(
             kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, smem_key,
             target_threads, block_threads, min_block_team_vecs, min_split_elements,
-            min_work_per_thread)
+            min_work_per_thread, busy)
     else:
         kernel, case = "col", ("column" if k0 == 1 else "general")
         vec, team, block, grid_x, step, nchunks, shared, write_step = _column(
             kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
-            target_threads, block_threads, min_split_elements, min_work_per_thread)
+            target_threads, block_threads, min_split_elements, min_work_per_thread, busy)
     if nchunks > 1 and min_scratch_ratio > 0:
         nchunks = _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full,
                                 n_out, grid_x, nchunks, props.sm_count, target_threads,
-                                min_scratch_ratio)
-    chunk, passes = group, 1
-    finish_block, finish_grid, finish_shared, write_chunk = _NO_FINISH
-    decoded = None
-    if (team == block_threads and kernel == "row" and not hardmax and min_decode_block_vecs > 0
-            and grid_x * nchunks < -(-props.sm_count // 2)):
-        decoded = _decode_chunks(group, n_out, props.sm_count, r0, vec, itemsize,
-                                 min_decode_block_vecs)
-    if decoded is not None:
-        chunk, nchunks = decoded
-        case = "decode"
-    elif nchunks > 1:
-        chunk, nchunks = _chunking(group, nchunks, kernel, r0, vec, itemsize)
-        if nchunks > 1:
-            passes, case = 2, "split"
-            fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
-                kernel, hardmax, n_out, group_full, target_threads, nchunks)
-            finish_block, finish_grid = (fbx, fby, 1), (fgx, wsplit, 1)
-            finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
+                                min_scratch_ratio, busy)
+    case, chunk, nchunks, passes, finish, write_chunk, decoded = _chunks_of(
+        case, kernel, hardmax, team == block_threads, write, group, group_full, n_out, grid_x,
+        nchunks, r0, vec, itemsize, smem_key, props.sm_count, target_threads, busy,
+        min_decode_block_vecs, min_scratch_ratio)
+    finish_block, finish_grid, finish_shared = finish
     use_64bit = _needs_64bit(force_64bit, hardmax, layout, vec, group, step, chunk, write_step,
                              write_chunk, nchunks, red_span)
     return _new_plan((
@@ -489,16 +484,18 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
         finish_shared, write_chunk, itemsize,     # (partial keys at the value's own width)
         # (one chunk is the whole group: the bound of its relative indices is the group's span)
         _index_width(red_span if nchunks == 1 else partial_index_bound(red, chunk),
-                     8 if use_64bit else 4), bool(narrow), decoded is not None))
+                     8 if use_64bit else 4), bool(narrow), decoded))
 
 
 def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, smem_key,
               target_threads, block_threads, min_block_team_vecs, min_split_elements,
-              min_work_per_thread):
+              min_work_per_thread, busy):
     """Kernel ``row`` (case ``"row"``, or ``"general"`` when the innermost reduced stride is not
     1): a team of 1..32 lanes, or the whole block, reduces each group with vector loads of
     ``vec`` elements. Returns ``(vec, team, block, grid_x, step, nchunks, shared,
-    write_step)``; ``nchunks`` > 1 asks to split few big groups across blocks along grid.y."""
+    write_step)``; ``nchunks`` > 1 asks to split few big groups across blocks along grid.y.
+    ``busy``: the blocks the reading pass should have (:func:`busy_blocks`): warp teams that
+    would give fewer become whole blocks, which the decode plan then splits."""
     vec = 1
     if red[0][1] == 1:
         # vector loads of 16 or 4 bytes (the widths the kernel compiles), else scalars: every
@@ -521,7 +518,9 @@ def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, sm
     # elements so a warp's stores cover whole sectors (team: a power of two, as _pow2ceil)
     n = red_mem[0][0] if hardmax else inner_vecs
     team = min(32, (1 << (n - 1).bit_length()) if n > 1 else 1)
-    if group_vecs >= min_block_team_vecs and n_out * team < target_threads:
+    # (a warp already spans a row: a block team's warps read whole rows too)
+    few = team == 32 and -(-n_out // (block_threads // 32)) < busy
+    if (group_vecs >= min_block_team_vecs or few) and n_out * team < target_threads:
         team = block_threads
     grid_x = -(-n_out // max(1, block_threads // team))
     nchunks, shared = 1, 0
@@ -537,11 +536,12 @@ def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, sm
 
 
 def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
-            target_threads, block_threads, min_split_elements, min_work_per_thread):
+            target_threads, block_threads, min_split_elements, min_work_per_thread, busy):
     """Kernel ``col`` (case ``"column"``, or ``"general"`` when the innermost kept stride ``k0``
     is not 1): threads x run over outputs (coalesced loads across the warp), threads y
     interleave over the group and combine in shared memory. Returns :func:`_row_team`'s tuple
-    (team 1; ``vec``: neighbouring groups a thread owns)."""
+    (team 1; ``vec``: neighbouring groups a thread owns). A grid of fewer than ``busy`` blocks
+    is split along grid.y into at least that many, down to one position a thread."""
     vec = 1
     k0n = kept[0][0] if kept else 1
     # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
@@ -555,20 +555,27 @@ def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
     n_vec_out = n_out // vec
     n = min(k0n // vec, n_vec_out)          # (powers of two, as _pow2ceil)
     bx = min(32, (1 << (n - 1).bit_length()) if n > 1 else 1)
+    # narrower blocks instead of a split where that brings the grid up to ``busy``: a row of a
+    # warp's load still covers whole 32-byte sectors
+    narrow_bx = bx
+    while -(-n_vec_out // narrow_bx) < busy and narrow_bx * vec * itemsize > 32:
+        narrow_bx //= 2
+    if -(-n_vec_out // bx) < busy <= -(-n_vec_out // narrow_bx):
+        bx = narrow_bx
     by = max(1, min(block_threads // bx, (1 << (group - 1).bit_length()) if group > 1 else 1))
     grid_x = -(-n_vec_out // bx)
     threads = grid_x * bx * by
     nchunks = 1
-    if threads < target_threads and n_out * group >= min_split_elements:
+    if threads < target_threads and (n_out * group >= min_split_elements or grid_x < busy):
         want = -(-target_threads // threads)
-        most = group // (by * min_work_per_thread)
+        most = max(group // (by * min_work_per_thread), min(-(-busy // grid_x), group // by))
         nchunks = max(1, min(want, most, MAX_GRID_Y))
     shared = _smem(bx * by * vec, smem_key, 8) if by > 1 else 0
     return vec, 1, (bx, by, 1), grid_x, by, nchunks, shared, by
 
 
 def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full, n_out, grid_x,
-                  nchunks, sm_count, target_threads, min_scratch_ratio) -> int:
+                  nchunks, sm_count, target_threads, min_scratch_ratio, busy) -> int:
     """Case ``"split"``: the chunks of a group split ``nchunks`` ways along grid.y, fewer where
     the partials' traffic would pass 1 / ``min_scratch_ratio`` of the input bytes.
 
@@ -578,8 +585,9 @@ def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full
     idx_bytes = 8 if (force_64bit or n_out * group >= LIMIT_32) else 4   # (a first guess)
     # finish blocks per group (grid.y of the finish pass): argmin/argmax's one, hardmax's
     # write blocks
-    reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads,
-                           nchunks)[3] if hardmax else 1
+    reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
+                           _most_writers(hardmax, group, itemsize, nchunks,
+                                         min_scratch_ratio))[3] if hardmax else 1
     most_chunks = nchunks                   # (> 1 here, and never below 1)
     for _ in range(4):
         width = partial_index_width(red, -(-group // most_chunks), idx_bytes)
@@ -592,23 +600,79 @@ def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full
     # loses more bandwidth to memory latency than the partials cost in traffic. (hardmax
     # keeps the limit: its finish pass rereads the partials, and a group that fits a block
     # is best served by the fused kernel that reads it once and writes it once.)
-    keep_busy = 1 if hardmax else min(nchunks, -(-2 * sm_count // max(1, grid_x)))
+    # (and no plan goes below ``busy`` blocks, :func:`busy_blocks`)
+    keep_busy = min(nchunks, max(-(-busy // max(1, grid_x)),
+                                 1 if hardmax else -(-2 * sm_count // max(1, grid_x))))
     return max(1, keep_busy, min(nchunks, most_chunks))
 
 
-def _decode_chunks(group, n_out, sm_count, r0, vec, itemsize, min_decode_block_vecs):
+def _decode_chunks(group, n_out, sm_count, r0, vec, itemsize, min_decode_block_vecs,
+                   busy=0):
     """Case ``"decode"``: argmin/argmax over few big groups, each reduced by whole blocks of the
     row kernel, that the plan so far spreads over fewer blocks than half the SMs: one launch of
     up to two blocks per SM, at least half the SMs, the last block of each group combining its
     partials. Returns ``(chunk, nchunks)`` (:func:`_chunking`, which gives the same pair again
-    for these ``nchunks``), or None where that does not reach half the SMs."""
+    for these ``nchunks``), or None where that does not reach half the SMs, or ``busy`` blocks
+    where that is fewer (> 0: the plan so far has fewer than :func:`busy_blocks`)."""
     most = min(group // vec // min_decode_block_vecs, MAX_GRID_Y)
     per_group = min(-(-2 * sm_count // n_out), most)
     if per_group > 1:
         chunks = _chunking(group, per_group, "row", r0, vec, itemsize)
-        if n_out * chunks[1] >= -(-sm_count // 2):
+        half = -(-sm_count // 2)
+        if n_out * chunks[1] >= (min(half, busy) if busy else half):
             return chunks
     return None
+
+
+def busy_blocks(nbytes: int, sm_count: int) -> int:
+    """The blocks at least that the reading pass of a plan reading ``nbytes`` launches:
+    min(SM count, one per :data:`BUSY_BLOCK_BYTES`) from :data:`BUSY_MIN_BYTES` on, else 0 (no
+    floor). Fewer blocks leave SMs idle, and the few that run cannot keep enough loads in flight
+    to cover the memory latency (a block keeps a few KiB in flight)."""
+    if nbytes < BUSY_MIN_BYTES:
+        return 0
+    return min(int(sm_count), nbytes // BUSY_BLOCK_BYTES)
+
+
+def _logical_write(write) -> bool:
+    """Whether the hardmax write list is one dimension of weight 1: position q has logical
+    index q, which the one-launch hardmax needs, as its last block writes the winner's 1 at
+    q = the winning index (group offset + winner x the write stride: no odometer)."""
+    return len(write) == 1 and write[0][2] == 1
+
+
+def _chunks_of(case, kernel, hardmax, block_team, write, group, group_full, n_out, grid_x,
+               nchunks, r0, vec, itemsize, smem_key, sm_count, target_threads, busy,
+               min_decode_block_vecs, min_scratch_ratio) -> tuple:
+    """``(case, chunk, nchunks, passes, (finish block, grid, shared), write_chunk, decode)``:
+    the one-launch ``"decode"`` plan where the row kernel's block teams would leave SMs idle
+    (fewer blocks than half the SMs or than ``busy``), else ``nchunks`` > 1 is a two-launch
+    ``"split"`` (:func:`_chunking`, :func:`_finish_layout`). A hardmax decode zeroes its one-hot
+    in ``write_chunk`` positions a block and the group's last block writes the 1."""
+    decoded = None
+    if (block_team and kernel == "row" and min_decode_block_vecs > 0
+            and grid_x * nchunks < max(-(-sm_count // 2), busy)
+            and (not hardmax or _logical_write(write))):
+        decoded = _decode_chunks(group, n_out, sm_count, r0, vec, itemsize,
+                                 min_decode_block_vecs, busy if grid_x * nchunks < busy else 0)
+    if decoded is not None:
+        chunk, nchunks = decoded
+        write_chunk = 0
+        if hardmax:        # (whole sectors a block where the output is contiguous)
+            unit = max(1, 32 // itemsize)
+            write_chunk = -(-(-(-group_full // nchunks)) // unit) * unit
+        return "decode", chunk, nchunks, 1, _NO_FINISH[:3], write_chunk, True
+    if nchunks > 1:
+        chunk, nchunks = _chunking(group, nchunks, kernel, r0, vec, itemsize)
+        if nchunks > 1:
+            fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
+                kernel, hardmax, n_out, group_full, target_threads, nchunks,
+                _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
+                32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1)
+            finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
+            return ("split", chunk, nchunks, 2, ((fbx, fby, 1), (fgx, wsplit, 1), finish_shared),
+                    write_chunk, False)
+    return case, group, 1, 1, _NO_FINISH[:3], 0, False
 
 
 def _chunking(group, nchunks, kernel, r0, vec, itemsize) -> tuple:
@@ -616,8 +680,12 @@ def _chunking(group, nchunks, kernel, r0, vec, itemsize) -> tuple:
     1)`` where that leaves one. A chunk of the row kernel holds whole vectors, and one of a
     contiguous reduction (``r0``, the innermost reduced stride, is 1) starts on a 32-byte
     sector, as the group does: a warp's vector load straddling one more sector would cost
-    1/16 more traffic."""
-    unit = 1 if kernel != "row" else (math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec)
+    1/16 more traffic. A column chunk holds a multiple of the rows that span whole sectors
+    (``r0`` x itemsize bytes a row), so a warp's rows do not straddle one more either."""
+    if kernel == "row":
+        unit = math.lcm(vec, max(1, 32 // itemsize)) if r0 == 1 else vec
+    else:                # column: a chunk's first row (r0 elements apart) starts on a sector
+        unit = 32 // math.gcd(32, abs(r0 or 1) * itemsize)
     chunk = -(-group // nchunks)
     chunk = -(-chunk // unit) * unit
     nchunks = -(-group // chunk)
@@ -661,13 +729,25 @@ def _vec_widths(itemsize):
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
 
 
-def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks) -> tuple:
+def _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio) -> int:
+    """The most write blocks a group of a hardmax split's finish pass gets: each rereads the
+    group's ``nchunks`` partials (a key of ``itemsize`` bytes and an index of at most 8), and
+    together they read at most 1 / ``min_scratch_ratio`` of the group's bytes (0: no limit)."""
+    if not hardmax or min_scratch_ratio <= 0:
+        return MAX_GRID_Y
+    return max(1, group * itemsize // (min_scratch_ratio * nchunks * (itemsize + 8)))
+
+
+def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
+                   most_writers=MAX_GRID_Y, write_unit=1) -> tuple:
     """The finish pass of a ``"split"`` plan (its second launch): ``(block x, block y, grid x,
     grid y, write_chunk)``. Threads x run over groups, y over the partials (and the one-hot
     positions): a group of a row layout is written along y (contiguous positions), a column
     layout along x. argmin/argmax give a group no more threads y than it has partials
     (``nchunks``); hardmax cuts each group's one-hot write into grid.y blocks of
-    ``write_chunk`` positions (grid y: write blocks per group)."""
+    ``write_chunk`` positions (grid y: write blocks per group), at most ``most_writers``
+    (:func:`_most_writers`: each rereads the group's partials), a multiple of ``write_unit``
+    (positions whose one-hot spans whole sectors)."""
     if hardmax and kernel == "row":
         fbx = 1
     else:
@@ -679,8 +759,8 @@ def _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks) 
     if hardmax:
         wblocks_want = max(1, -(-target_threads // (FINISH_BLOCK * fgx)))
         wblocks_most = max(1, group_full // (fby * 4))
-        wsplit = min(wblocks_want, wblocks_most, MAX_GRID_Y)
-        write_chunk = -(-group_full // wsplit)
+        wsplit = max(1, min(wblocks_want, wblocks_most, most_writers, MAX_GRID_Y))
+        write_chunk = -(-(-(-group_full // wsplit)) // write_unit) * write_unit
         wsplit = -(-group_full // write_chunk)
     else:
         fby = max(1, min(fby, _pow2ceil(nchunks)))
