@@ -11,6 +11,9 @@ faster). The cases:
   F-order (64, 4096) uint8 (a wide inner extent);
 * few-group argmax / hardmax: (1, 262144) uint8, (1, 66560) float32, (1, 32768) float64,
   (1, 131072) float32, and hardmax of a (1, 262144) and a (1, 1048576) float32 row;
+* few-group columns, which issue 26's block floor turns into a split and a finish: argmax over
+  axis 0 of (8192, 3) float32 and (4096, 8) float64, hardmax of the first; count_nonzero over
+  axis 0 of a (1024, 1024) int8 array; argwhere of an F-order (1024, 4096) float32 array;
 * the benchmark's nonzero and decode rows: argwhere and ``nonzero_coordinates(size=n)`` of a
   (4096, 4096) float32 array at density 0.1, argmax of (8, 131072) float32.
 """
@@ -63,6 +66,18 @@ CASES = (
      lambda co, x: co.nonzero_coordinates(x, size=x.size), None),
     ("argmax (8,131072) float32 decode", lambda r: _rows((8, 131072), np.float32, r),
      lambda co, x: co.argmax(x, axis=1), lambda cp, x: cp.argmax(x, axis=1)),
+    # few-group columns (a split and a finish where one block read them before issue 26)
+    ("argmax axis 0 (8192,3) float32", lambda r: _rows((8192, 3), np.float32, r),
+     lambda co, x: co.argmax(x, axis=0), lambda cp, x: cp.argmax(x, axis=0)),
+    ("argmax axis 0 (4096,8) float64", lambda r: _rows((4096, 8), np.float64, r),
+     lambda co, x: co.argmax(x, axis=0), lambda cp, x: cp.argmax(x, axis=0)),
+    ("hardmax axis 0 (8192,3) float32", lambda r: _rows((8192, 3), np.float32, r),
+     lambda co, x: co.hardmax(x, axis=0), None),
+    # count over axis 0 and a large F-order argwhere (tile count)
+    ("count_nonzero axis 0 (1024,1024) int8", lambda r: _mask((1024, 1024), 0.5, np.int8, r),
+     lambda co, x: co.count_nonzero(x, axis=0), lambda cp, x: cp.count_nonzero(x, axis=0)),
+    ("argwhere F (1024,4096) float32", lambda r: _mask((1024, 4096), 0.1, np.float32, r, "F"),
+     lambda co, x: co.argwhere(x), lambda cp, x: cp.argwhere(x)),
 )
 
 
