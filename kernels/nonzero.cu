@@ -535,6 +535,118 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
     return t;
 }
 
+// Mask word w's place in s_bits: the rows j of a tile lie I / 32 words apart, often a multiple of
+// 32, which would put every lane's atomic on one bank; folding bits 5..14 of w into bits 0..4
+// spreads power-of-two strides over the banks (a permutation inside each 32-word group, so the
+// mask still fits its array and zeroing whole groups clears it).
+__device__ __forceinline__ nz_u32 nz_t_word(nz_u32 w)
+{
+    return w ^ (((w >> 5) ^ (w >> 10)) & 31u);
+}
+
+// Step 1, 16-byte words of VEC elements along m (p.tr_vec), tested 4, 2 or 1 at a time; each
+// nonzero sets its bit j * I + q of the mask. Returns this thread's count.
+template <typename T, bool Wide>
+__device__ __forceinline__ nz_u32 nz_t_read_vec(const char* xt, const nz_params& p,
+                                                const nz_t_tile<Wide>& t, nz_u32* s_bits,
+                                                bool stage)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    const nz_u32 slots = t.K * t.I;
+    nz_u32 cnt = 0;
+    constexpr int S = (int)sizeof(T);
+    constexpr nz_u32 VEC = 16 / S;
+    for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
+        const nz_u32 e = e0 + threadIdx.x * VEC;
+        const nz_u32 q = e >> t.ks;
+        const nz_u32 j = e & (t.K - 1u);
+        if (q < t.I && j < t.kt) {
+            const char* a = xt + (off_t)(j * S)
+                            + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
+                                              p.in_stride + t.m + 1, p.in_ndim - t.m - 1);
+            nz_u32 w[4];
+            if (j + VEC <= t.kt) nz_load16(w, a);
+            else nz_load16_part<T>(w, a, a, a + (t.kt - j) * S);   // the last chunk's end
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                w[k] = nz_wordtest<T>::bits(w[k]);
+                cnt += __popc(w[k]);
+            }
+            if (stage) {
+#pragma unroll
+                for (int v = 0; v < (int)VEC; ++v) {
+                    if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
+                        const nz_u32 L = (j + (nz_u32)v) * t.I + q;
+                        atomicOr(&s_bits[nz_t_word(L >> 5)], 1u << (L & 31u));
+                    }
+                }
+            }
+        }
+    }
+    return cnt;
+}
+
+// Step 1, one element a load. Unit u = (j = u % K, chunk c of 32 inner indices) for K >= 32:
+// lanes on consecutive j (a warp-wide load covers whole sectors), each thread testing its unit's
+// 32 elements UNROLL independent loads at a time and gathering their bits in one word, which
+// costs one or two shared atomics instead of one per element. K < 32 (K * sizeof(T) >= 32
+// bytes, or m's whole extent): a warp covers K j's x G = 32 / K inner indices a load (lane
+// j + K * g), K loads a unit, bit g + G * r; the G lanes of one j then OR their disjoint bits.
+// Returns this thread's count.
+template <typename T, bool Wide>
+__device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_params& p,
+                                                  const nz_t_tile<Wide>& t, nz_u32* s_bits,
+                                                  bool stage, int lane)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    // loads in flight per thread: >= 16 bytes each, 16 KiB per SM at 1024 resident threads
+    constexpr int UNROLL = sizeof(T) <= 2 ? 16 : (sizeof(T) <= 8 ? 8 : 4);
+    const int ws = t.ks < 5 ? t.ks : 5;                 // log2 of the j's in one warp slice
+    const nz_u32 gs = 5u - (nz_u32)ws;                  // log2 G
+    const nz_u32 rn = 1u << ws;                         // loads a unit: 32 / G
+    const nz_u32 chunks = (t.I + 31u) >> 5;
+    const nz_u32 slots = chunks << (t.ks > 5 ? t.ks : 5);
+    const int inner = p.in_ndim - t.m - 1;
+    nz_u32 cnt = 0;
+    for (nz_u32 v = threadIdx.x; v < slots; v += NZ_BLOCK) {   // warp-uniform trip count
+        const nz_u32 j = v & (t.K - 1u);
+        const nz_u32 g = (v >> t.ks) & ((1u << gs) - 1u);
+        const nz_u32 q0 = (v >> (t.ks > 5 ? t.ks : 5)) << 5;
+        const char* xj = xt + (off_t)j * t.sm;
+        const bool live = j < t.kt;
+        nz_u32 bits = 0;
+        for (nz_u32 r0 = 0; r0 < rn; r0 += UNROLL) {
+            bool pred[UNROLL];
+#pragma unroll
+            for (int r = 0; r < UNROLL; ++r) {
+                const nz_u32 q = q0 + g + ((r0 + (nz_u32)r) << gs);
+                pred[r] = false;
+                if (live && r0 + (nz_u32)r < rn && q < t.I)
+                    pred[r] = nz_is_nonzero<T>(reinterpret_cast<const T*>(
+                                  xj + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
+                                                       p.in_stride + t.m + 1, inner)),
+                                  p.narrow_loads != 0);
+            }
+#pragma unroll
+            for (int r = 0; r < UNROLL; ++r)
+                if (pred[r]) bits |= 1u << (g + ((r0 + (nz_u32)r) << gs));
+        }
+        cnt += __popc(bits);
+        for (nz_u32 o = 1u << ws; o < 32u; o <<= 1)       // the G lanes of one j (K < 32)
+            bits |= __shfl_xor_sync(NZ_FULL_MASK, bits, o);
+        if (stage && bits != 0u && (t.ks >= 5 || lane < (int)t.K)) {
+            const nz_u32 L = j * t.I + q0;
+            const nz_u32 sh = L & 31u;
+            atomicOr(&s_bits[nz_t_word(L >> 5)], bits << sh);
+            if (sh != 0u && (bits >> (32u - sh)) != 0u)
+                atomicOr(&s_bits[nz_t_word((L >> 5) + 1u)], bits >> (32u - sh));
+        }
+    }
+    return cnt;
+}
+
 // Step 3: compact the tile's mask (n bits in `words` words) SUB = NZ_BLOCK * ITEMS bits a
 // round (warp w: words w * ITEMS ..) and write the rows from output row `row`.
 template <typename T, bool Wide>
@@ -552,7 +664,7 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
 #pragma unroll
         for (int jj = 0; jj < ITEMS; ++jj) {
             const nz_u32 wi = (s0 >> 5) + (nz_u32)(warp * ITEMS + jj);
-            const nz_u32 b = wi < words ? s_bits[wi] : 0u;
+            const nz_u32 b = wi < words ? s_bits[nz_t_word(wi)] : 0u;
             run = nz_stage_ballot(b, true, (b >> lane) & 1u,
                                   (nz_u16)((warp * ITEMS + jj) * 32 + lane), stage_w, run, below);
         }
@@ -608,65 +720,22 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
     if (stage) {
-        for (nz_u32 i = threadIdx.x; i < t.words; i += NZ_BLOCK) s_bits[i] = 0u;
+        // whole 32-word groups: nz_t_word permutes inside them
+        for (nz_u32 i = threadIdx.x; i < ((t.words + 31u) & ~31u); i += NZ_BLOCK) s_bits[i] = 0u;
         __syncthreads();
     }
     // 1. read in memory order; count, mark the nonzeros in the shared mask
-    const nz_u32 slots = t.K * t.I;
     nz_u32 cnt = 0;
     bool packed = false;
     if constexpr (nz_wordtest<T>::ok) {
-        if (p.tr_vec) {   // 16-byte words of VEC elements along m, tested 4, 2 or 1 at a time
+        if (p.tr_vec) {
             packed = true;
-            constexpr int S = (int)sizeof(T);
-            constexpr nz_u32 VEC = 16 / S;
-            for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
-                const nz_u32 e = e0 + threadIdx.x * VEC;
-                const nz_u32 q = e >> t.ks;
-                const nz_u32 j = e & (t.K - 1u);
-                if (q < t.I && j < t.kt) {
-                    const char* a = xt + (off_t)(j * S)
-                                    + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                                      p.in_stride + t.m + 1, p.in_ndim - t.m - 1);
-                    nz_u32 w[4];
-                    if (j + VEC <= t.kt) nz_load16(w, a);
-                    else nz_load16_part<T>(w, a, a, a + (t.kt - j) * S);   // the last chunk's end
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        w[k] = nz_wordtest<T>::bits(w[k]);
-                        cnt += __popc(w[k]);
-                    }
-                    if (stage) {
-#pragma unroll
-                        for (int v = 0; v < (int)VEC; ++v) {
-                            if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
-                                const nz_u32 L = (j + (nz_u32)v) * t.I + q;
-                                atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
-                            }
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+            cnt = nz_t_read_vec<T, Wide>(xt, p, t, s_bits, stage);
         }
     }
-    for (nz_u32 e0 = 0; !packed && e0 < slots; e0 += NZ_BLOCK) {   // block-uniform trip count
-        const nz_u32 e = e0 + threadIdx.x;
-        const nz_u32 q = e >> t.ks;
-        const nz_u32 j = e & (t.K - 1u);
-        bool pred = false;
-        if (q < t.I && j < t.kt)
-            pred = nz_is_nonzero<T>(reinterpret_cast<const T*>(
-                       xt + (off_t)j * t.sm + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                                            p.in_stride + t.m + 1, p.in_ndim - t.m - 1)),
-                       p.narrow_loads != 0);
-        cnt += __popc(__ballot_sync(NZ_FULL_MASK, pred));
-        if (stage && pred) {
-            const nz_u32 L = j * t.I + q;
-            atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
-        }
-    }
+    if (!packed) cnt = nz_t_read_units<T, Wide>(xt, p, t, s_bits, stage, lane);
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
     nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
                          s_warp, s_bcast, warp, lane);
 }

@@ -22,7 +22,7 @@ typedef cuo::i64 nz_i64;
 #define NZ_BLOCK 256           // threads per block of every kernel of the family
 #define NZ_WARPS (NZ_BLOCK / 32)
 #define NZ_FULL_MASK 0xffffffffu
-#define NZ_T_BITS 65536        // nonzero_tiles_t: elements (bits of the shared mask) per tile, at most
+#define NZ_T_BITS 131072       // nonzero_tiles_t: elements (bits of the shared mask) per tile, at most
 
 // ------------------------------------------------------------------ compile-time helpers
 template <bool C, typename A, typename B> struct nz_select { typedef A type; };

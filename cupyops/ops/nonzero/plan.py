@@ -150,7 +150,7 @@ def packed_run(dims, itemsize) -> bool:
             and (int(dims[0][1]) == int(itemsize) or int(dims[0][0]) == 1))
 
 
-T_BITS = 65536          # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
+T_BITS = 131072         # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
 
 
 def transposed_tiles(read, itemsize, base_address=0) -> tuple:
@@ -158,8 +158,8 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     memory-innermost reading dim m (stride one element, either sign) is not the last one, so
     logical order would give each lane its own sector. A tile is K (a power of two) indices
     along m times the I elements of the dims after m, read in memory order: runs of
-    K * itemsize bytes, at least one 32-byte sector (at most 128 bytes: a warp-wide load), with
-    K * I <= T_BITS (the tile's shared mask and u16 local indices). ``vec``: a 1-, 2- or
+    K * itemsize bytes, at least one 32-byte sector or all of m (at most 128 bytes), with
+    K * I <= T_BITS (the tile's shared mask). ``vec``: a 1-, 2- or
     4-byte type read as aligned 16-byte words along m (stride +itemsize, the data pointer and
     every other stride multiples of 16 bytes), 16, 8 or 4 elements a load."""
     itemsize = int(itemsize)
@@ -173,7 +173,8 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     k = max(1, 128 // itemsize)
     while k > 1 and (k * inner > T_BITS or k >= 2 * nm):
         k //= 2
-    if k * itemsize < 32 or k * inner > T_BITS:
+    # a run shorter than a sector is fine when it is all of m: no other tile reads its sectors
+    if (k * itemsize < 32 and k < nm) or k * inner > T_BITS:
         return ()
     vec = (itemsize in (1, 2, 4) and read[m][1] == itemsize and int(base_address) % 16 == 0
            and all(s % 16 == 0 for i, (_, s) in enumerate(read) if i != m)
