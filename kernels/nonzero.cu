@@ -275,8 +275,10 @@ __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void*
     if (lo < total) lo = total;
     if (lo >= hi) return;
     const nz_u64 ndim = (nz_u64)p.out_ndim;
-    for (nz_u64 e = lo * ndim + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
-        nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
+    // from the sector holding entry lo * ndim, so that each warp-wide store covers whole sectors
+    const nz_u64 first = lo * ndim, spe = (nz_u64)(32 / p.index_bytes);
+    for (nz_u64 e = (first & ~(spe - 1ull)) + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
+        if (e >= first) nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
 }
 
 // Write `nrows` staged rows of a tile (tile-local indices in s_stage) from output row `row0`.
@@ -290,7 +292,12 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // the tile's rows are one contiguous range of row-major (count, ndim) entries
         const nz_u32 nflat = nrows * (nz_u32)p.out_ndim;
         const nz_u64 base = row0 * (nz_u64)p.out_ndim;
-        for (nz_u32 e = threadIdx.x; e < nflat; e += NZ_BLOCK) {
+        // entries of base's sector before base (`lead`) are skipped, so that each warp-wide
+        // store covers whole 32-byte sectors (one more per warp otherwise)
+        const nz_u32 lead = (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1);
+        for (nz_u32 e0 = threadIdx.x; e0 < nflat + lead; e0 += NZ_BLOCK) {
+            if (e0 < lead) continue;
+            const nz_u32 e = e0 - lead;
             const nz_u32 r = nz_div(e, p.ndim_div);
             const int col = (int)(e - r * (nz_u32)p.out_ndim);
             const idx_t L = tile_base + (idx_t)s_stage[r];
@@ -300,7 +307,10 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // (ndim, count): column c of the tile is a contiguous range of row c
         for (int col = 0; col < p.out_ndim; ++col) {
             const nz_u64 base = (nz_u64)col * (nz_u64)p.row_stride + row0;
-            for (nz_u32 r = threadIdx.x; r < nrows; r += NZ_BLOCK) {
+            const nz_u32 lead = (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1);   // as above
+            for (nz_u32 r0 = threadIdx.x; r0 < nrows + lead; r0 += NZ_BLOCK) {
+                if (r0 < lead) continue;
+                const nz_u32 r = r0 - lead;
                 const idx_t L = tile_base + (idx_t)s_stage[r];
                 nz_store_index(out, base + r, nz_coordinate<Wide>(p, L, col), p.index_bytes);
             }
