@@ -597,61 +597,110 @@ __device__ __forceinline__ nz_u32 nz_t_read_vec(const char* xt, const nz_params&
     return cnt;
 }
 
-// Step 1, one element a load. Unit u = (j = u % K, chunk c of 32 inner indices) for K >= 32:
-// lanes on consecutive j (a warp-wide load covers whole sectors), each thread testing its unit's
-// 32 elements UNROLL independent loads at a time and gathering their bits in one word, which
-// costs one or two shared atomics instead of one per element. K < 32 (K * sizeof(T) >= 32
-// bytes, or m's whole extent): a warp covers K j's x G = 32 / K inner indices a load (lane
-// j + K * g), K loads a unit, bit g + G * r; the G lanes of one j then OR their disjoint bits.
-// Returns this thread's count.
-template <typename T, bool Wide>
+// A column of V = 4 / sizeof(T) elements along m at `a` (word path, p.tr_vec == 2), tested as
+// one aligned 4-byte word: the top bit of element e's lane (bit 8 * S * e + 8 * S - 1) is set iff
+// it is nonzero. `nv` < V: the run ends inside the word, read element by element.
+template <typename T, int V>
+__device__ __forceinline__ nz_u32 nz_t_column(const char* a, nz_u32 nv, bool narrow)
+{
+    constexpr int S = (int)sizeof(T);
+    if constexpr (V == 1) {
+        return nz_is_nonzero<T>(reinterpret_cast<const T*>(a), narrow) ? 1u : 0u;
+    } else {
+        if (nv == (nz_u32)V) return nz_wordtest<T>::bits(*reinterpret_cast<const nz_u32*>(a));
+        nz_u32 w = 0;
+        for (nz_u32 e = 0; e < nv; ++e)
+            if (nz_is_nonzero<T>(reinterpret_cast<const T*>(a + e * S), narrow))
+                w |= 1u << (8 * S * e + 8 * S - 1);
+        return w;
+    }
+}
+
+// Step 1, one load per column of V elements along m (V = 1: an element; V > 1: the word path).
+// Unit u = (column c = u % C, chunk of 32 inner indices), C = K / V columns. C >= 32: lanes on
+// consecutive columns (a warp-wide load covers whole sectors), each thread testing its unit's 32
+// columns UNROLL independent loads at a time and gathering the bits of each of its V rows j in
+// one word, which costs one or two shared atomics a row instead of one per element. C < 32 (K
+// runs of at least a sector, or m's whole extent): a warp covers C columns x G = 32 / C inner
+// indices a load (lane c + C * g), C loads a unit, bit g + G * r; the G lanes of one column then
+// OR their disjoint bits. Returns this thread's count.
+template <typename T, bool Wide, int V>
 __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_params& p,
                                                   const nz_t_tile<Wide>& t, nz_u32* s_bits,
                                                   bool stage, int lane)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     typedef typename nz_index<Wide>::off off_t;
-    // loads in flight per thread: >= 16 bytes each, 16 KiB per SM at 1024 resident threads
-    constexpr int UNROLL = sizeof(T) <= 2 ? 16 : (sizeof(T) <= 8 ? 8 : 4);
-    const int ws = t.ks < 5 ? t.ks : 5;                 // log2 of the j's in one warp slice
+    constexpr int S = (int)sizeof(T);
+    constexpr int VS = V == 4 ? 2 : (V == 2 ? 1 : 0);   // log2 V
+    // loads in flight per thread: 16 KiB per SM or more at 1024 resident threads
+    constexpr int UNROLL = V > 1 ? 8 : (S <= 2 ? 16 : (S <= 8 ? 8 : 4));
+    const int cs = t.ks - VS;                           // log2 C
+    const int ws = cs < 5 ? cs : 5, us = cs > 5 ? cs : 5;
     const nz_u32 gs = 5u - (nz_u32)ws;                  // log2 G
     const nz_u32 rn = 1u << ws;                         // loads a unit: 32 / G
-    const nz_u32 chunks = (t.I + 31u) >> 5;
-    const nz_u32 slots = chunks << (t.ks > 5 ? t.ks : 5);
+    const nz_u32 slots = ((t.I + 31u) >> 5) << us;
     const int inner = p.in_ndim - t.m - 1;
+    const nz_fastdiv* idiv = p.in_div + t.m + 1;
+    const nz_i64* istr = p.in_stride + t.m + 1;
+    const nz_u32 nlast = (nz_u32)idiv[inner - 1].d;          // extent of the last inner dim
+    const off_t step = (off_t)istr[inner - 1] * (off_t)(1 << gs);   // bytes between a unit's loads
     nz_u32 cnt = 0;
     for (nz_u32 v = threadIdx.x; v < slots; v += NZ_BLOCK) {   // warp-uniform trip count
-        const nz_u32 j = v & (t.K - 1u);
-        const nz_u32 g = (v >> t.ks) & ((1u << gs) - 1u);
-        const nz_u32 q0 = (v >> (t.ks > 5 ? t.ks : 5)) << 5;
-        const char* xj = xt + (off_t)j * t.sm;
-        const bool live = j < t.kt;
-        nz_u32 bits = 0;
-        for (nz_u32 r0 = 0; r0 < rn; r0 += UNROLL) {
-            bool pred[UNROLL];
+        const nz_u32 j = (v & ((1u << cs) - 1u)) << VS;
+        const nz_u32 g = (v >> cs) & ((1u << gs) - 1u);
+        const nz_u32 q0 = (v >> us) << 5;
+        const nz_u32 qg = q0 + g;
+        const nz_u32 nv = j < t.kt ? (t.kt - j < (nz_u32)V ? t.kt - j : (nz_u32)V) : 0u;
+        // loads of this unit: r < rmax (inside I, a live column)
+        nz_u32 rmax = nv == 0u || qg >= t.I ? 0u : ((t.I - qg + (1u << gs) - 1u) >> gs);
+        rmax = rmax < rn ? rmax : rn;
+        // the unit's inner indices qg + r * G stay in one row of the last inner dim (always
+        // with one inner dim): addresses a + r * step, else an offset per load
+        const nz_u32 ql = qg - nz_div(qg, idiv[inner - 1]) * nlast;
+        const bool lin = inner == 1 || ql + ((rmax - 1u) << gs) < nlast;
+        const char* a = xt + (off_t)j * t.sm
+                        + nz_offset<Wide>((idx_t)(rmax != 0u ? qg : 0u), idiv, istr, inner);
+        nz_u32 bits[V];
 #pragma unroll
-            for (int r = 0; r < UNROLL; ++r) {
-                const nz_u32 q = q0 + g + ((r0 + (nz_u32)r) << gs);
-                pred[r] = false;
-                if (live && r0 + (nz_u32)r < rn && q < t.I)
-                    pred[r] = nz_is_nonzero<T>(reinterpret_cast<const T*>(
-                                  xj + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                                       p.in_stride + t.m + 1, inner)),
-                                  p.narrow_loads != 0);
+        for (int e = 0; e < V; ++e) bits[e] = 0u;
+        for (nz_u32 r0 = 0; r0 < rmax; r0 += UNROLL) {
+            nz_u32 w[UNROLL];
+            if (lin) {
+#pragma unroll
+                for (int r = 0; r < UNROLL; ++r)
+                    w[r] = r0 + (nz_u32)r < rmax
+                           ? nz_t_column<T, V>(a + (off_t)(r0 + (nz_u32)r) * step, nv,
+                                               p.narrow_loads != 0) : 0u;
+            } else {
+#pragma unroll
+                for (int r = 0; r < UNROLL; ++r) {
+                    const nz_u32 q = qg + ((r0 + (nz_u32)r) << gs);
+                    w[r] = r0 + (nz_u32)r < rmax
+                           ? nz_t_column<T, V>(xt + (off_t)j * t.sm
+                                               + nz_offset<Wide>((idx_t)q, idiv, istr, inner),
+                                               nv, p.narrow_loads != 0) : 0u;
+                }
             }
 #pragma unroll
             for (int r = 0; r < UNROLL; ++r)
-                if (pred[r]) bits |= 1u << (g + ((r0 + (nz_u32)r) << gs));
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if ((w[r] >> (V == 1 ? 0 : 8 * S * e + 8 * S - 1)) & 1u)
+                        bits[e] |= 1u << (g + ((r0 + (nz_u32)r) << gs));
         }
-        cnt += __popc(bits);
-        for (nz_u32 o = 1u << ws; o < 32u; o <<= 1)       // the G lanes of one j (K < 32)
-            bits |= __shfl_xor_sync(NZ_FULL_MASK, bits, o);
-        if (stage && bits != 0u && (t.ks >= 5 || lane < (int)t.K)) {
-            const nz_u32 L = j * t.I + q0;
-            const nz_u32 sh = L & 31u;
-            atomicOr(&s_bits[nz_t_word(L >> 5)], bits << sh);
-            if (sh != 0u && (bits >> (32u - sh)) != 0u)
-                atomicOr(&s_bits[nz_t_word((L >> 5) + 1u)], bits >> (32u - sh));
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            cnt += __popc(bits[e]);
+            for (nz_u32 o = 1u << ws; o < 32u; o <<= 1)   // the G lanes of one column (C < 32)
+                bits[e] |= __shfl_xor_sync(NZ_FULL_MASK, bits[e], o);
+            if (stage && bits[e] != 0u && (cs >= 5 || lane < (1 << cs))) {
+                const nz_u32 L = (j + (nz_u32)e) * t.I + q0;
+                const nz_u32 sh = L & 31u;
+                atomicOr(&s_bits[nz_t_word(L >> 5)], bits[e] << sh);
+                if (sh != 0u && (bits[e] >> (32u - sh)) != 0u)
+                    atomicOr(&s_bits[nz_t_word((L >> 5) + 1u)], bits[e] >> (32u - sh));
+            }
         }
     }
     return cnt;
@@ -738,12 +787,18 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     nz_u32 cnt = 0;
     bool packed = false;
     if constexpr (nz_wordtest<T>::ok) {
-        if (p.tr_vec) {
+        if (p.tr_vec == 1) {
             packed = true;
             cnt = nz_t_read_vec<T, Wide>(xt, p, t, s_bits, stage);
         }
     }
-    if (!packed) cnt = nz_t_read_units<T, Wide>(xt, p, t, s_bits, stage, lane);
+    if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
+        if (p.tr_vec == 2) {
+            packed = true;
+            cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, stage, lane);
+        }
+    }
+    if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, stage, lane);
 #pragma unroll
     for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
     nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
