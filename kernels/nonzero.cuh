@@ -44,8 +44,9 @@ template <typename T> struct nz_items {
 // subnormals are nonzero (CuPy compiles with -ftz=true, under which a float compare would
 // flush subnormals to zero). Complex: nonzero if either part is.
 // `narrow` (the plan's narrow_loads): the input is only element-aligned, not load-aligned, so
-// complex64 is read as two 4-byte words instead of one 8-byte load (a misaligned 8-byte load
-// faults on a GPU). The other types load exactly their element size and ignore it.
+// complex64 is read as two 4-byte words instead of one 8-byte load and complex128 as two
+// 8-byte words instead of one 16-byte load (a misaligned load faults on a GPU). The other
+// types load exactly their element size and ignore it.
 template <typename T>
 __device__ __forceinline__ bool nz_is_nonzero(const T* p, bool) { return *p != T(0); }
 
@@ -90,11 +91,21 @@ __device__ __forceinline__ bool nz_is_nonzero<cupyops_complex64>(const cupyops_c
     return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffff7fffffffull) != 0ull;
 }
 
+__device__ __forceinline__ void nz_load16(nz_u32 w[4], const char* a);
+
+// complex128: one 16-byte load of both parts (two warp-wide loads would each request the same
+// sectors), or two 8-byte loads where the plan found the data only 8-byte aligned (`narrow`).
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p, bool)
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p,
+                                                                  bool narrow)
 {
-    const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
-    return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
+    if (narrow) {
+        const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
+        return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
+    }
+    nz_u32 w[4];
+    nz_load16(w, reinterpret_cast<const char*>(p));
+    return ((w[0] | w[2]) | ((w[1] | w[3]) & 0x7fffffffu)) != 0u;
 }
 
 // ------------------------------------------------------------------ packed nonzero test

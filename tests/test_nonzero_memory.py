@@ -35,23 +35,24 @@ def _make(shape, dtype, density, rng):
 
 def _layouts(dtype, rng, density):
     """name -> (view, the path nonzero_tiles_t should take: 1 = 16-byte words, 2 = 4-byte words,
-    0 = one element a load). Inner extents 1 .. 16384 elements; about 64 KiB or less each."""
+    0 = one element a load; None: not asserted). Inner extents 1 .. 2048 elements, 32 KiB or
+    less each (the (64, 4096) uint8 case has its own test)."""
     s = dtype.itemsize
-    n = max(16, 4096 // s)                     # a wide inner extent, 4 KiB of elements
-    word = 1 if s in (1, 2, 4) else 0
-    out = {
-        f"F({n // 16},{n})": (_make((n, n // 16), dtype, density, rng).T, word),
-        f"F({n},{n // 16})": (_make((n // 16, n), dtype, density, rng).T, word),
-        "F(40,1000)": (_make((1000, 40), dtype, density, rng).T, 2 if s <= 2 else 0),
-        "F(2,8192)": (_make((8192, 2), dtype, density, rng).T, 0),
-        "F(8,4096)": (_make((4096, 8), dtype, density, rng).T, 0 if s < 4 else word),
-        "reversed_F": (_make((n, 40), dtype, density, rng).T[::-1, ::-1], 0),
-        "permuted": (_make((64, 8, 32), dtype, density, rng).transpose(1, 2, 0), word),
-        "inner_1": (_make((3, 1, 2048), dtype, density, rng).transpose(2, 1, 0)[:, :, :1], None),
+    n = max(64, 2048 // s)                     # a wide inner extent, 2 KiB of elements
+    v16 = 1 if s in (1, 2, 4) else 0           # every stride below a multiple of 16 bytes
+
+    def words(stride):                          # the path for m-runs `stride` bytes apart
+        return v16 if stride % 16 == 0 else (2 if s <= 2 and stride % 4 == 0 else 0)
+    return {
+        f"F({n // 16},{n})": (_make((n, n // 16), dtype, density, rng).T, words(n // 16 * s)),
+        f"F({n},{n // 16})": (_make((n // 16, n), dtype, density, rng).T, words(n * s)),
+        "F(40,500)": (_make((500, 40), dtype, density, rng).T, words(40 * s)),
+        "F(2,4096)": (_make((4096, 2), dtype, density, rng).T, 0),
+        "F(8,2048)": (_make((2048, 8), dtype, density, rng).T, words(8 * s) if s >= 2 else 0),
+        "reversed_F": (_make((n // 4, 64), dtype, density, rng).T[::-1, ::-1], 0),
+        "permuted": (_make((32, 8, 32), dtype, density, rng).transpose(1, 2, 0), v16),
+        "inner_1": (_make((3, 1, 1024), dtype, density, rng).transpose(2, 1, 0)[:, :, :1], None),
     }
-    if s == 1:   # the P3 case: (64, 4096) F order, K * I = 131072 mask bits
-        out["F(64,4096)"] = (_make((4096, 64), dtype, density, rng).T, 1)
-    return out
 
 
 def _calls(x):

@@ -48,16 +48,17 @@ def _byte_strides(x_strides, itemsize):
 
 
 def narrow_loads(shape, strides, itemsize, base_address) -> bool:
-    """Whether an 8-byte element (complex64: two floats, only 4-byte aligned) may sit at an
-    address that is not a multiple of 8: the data pointer or a stride of a dim longer than 1
-    is not. Then the kernels read it as two 4-byte words; a misaligned 8-byte load would
-    fault on a GPU. (Every other type is loaded at its own size, which the API guarantees to
-    be aligned.)"""
-    if int(itemsize) != 8:
+    """Whether an 8- or 16-byte element (complex64: two floats, only 4-byte aligned;
+    complex128: two doubles, 8-byte aligned) may sit at an address that is not a multiple of
+    its size: the data pointer or a stride of a dim longer than 1 is not. Then the kernels
+    read it as two 4- or 8-byte words; a misaligned 8- or 16-byte load would fault on a GPU.
+    (Every other type is loaded at its own size, which the API guarantees to be aligned.)"""
+    itemsize = int(itemsize)
+    if itemsize not in (8, 16):
         return False
-    if int(base_address) % 8:
+    if int(base_address) % itemsize:
         return True
-    return any(int(s) % 8 for n, s in zip(shape, strides) if int(n) > 1)
+    return any(int(s) % itemsize for n, s in zip(shape, strides) if int(n) > 1)
 
 
 # ---------------------------------------------------------------------------------- coordinates
@@ -109,7 +110,7 @@ class CoordinatePlan(typing.NamedTuple):
     coord_dims: tuple         # ((size, suffix), ...) of the non-unit dims, in order
     unit_mask: int
     index_bytes: int
-    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # packed path: one contiguous run of a 1-/2-byte type (packed_run())
     head: int                 # packed path: elements between the 16-byte boundary below x and x
     tr: tuple                 # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
@@ -258,7 +259,7 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
         bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
         bool(force_64bit), items, tile, -(-(size + head) // tile),
         ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask,
-        _index_bytes(index_dtype), itemsize == 8 and base_address % 8 != 0, vec, head, (),
+        _index_bytes(index_dtype), itemsize in (8, 16) and base_address % itemsize != 0, vec, head, (),
         NZ_BLOCK, {}))
 
 
@@ -307,7 +308,7 @@ class CountPlan(typing.NamedTuple):
     mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
     chunk_len: int
     n_chunks: int
-    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
     align: int                # packed: the data pointer mod 16 (the kernel's words are aligned)
     block: int
