@@ -554,52 +554,10 @@ __device__ __forceinline__ nz_u32 nz_t_word(nz_u32 w)
     return w ^ (((w >> 5) ^ (w >> 10)) & 31u);
 }
 
-// Step 1, 16-byte words of VEC elements along m (p.tr_vec), tested 4, 2 or 1 at a time; each
-// nonzero sets its bit j * I + q of the mask. Returns this thread's count.
-template <typename T, bool Wide>
-__device__ __forceinline__ nz_u32 nz_t_read_vec(const char* xt, const nz_params& p,
-                                                const nz_t_tile<Wide>& t, nz_u32* s_bits,
-                                                bool stage)
-{
-    typedef typename nz_index<Wide>::idx idx_t;
-    typedef typename nz_index<Wide>::off off_t;
-    const nz_u32 slots = t.K * t.I;
-    nz_u32 cnt = 0;
-    constexpr int S = (int)sizeof(T);
-    constexpr nz_u32 VEC = 16 / S;
-    for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
-        const nz_u32 e = e0 + threadIdx.x * VEC;
-        const nz_u32 q = e >> t.ks;
-        const nz_u32 j = e & (t.K - 1u);
-        if (q < t.I && j < t.kt) {
-            const char* a = xt + (off_t)(j * S)
-                            + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                              p.in_stride + t.m + 1, p.in_ndim - t.m - 1);
-            nz_u32 w[4];
-            if (j + VEC <= t.kt) nz_load16(w, a);
-            else nz_load16_part<T>(w, a, a, a + (t.kt - j) * S);   // the last chunk's end
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                w[k] = nz_wordtest<T>::bits(w[k]);
-                cnt += __popc(w[k]);
-            }
-            if (stage) {
-#pragma unroll
-                for (int v = 0; v < (int)VEC; ++v) {
-                    if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
-                        const nz_u32 L = (j + (nz_u32)v) * t.I + q;
-                        atomicOr(&s_bits[nz_t_word(L >> 5)], 1u << (L & 31u));
-                    }
-                }
-            }
-        }
-    }
-    return cnt;
-}
-
-// A column of V = 4 / sizeof(T) elements along m at `a` (word path, p.tr_vec == 2), tested as
-// one aligned 4-byte word: the top bit of element e's lane (bit 8 * S * e + 8 * S - 1) is set iff
-// it is nonzero. `nv` < V: the run ends inside the word, read element by element.
+// A column of V = 4 / sizeof(T) elements along m at `a` (V > 1: the word path, p.tr_vec == 2),
+// in the layout of nz_wordtest: the top bit of element e's lane (bit 8 * S * e + 8 * S - 1) is
+// set iff it is nonzero. `nv` == V: one aligned 4-byte word; fewer (the run ends inside the
+// word), or V == 1 (bit 0), element by element.
 template <typename T, int V>
 __device__ __forceinline__ nz_u32 nz_t_column(const char* a, nz_u32 nv, bool narrow)
 {
@@ -616,14 +574,16 @@ __device__ __forceinline__ nz_u32 nz_t_column(const char* a, nz_u32 nv, bool nar
     }
 }
 
-// Step 1, one load per column of V elements along m (V = 1: an element; V > 1: the word path).
-// Unit u = (column c = u % C, chunk of 32 inner indices), C = K / V columns. C >= 32: lanes on
-// consecutive columns (a warp-wide load covers whole sectors), each thread testing its unit's 32
-// columns UNROLL independent loads at a time and gathering the bits of each of its V rows j in
-// one word, which costs one or two shared atomics a row instead of one per element. C < 32 (K
-// runs of at least a sector, or m's whole extent): a warp covers C columns x G = 32 / C inner
-// indices a load (lane c + C * g), C loads a unit, bit g + G * r; the G lanes of one column then
-// OR their disjoint bits. Returns this thread's count.
+// Adds column word `w` (nz_t_column) to its rows' bits at mask `mk` (the load's bit).
+template <typename T, int V>
+__device__ __forceinline__ void nz_t_add_bits(nz_u32 (&bits)[V], nz_u32 w, nz_u32 mk)
+{
+    constexpr int S = (int)sizeof(T);
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+        if ((w >> (V == 1 ? 0 : 8 * S * e + 8 * S - 1)) & 1u) bits[e] |= mk;
+}
+
 template <typename T, bool Wide, int V>
 __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_params& p,
                                                   const nz_t_tile<Wide>& t, nz_u32* s_bits,
@@ -634,7 +594,7 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
     constexpr int S = (int)sizeof(T);
     constexpr int VS = V == 4 ? 2 : (V == 2 ? 1 : 0);   // log2 V
     // loads in flight per thread: 16 KiB per SM or more at 1024 resident threads
-    constexpr int UNROLL = V > 1 ? 8 : (S <= 2 ? 16 : (S <= 8 ? 8 : 4));
+    constexpr int UNROLL = V > 1 ? 8 : (S == 1 ? 16 : (S <= 4 ? 8 : 4));
     const int cs = t.ks - VS;                           // log2 C
     const int ws = cs < 5 ? cs : 5, us = cs > 5 ? cs : 5;
     const nz_u32 gs = 5u - (nz_u32)ws;                  // log2 G
@@ -664,30 +624,33 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
         nz_u32 bits[V];
 #pragma unroll
         for (int e = 0; e < V; ++e) bits[e] = 0u;
-        for (nz_u32 r0 = 0; r0 < rmax; r0 += UNROLL) {
-            nz_u32 w[UNROLL];
-            if (lin) {
+        const nz_u32 G = 1u << gs;
+        nz_u32 mk = 1u << g;                            // load r's bit: g + G * r
+        if (lin && nv == (nz_u32)V && (rmax & (UNROLL - 1)) == 0u) {
+            // the steady state: whole columns, UNROLL loads in flight
+            const char* ar = a;
+            for (nz_u32 r = 0; r < rmax; r += UNROLL) {
+                nz_u32 w[UNROLL];
 #pragma unroll
-                for (int r = 0; r < UNROLL; ++r)
-                    w[r] = r0 + (nz_u32)r < rmax
-                           ? nz_t_column<T, V>(a + (off_t)(r0 + (nz_u32)r) * step, nv,
-                                               p.narrow_loads != 0) : 0u;
-            } else {
+                for (int k = 0; k < UNROLL; ++k) {
+                    w[k] = nz_t_column<T, V>(ar, (nz_u32)V, p.narrow_loads != 0);
+                    ar += step;
+                }
 #pragma unroll
-                for (int r = 0; r < UNROLL; ++r) {
-                    const nz_u32 q = qg + ((r0 + (nz_u32)r) << gs);
-                    w[r] = r0 + (nz_u32)r < rmax
-                           ? nz_t_column<T, V>(xt + (off_t)j * t.sm
-                                               + nz_offset<Wide>((idx_t)q, idiv, istr, inner),
-                                               nv, p.narrow_loads != 0) : 0u;
+                for (int k = 0; k < UNROLL; ++k) {
+                    nz_t_add_bits<T, V>(bits, w[k], mk);
+                    mk <<= G;
                 }
             }
-#pragma unroll
-            for (int r = 0; r < UNROLL; ++r)
-#pragma unroll
-                for (int e = 0; e < V; ++e)
-                    if ((w[r] >> (V == 1 ? 0 : 8 * S * e + 8 * S - 1)) & 1u)
-                        bits[e] |= 1u << (g + ((r0 + (nz_u32)r) << gs));
+        } else {   // a short unit, a run's last partial column, or one crossing a row of
+                   // the last inner dim: a load at a time
+#pragma unroll 1
+            for (nz_u32 r = 0; r < rmax; ++r, mk <<= G) {
+                const char* ar = lin ? a + (off_t)r * step
+                                     : xt + (off_t)j * t.sm
+                                       + nz_offset<Wide>((idx_t)(qg + (r << gs)), idiv, istr, inner);
+                nz_t_add_bits<T, V>(bits, nz_t_column<T, V>(ar, nv, p.narrow_loads != 0), mk);
+            }
         }
 #pragma unroll
         for (int e = 0; e < V; ++e) {
@@ -786,12 +749,6 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     // 1. read in memory order; count, mark the nonzeros in the shared mask
     nz_u32 cnt = 0;
     bool packed = false;
-    if constexpr (nz_wordtest<T>::ok) {
-        if (p.tr_vec == 1) {
-            packed = true;
-            cnt = nz_t_read_vec<T, Wide>(xt, p, t, s_bits, stage);
-        }
-    }
     if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
         if (p.tr_vec == 2) {
             packed = true;

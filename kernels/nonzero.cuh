@@ -270,7 +270,7 @@ struct nz_params {
     nz_i64 tr_inner;                        // elements of the dims after tr_dim
     nz_i32 tr_dim;
     nz_i32 tr_kshift;
-    nz_i32 tr_vec;                          // 1: 16-byte words along tr_dim (1-/2-/4-byte type, aligned); 2: 4-byte words (1-/2-byte)
+    nz_i32 tr_vec;                          // 2: 4-byte words along tr_dim (1-/2-byte type, aligned); 0: elements
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_params) == 808,

@@ -160,10 +160,9 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     logical order would give each lane its own sector. A tile is K (a power of two) indices
     along m times the I elements of the dims after m, read in memory order: runs of
     K * itemsize bytes, at least one 32-byte sector or all of m (at most 128 bytes), with
-    K * I <= T_BITS (the tile's shared mask). ``vec``: 1, a 1-, 2- or 4-byte type read as
-    aligned 16-byte words along m (stride +itemsize, the data pointer and every other stride
-    multiples of 16 bytes), 16, 8 or 4 elements a load; 2, a 1- or 2-byte type read as aligned
-    4-byte words (the same with 4 bytes); 0, one element a load."""
+    K * I <= T_BITS (the tile's shared mask). ``vec``: 2, a 1- or 2-byte type read as aligned
+    4-byte words along m (stride +itemsize, runs of a sector or more, the data pointer and
+    every other stride multiples of 4 bytes), 4 or 2 elements a load; 0, one element a load."""
     itemsize = int(itemsize)
     if len(read) < 2:
         return ()
@@ -178,13 +177,11 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     # a run shorter than a sector is fine when it is all of m: no other tile reads its sectors
     if (k * itemsize < 32 and k < nm) or k * inner > T_BITS:
         return ()
-    def aligned(n):
-        return (read[m][1] == itemsize and int(base_address) % n == 0 and k * itemsize % n == 0
-                and all(s % n == 0 for i, (_, s) in enumerate(read) if i != m))
-    if itemsize in (1, 2, 4) and aligned(16):
-        vec = 1
-    else:   # 4-byte words: a warp-wide load spans 128 bytes, not a sector (1.5+ requests each)
-        vec = 2 if itemsize in (1, 2) and k * itemsize >= 32 and aligned(4) else 0
+    # 4-byte words: 8 loads of 4 bytes in flight a thread, and a warp-wide load of 1-byte
+    # elements spans 128 bytes, not one sector (a run off a sector boundary: 2 requests a sector)
+    vec = 2 if (itemsize in (1, 2) and read[m][1] == itemsize and k * itemsize >= 32
+                and k * itemsize % 4 == 0 and int(base_address) % 4 == 0
+                and all(s % 4 == 0 for i, (_, s) in enumerate(read) if i != m)) else 0
     return (m, k, inner, -(-nm // k), vec)
 
 
