@@ -39,12 +39,15 @@
 //     The same three modes for inputs whose memory-innermost reading dim m (stride of one
 //     element, either sign) is not the last one (F-order, transposed, permuted), where
 //     nonzero_tiles' warps would touch a sector per lane. A tile is K = 2^tr_kshift indices
-//     along m (K * sizeof(T) = 32..128 bytes) times all tr_inner = I elements of the dims after
-//     m: a contiguous range of the row-major order, so the look-back and the writes are
-//     nonzero_tiles'. It is read in memory order (consecutive lanes along m), the nonzeros
-//     marked in a shared bit mask at their tile-local row-major index, then compacted and
-//     written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K >= 32 bytes
-//     and K * I <= NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
+//     along m (K * sizeof(T) = 32..128 bytes, or all of m) times all tr_inner = I elements of
+//     the dims after m: a contiguous range of the row-major order, so the look-back and the
+//     writes are nonzero_tiles'. It is read in memory order (consecutive lanes along m, a
+//     thread gathering the bits of 32 inner indices of its column in a register, UNROLL loads
+//     in flight: nz_t_read_units; 1- and 2-byte types as 4-byte words where aligned,
+//     params.tr_vec == 2), the bits marked in a shared mask at their tile-local row-major
+//     index (one atomicOr per row and 32 elements, swizzled words: nz_t_word), then compacted
+//     and written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K * I <=
+//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
 //   count_nonzero_axes<T, Wide>(x, params, out)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
