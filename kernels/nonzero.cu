@@ -261,6 +261,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
 }
 
 // Fill tile f (FIXED): rows [max(count, f * fill_rows), min((f + 1) * fill_rows, k)).
+template <bool Align>
 __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void* out,
                              nz_u64* s_bcast)
 {
@@ -278,14 +279,15 @@ __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void*
     if (lo < total) lo = total;
     if (lo >= hi) return;
     const nz_u64 ndim = (nz_u64)p.out_ndim;
-    // from the sector holding entry lo * ndim, so that each warp-wide store covers whole sectors
-    const nz_u64 first = lo * ndim, spe = (nz_u64)(32 / p.index_bytes);
+    // (Align: nonzero_tiles_t) from the sector holding entry lo * ndim, so that each warp-wide
+    // store covers whole sectors (nonzero_tiles keeps its registers: ptxas spills it on sm_100)
+    const nz_u64 first = lo * ndim, spe = Align ? (nz_u64)(32 / p.index_bytes) : 1ull;
     for (nz_u64 e = (first & ~(spe - 1ull)) + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
         if (e >= first) nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
 }
 
 // Write `nrows` staged rows of a tile (tile-local indices in s_stage) from output row `row0`.
-template <bool Wide>
+template <bool Wide, bool Align>
 __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
                                               typename nz_index<Wide>::idx tile_base,
                                               const nz_u16* s_stage, nz_u64 row0, nz_u32 nrows)
@@ -295,9 +297,9 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // the tile's rows are one contiguous range of row-major (count, ndim) entries
         const nz_u32 nflat = nrows * (nz_u32)p.out_ndim;
         const nz_u64 base = row0 * (nz_u64)p.out_ndim;
-        // entries of base's sector before base (`lead`) are skipped, so that each warp-wide
-        // store covers whole 32-byte sectors (one more per warp otherwise)
-        const nz_u32 lead = (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1);
+        // (Align: nonzero_tiles_t) entries of base's sector before base (`lead`) are skipped,
+        // so that each warp-wide store covers whole 32-byte sectors (one more per warp otherwise)
+        const nz_u32 lead = Align ? (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1) : 0u;
         for (nz_u32 e0 = threadIdx.x; e0 < nflat + lead; e0 += NZ_BLOCK) {
             if (e0 < lead) continue;
             const nz_u32 e = e0 - lead;
@@ -310,7 +312,7 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // (ndim, count): column c of the tile is a contiguous range of row c
         for (int col = 0; col < p.out_ndim; ++col) {
             const nz_u64 base = (nz_u64)col * (nz_u64)p.row_stride + row0;
-            const nz_u32 lead = (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1);   // as above
+            const nz_u32 lead = Align ? (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1) : 0u;
             for (nz_u32 r0 = threadIdx.x; r0 < nrows + lead; r0 += NZ_BLOCK) {
                 if (r0 < lead) continue;
                 const nz_u32 r = r0 - lead;
@@ -401,7 +403,7 @@ __device__ __forceinline__ void nz_read_staged(nz_u32 (&vals)[ITEMS], const nz_u
 // warps' entries go to block order (this thread's vals, nz_read_staged, to slots wexcl + i;
 // `add` turns a warp-local index tile-local), then out (nz_write_rows), the staged indices
 // counting from logical index tile_base + first. Every thread must have read its entries.
-template <bool Wide, int ITEMS>
+template <bool Wide, bool Align, int ITEMS>
 __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
                                               typename nz_index<Wide>::idx tile_base,
                                               nz_u32 first, nz_u16* s_stage,
@@ -420,8 +422,8 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
         const nz_u64 k = (nz_u64)p.k;
         nrows = row >= k ? 0u : (k - row < (nz_u64)count ? (nz_u32)(k - row) : count);
     }
-    nz_write_rows<Wide>(p, out, tile_base + (typename nz_index<Wide>::idx)first, s_stage, row,
-                        nrows);
+    nz_write_rows<Wide, Align>(p, out, tile_base + (typename nz_index<Wide>::idx)first, s_stage,
+                               row, nrows);
 }
 
 // ------------------------------------------------------------------ nonzero_tiles
@@ -445,7 +447,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
 
     const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
-        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        nz_fill_tile<false>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
 
@@ -484,7 +486,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
                                        lane, stage);
     if (!stage) return;
     __syncthreads();   // everyone has read its warp-local entries
-    nz_place_rows<Wide>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
+    nz_place_rows<Wide, false>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
                         (nz_u32)(warp * WARP_ITEMS), excl, cnt, lane);
 }
 
@@ -651,7 +653,8 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
             for (nz_u32 r = 0; r < rmax; ++r, mk <<= G) {
                 const char* ar = lin ? a + (off_t)r * step
                                      : xt + (off_t)j * t.sm
-                                       + nz_offset<Wide>((idx_t)(qg + (r << gs)), idiv, istr, inner);
+                                       + nz_offset<Wide>((idx_t)(qg + (r << gs)), idiv, istr,
+                                                         inner);
                 nz_t_add_bits<T, V>(bits, nz_t_column<T, V>(ar, nv, p.narrow_loads != 0), mk);
             }
         }
@@ -698,7 +701,8 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
         nz_u32 vals[ITEMS];
         nz_read_staged(vals, stage_w, run, lane);
         __syncthreads();
-        nz_place_rows<Wide>(p, out, tile_base, s0, s_stage, vals, run, wexcl, 0u, row, cnt, lane);
+        nz_place_rows<Wide, true>(p, out, tile_base, s0, s_stage, vals, run, wexcl, 0u, row, cnt,
+                                  lane);
         row += cnt;
         __syncthreads();   // s_stage and s_warp are reused by the next round
     }
@@ -738,7 +742,7 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {
-        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        nz_fill_tile<true>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
     const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);

@@ -22,7 +22,7 @@ typedef cuo::i64 nz_i64;
 #define NZ_BLOCK 256           // threads per block of every kernel of the family
 #define NZ_WARPS (NZ_BLOCK / 32)
 #define NZ_FULL_MASK 0xffffffffu
-#define NZ_T_BITS 131072       // nonzero_tiles_t: elements (bits of the shared mask) per tile, at most
+#define NZ_T_BITS 131072       // nonzero_tiles_t: elements (mask bits) per tile, at most
 
 // ------------------------------------------------------------------ compile-time helpers
 template <bool C, typename A, typename B> struct nz_select { typedef A type; };
@@ -270,7 +270,7 @@ struct nz_params {
     nz_i64 tr_inner;                        // elements of the dims after tr_dim
     nz_i32 tr_dim;
     nz_i32 tr_kshift;
-    nz_i32 tr_vec;                          // 2: 4-byte words along tr_dim (1-/2-byte type, aligned); 0: elements
+    nz_i32 tr_vec;                          // 2: 4-byte words along tr_dim (1-/2-byte, aligned)
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_params) == 808,

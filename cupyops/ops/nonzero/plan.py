@@ -256,7 +256,8 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
         bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
         bool(force_64bit), items, tile, -(-(size + head) // tile),
         ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask,
-        _index_bytes(index_dtype), itemsize in (8, 16) and base_address % itemsize != 0, vec, head, (),
+        _index_bytes(index_dtype), itemsize in (8, 16) and base_address % itemsize != 0, vec,
+        head, (),
         NZ_BLOCK, {}))
 
 
