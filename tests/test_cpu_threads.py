@@ -32,6 +32,8 @@ def fine_threads(monkeypatch):
     monkeypatch.setattr(T, "PART_BYTES", 1 << 8)
     monkeypatch.setattr(T, "TAIL_BYTES", 1 << 8)
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
+    # a back-off an earlier test's calls started (a loaded machine) must not reach this one
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
     old = T._state.setting
     T.set_num_threads(2)
     yield
@@ -239,6 +241,7 @@ def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, m
 def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
     rng = np.random.default_rng(7)
     x = rng.integers(0, 4, (1024, 1024)).astype(np.float32)
     x[rng.random(x.shape) < 0.01] = np.nan

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import timeit
+from pathlib import Path
 
 import numpy as np
 
@@ -80,8 +81,7 @@ def main(argv=None) -> int:
         print(f"{r['struct']:>10}: generated {r['generated_us']:.2f} us, plain loop "
               f"{r['loop_us']:.2f} us, saved {r['saved_us']:.2f} us a struct")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 

@@ -30,17 +30,37 @@ kernels' real machine code:
    ``132 SMs x 1.98 GHz`` turn that into bytes per second and a fraction of H100 copy
    bandwidth (:data:`cupyops.bench.traffic.H100_BANDWIDTH`).
 
+5. **memory terms** (issue 26, the section "Memory terms" below), per (arch, kernel, layout,
+   pass) for every benchmark case and every layout issue 26 names, run once on simt:
+
+   * ``bytes_in_flight_per_sm = bytes per thread per iteration x resident threads per SM``:
+     the widths of the input's LDG instructions on the path above, taken for the load width
+     the launch's plan reads (``max_load_width``: a plan that misses a 16-byte path runs the
+     scalar loop), times ``threads per block x blocks per SM`` from NVRTC's registers and
+     shared memory and the block size (:func:`cupyops.tools.nvrtc.occupancy`): what one SM
+     holds in flight once the grid fills it. ``bytes_in_flight_per_sm_launched`` caps the
+     blocks per SM by the launch's own grid (blocks launched / SMs, 132 SMs on sm_90 and 108 on
+     sm_80): a one-block plan shows a 132nd of a block in flight;
+   * ``requests_per_unique_sector = sectors_load / unique_sectors_load`` of simt's launch
+     record (1.0 for a launch that loads nothing).
+
 Run it: ``python -m cupyops.bench.issue_rate [--arch 90 --arch 80] [--table docs/kernels.md]
-[--json PATH]``; the benchmark's ``--issue-rate`` flag puts the same figures into its JSON.
+[--json PATH] [--rows-json PATH] [--layouts quick|named|none]``. ``--json`` writes the memory
+terms' records as a JSON list, each with at least ``arch`` ("sm_90"), ``kernel``, ``layout``,
+``pass`` ("read" / "write" / "finish"), ``bytes_in_flight_per_sm`` and
+``requests_per_unique_sector``; ``--rows-json`` the per-instantiation rows and summary; the
+benchmark's ``--issue-rate`` flag puts the rows and summary into its JSON.
 Needs the ``test`` extra (cuda-bindings, nvidia-cuda-nvrtc, nvidia-cuda-cuobjdump,
 nvidia-cuda-nvdisasm). Disassemblies are cached on disk keyed by everything that goes into them.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -49,6 +69,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -57,8 +78,14 @@ from cupyops.bench.traffic import H100_BANDWIDTH
 __all__ = [
     "H100_SMS", "H100_CLOCK_HZ", "ISSUE_PER_SM", "PIPES", "OPCODE_PIPE", "Instr", "LoopModel",
     "available", "find_cuobjdump", "disassemble", "parse_sass", "pipe_of",
-    "model_function", "model_source", "instantiation_report", "render_markdown",
-    "update_doc", "main",
+    "cap_loads", "model_function", "model_source", "input_load_bytes", "sass_for",
+    "instantiation_report", "render_markdown", "update_doc", "main",
+    # memory terms (issue 26)
+    "ARCH_SMS", "GOAL_IN_FLIGHT", "GOAL_REQUESTS", "NONZERO_OPS", "RECORD_KEYS", "Layout",
+    "NAMED_LAYOUTS", "bench_layouts", "resident_threads", "bytes_in_flight_per_sm",
+    "requests_per_unique_sector", "planned_load_width", "pass_of", "run_layout",
+    "KernelModels", "layout_records", "memory_records", "in_flight_goal", "goal_misses",
+    "render_memory_markdown",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -522,12 +549,35 @@ def input_loops(instrs: list) -> list:
     return out
 
 
-def model_function(instrs: list, itemsize: int) -> dict:
+def cap_loads(instrs: list, width: int) -> list:
+    """``instrs`` for a launch whose plan reads ``width``-byte words of the input (a scalar
+    layout of a kernel that also has a 16-byte path): an input load wider than ``width`` is
+    not an input load, and where it is unconditional it ends every path through it (a
+    ``KILL``): that branch belongs to the wider plan."""
+    out = []
+    for ins in instrs:
+        if input_load_bytes(ins) > width:
+            if ins.pred in ("", "PT"):
+                ins = dataclasses.replace(ins, pred="", opcode="KILL", operands="")
+            else:
+                op = ".".join(m for m in ins.opcode.split(".") if m != "CONSTANT")
+                ins = dataclasses.replace(ins, opcode=op)
+        out.append(ins)
+    return out
+
+
+def model_function(instrs: list, itemsize: int, max_load_width: int | None = None) -> dict:
     """The model of one entry function (its SASS) whose input elements are ``itemsize`` bytes.
+    ``max_load_width``: the path of a plan that reads words of at most that many bytes
+    (:func:`cap_loads`; a loop whose body holds a wider input load is the wider plan's).
 
     Returns a dict: ``kind`` ("loop" / "tile" / "none"), the figures of the reported path
     (:meth:`LoopModel.figures`) and ``candidates`` (every input loop's figures)."""
-    loops = input_loops(instrs)
+    wide: list = []
+    if max_load_width is not None:
+        wide = [ins.addr for ins in instrs if input_load_bytes(ins) > max_load_width]
+        instrs = cap_loads(instrs, max_load_width)
+    loops = [m for m in input_loops(instrs) if not any(m.start <= a <= m.end for a in wide)]
     if loops:
         top = max((m.input_bytes, m.widest_load) for m in loops)
         steady = [m for m in loops if (m.input_bytes, m.widest_load) == top]
@@ -671,6 +721,489 @@ def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_
     return out
 
 
+# ============================================================================================
+# Memory terms (issue 26): bytes in flight per SM and L1->L2 requests per unique sector
+# ============================================================================================
+#
+# One record per (arch, kernel, layout, pass). The traffic model (:mod:`cupyops.bench.traffic`)
+# counts the DRAM sectors a call touches and the model above the instructions per element;
+# neither sees a kernel that keeps too little memory in flight to cover the latency, nor one
+# whose warps ask L2 for the same sectors many times over. Two terms do:
+#
+# ``bytes_in_flight_per_sm`` (per arch, from the SASS and NVRTC)::
+#
+#     bytes per thread per iteration  x  resident threads per SM
+#
+#     bytes per thread per iteration = the sum of the widths of the input's LDG instructions on
+#         the path the issue-rate model selects (:func:`model_function`:
+#         one steady-state loop iteration, or the whole tile of a kernel without a loop), for
+#         the load width the launch's plan reads (:func:`planned_load_width`: a layout that
+#         misses a kernel's 16-byte path runs its scalar loop, not the 16-byte one)
+#     resident threads per SM = threads per block x B_occ
+#         B_occ: blocks per SM from NVRTC's registers and static shared memory, the launch's
+#         dynamic shared memory and block size (:func:`cupyops.tools.nvrtc.occupancy`)
+#
+#   (issue 26's definition: the kernel's capacity on an SM the grid fills). Beside it,
+#   ``bytes_in_flight_per_sm_launched`` takes min(B_occ, blocks launched / SMs) blocks, SMs
+#   132 on sm_90 (simt's H100 properties) and 108 on sm_80 (A100): a plan that launches one
+#   block shows (block threads / 132) threads' worth per SM; the planners' block-count goal
+#   (issue 26: >= min(132, bytes / 16 KiB) blocks) is what keeps this one up. It assumes every load of one iteration is issued before the first of them is used (what
+#   unrolling and batching buy); the launches are simt's (planned for H100 properties), the same
+#   grid weighed on both archs.
+#
+# ``requests_per_unique_sector`` (arch-independent, from simt's launch records)::
+#
+#     sectors_load / unique_sectors_load
+#
+#   sectors_load: for every warp-wide load, the distinct 32-byte sectors it touches, summed (the
+#   L1 -> L2 requests); unique_sectors_load: the distinct sectors the launch loads. A launch
+#   that loads nothing (0 / 0) counts 1.0: no request beyond the unique sectors.
+#
+# Each benchmark case (:func:`cupyops.bench.cases.make_cases`) and each layout named in issue 26
+# (:data:`NAMED_LAYOUTS`) is run once on simt under ``record_traffic`` and the launch trace; each
+# launch is mapped to its kernel instantiation (its name expression) and its pass
+# (:func:`pass_of`): ``"finish"`` for combine / finish kernels (``argreduce_finish``), ``"read"``
+# for launches given the input (an argument sharing memory with it: argreduce_row / col,
+# nonzero_tiles / _t in every mode, count_nonzero_axes), ``"write"`` for the rest (results only).
+# The launches of one kernel in one pass of a call (the exact nonzero's count and place launches)
+# make one record: the least bytes in flight and the most requests per unique sector of them.
+#
+# Goals (issue 26) on the ``"read"`` records: >= :data:`GOAL_IN_FLIGHT` bytes in flight per SM on
+# sm_90 (the record's ``goal_bytes_in_flight_per_sm``); <= :data:`GOAL_REQUESTS` requests per
+# unique sector for every nonzero call. The launch-capped figure is reported against
+# min(16 KiB, input bytes / 132) (:func:`in_flight_goal`: an input under 132 x 16 KiB = 2.06 MiB
+# cannot have 16 KiB per SM in flight even when all of it is); :func:`goal_misses` counts both.
+
+#: SMs per arch: simt's H100 properties (sm_90) and an A100 (sm_80)
+ARCH_SMS = {90: 132, 80: 108}
+GOAL_IN_FLIGHT = 16 * 1024          # bytes per SM on sm_90, read passes
+GOAL_REQUESTS = 1.5                 # L1->L2 requests per unique sector, nonzero read passes
+NONZERO_OPS = ("argwhere", "nonzero", "nonzero_coordinates", "count_nonzero")
+#: the keys every record has (issue 26's check reads these)
+RECORD_KEYS = ("arch", "kernel", "layout", "pass", "bytes_in_flight_per_sm",
+               "requests_per_unique_sector")
+_FINISH_WORDS = ("finish", "combine")
+
+
+# --------------------------------------------------------------------------------------------
+# The formulas
+# --------------------------------------------------------------------------------------------
+
+def resident_threads(registers: int, block_threads: int, arch: int, shared_bytes: int,
+                     blocks: int) -> dict:
+    """Threads per SM of a kernel of ``block_threads`` threads a block: ``resident_threads`` =
+    ``block_threads x B_occ`` (B_occ = ``blocks_per_sm``, from registers and ``shared_bytes`` =
+    static + dynamic shared memory), and ``resident_threads_launched`` = ``block_threads x
+    min(B_occ, blocks / SMs)`` for a launch of ``blocks`` blocks (a float: an average over the
+    SMs); also the occupancy's ``limiter``."""
+    from cupyops.tools import nvrtc as _nvrtc
+    occ = _nvrtc.occupancy(int(registers), int(block_threads), int(arch), 0, int(shared_bytes))
+    launched = min(float(occ.blocks_per_sm), int(blocks) / ARCH_SMS[int(arch)])
+    return {"blocks_per_sm": occ.blocks_per_sm, "limiter": occ.limiter,
+            "resident_threads": float(occ.blocks_per_sm * int(block_threads)),
+            "resident_threads_launched": launched * int(block_threads)}
+
+
+def bytes_in_flight_per_sm(bytes_per_thread: float, resident: float) -> float:
+    """Input bytes per thread per iteration x resident threads per SM."""
+    return float(bytes_per_thread) * float(resident)
+
+
+def requests_per_unique_sector(sectors_load: int, unique_sectors_load: int) -> float:
+    """L1->L2 load requests (sectors_load) per unique sector loaded; 1.0 when nothing is
+    loaded (0 / 0)."""
+    if unique_sectors_load <= 0:
+        if sectors_load > 0:
+            raise ValueError(f"{sectors_load} sectors requested but no unique sector")
+        return 1.0
+    return sectors_load / unique_sectors_load
+
+
+def planned_load_width(params, itemsize: int) -> int | None:
+    """Bytes of the input words a launch reads, from its packed parameters (a structured
+    ``np.void``): nonzero's ``vec`` / ``tr_vec`` (16-byte words) and ``narrow_loads``,
+    argreduce's ``vec`` (elements per load in the row kernel, groups per load in the column
+    kernel) and ``narrow_in`` (complex read as two halves); None when the parameters name
+    none of these (the model's steady state then)."""
+    names = getattr(getattr(params, "dtype", None), "names", None) or ()
+
+    def get(name):
+        return int(params[name]) if name in names else 0
+    if "narrow_in" in names:                      # ArParams
+        if get("narrow_in"):
+            return max(1, itemsize // 2)
+        return min(16, max(1, get("vec")) * itemsize)
+    if "vec" in names:                            # nz_params, nz_count_params
+        if get("vec") or get("tr_vec"):
+            return 16
+        return max(1, itemsize // 2) if get("narrow_loads") else itemsize
+    return None
+
+
+def pass_of(kernel: str, reads_input: bool) -> str:
+    """"finish" for combine / finish kernels, "read" for launches given the input, else
+    "write"."""
+    base = kernel.split("<", 1)[0]
+    if any(w in base for w in _FINISH_WORDS):
+        return "finish"
+    return "read" if reads_input else "write"
+
+
+# --------------------------------------------------------------------------------------------
+# Layouts
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    id: str
+    op: str
+    make: Callable[[], np.ndarray]
+    call: Callable[[np.ndarray], object]
+
+
+def _aligned(shape, dtype, order="C", align=256):
+    """An ``align``-byte aligned array (as CuPy allocates), C or F order."""
+    dt = np.dtype(dtype)
+    shape = tuple(shape)[::-1] if order == "F" else tuple(shape)
+    nbytes = max(1, math.prod(shape) * dt.itemsize)
+    raw = np.empty(nbytes + align, np.uint8)
+    off = (-raw.__array_interface__["data"][0]) % align
+    a = raw[off:off + nbytes].view(dt).reshape(shape)
+    return a.T if order == "F" else a
+
+
+def _filled(shape, dtype, order="C", density=None, seed=0):
+    rng = np.random.default_rng(seed)
+    x = _aligned(shape, dtype, order)
+    dt = np.dtype(dtype)
+    if density is None:
+        x[...] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else \
+            rng.integers(0, 256 if dt.itemsize == 1 else 1 << 15, shape).astype(dt)
+    else:
+        x[...] = (rng.random(shape) < density).astype(dt)
+    return x
+
+
+def _permuted_int8():
+    # memory order (2, 0, 1) of the logical (64, 256, 64): a permuted 3-D view, density 0.5
+    a = _filled((64, 64, 256), np.int8, density=0.5)       # memory (d2, d0, d1)
+    return a.transpose(1, 2, 0)
+
+
+def _named():
+    import cupyops as co
+    d = "simt"
+    rows = [
+        ("argmax (1,262144) uint8", "argmax", lambda: _filled((1, 262144), np.uint8),
+         lambda x: co.argmax(x, axis=1, device=d)),
+        ("argmax (1,66560) float32", "argmax", lambda: _filled((1, 66560), np.float32),
+         lambda x: co.argmax(x, axis=1, device=d)),
+        ("argmax (1,32768) float64", "argmax", lambda: _filled((1, 32768), np.float64),
+         lambda x: co.argmax(x, axis=1, device=d)),
+        ("argmax (1,131072) float32", "argmax", lambda: _filled((1, 131072), np.float32),
+         lambda x: co.argmax(x, axis=1, device=d)),
+        ("hardmax (1,262144) float32", "hardmax", lambda: _filled((1, 262144), np.float32),
+         lambda x: co.hardmax(x, axis=1, device=d)),
+        ("hardmax (1,1048576) float32 4 MiB", "hardmax",
+         lambda: _filled((1, 1048576), np.float32), lambda x: co.hardmax(x, axis=1, device=d)),
+        ("argwhere (64,4096) uint8 F d=0.5", "argwhere",
+         lambda: _filled((64, 4096), np.uint8, "F", 0.5), lambda x: co.argwhere(x, device=d)),
+        ("argwhere asfortranarray (1000,1000) bool d=0.5", "argwhere",
+         lambda: _filled((1000, 1000), np.bool_, "F", 0.5), lambda x: co.argwhere(x, device=d)),
+        ("nonzero (4097,1024) float32 F d=0.5", "nonzero",
+         lambda: _filled((4097, 1024), np.float32, "F", 0.5), lambda x: co.nonzero(x, device=d)),
+        ("nonzero_coordinates size=n permuted (64,256,64) int8 d=0.5", "nonzero_coordinates",
+         _permuted_int8, lambda x: co.nonzero_coordinates(x, size=x.size, device=d)),
+        ("nonzero (1024,1024).T float64 d=0.5", "nonzero",
+         lambda: _filled((1024, 1024), np.float64, "F", 0.5), lambda x: co.nonzero(x, device=d)),
+        ("count_nonzero (4097,1024) float32 F d=0.5", "count_nonzero",
+         lambda: _filled((4097, 1024), np.float32, "F", 0.5),
+         lambda x: co.count_nonzero(x, device=d)),
+        ("count_nonzero axis=0 (1024,1024) int8 d=0.5", "count_nonzero",
+         lambda: _filled((1024, 1024), np.int8, "C", 0.5),
+         lambda x: co.count_nonzero(x, axis=0, device=d)),
+    ]
+    return [Layout(*r) for r in rows]
+
+
+#: the layouts issue 26 names (a function: its lambdas import cupyops when called)
+NAMED_LAYOUTS = _named
+
+
+def bench_layouts(mode: str = "quick") -> list:
+    """The benchmark's cases at size ``mode`` as Layouts (id = the case id)."""
+    from cupyops.bench import cases as _cases
+    return [Layout(c.id, c.op, (lambda c=c: _cases.make_input(c)),
+                   _cases.cupyops_call(c, "simt")) for c in _cases.make_cases(mode)]
+
+
+# --------------------------------------------------------------------------------------------
+# Running a layout on simt
+# --------------------------------------------------------------------------------------------
+
+def _params_of(args):
+    for a in args:
+        if isinstance(a, np.void) or (isinstance(a, np.ndarray) and a.dtype.names
+                                      and a.size == 1):
+            return a if isinstance(a, np.void) else a.reshape(-1)[0]
+    return None
+
+
+def run_layout(layout: Layout) -> list:
+    """Run ``layout``'s call once on simt; one dict per launch: kernel (name expression),
+    grid, block, shared_mem, params, reads_input, pass and the traffic counters."""
+    import cupyops.simt as simt
+    from cupyops.bench import cases as _cases
+    from cupyops.core import trace as _trace
+    x = layout.make()
+    with contextlib.ExitStack() as st:
+        tr = st.enter_context(_trace.recording(args=True))
+        st.enter_context(_cases.cupy_like_simt_allocations())
+        rec = st.enter_context(simt.record_traffic())
+        layout.call(x)
+    if len(tr.launches) != len(rec.launches):
+        raise RuntimeError(f"{layout.id}: {len(tr.launches)} traced launches but "
+                           f"{len(rec.launches)} traffic records")
+    out = []
+    for (expr, grid, block, smem), args, t in zip(tr.launches, tr.launch_args, rec.launches):
+        if t.kernel != expr:
+            raise RuntimeError(f"{layout.id}: trace {expr!r} against traffic {t.kernel!r}")
+        reads = any(isinstance(a, np.ndarray) and not a.dtype.names
+                    and np.may_share_memory(a, x) for a in args)
+        out.append({"kernel": expr, "grid": tuple(grid), "block": tuple(block),
+                    "shared_mem": int(smem), "params": _params_of(args),
+                    "reads_input": reads, "pass": pass_of(expr, reads),
+                    "input_bytes": int(x.nbytes),
+                    "sectors_load": int(t.sectors_load),
+                    "unique_sectors_load": int(t.unique_sectors_load),
+                    "shared_accesses": int(t.shared_accesses),
+                    "shared_wavefronts": int(t.shared_wavefronts)})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel models (SASS + NVRTC), cached per module
+# --------------------------------------------------------------------------------------------
+
+class KernelModels:
+    """SASS paths and NVRTC resources of the kernel instantiations the launches name."""
+
+    def __init__(self):
+        from cupyops.core import modules as _modules
+        from cupyops.tools import nvrtc as _nvrtc
+        _nvrtc.load_family_modules()
+        self.owner = {}                 # name expression -> (family name, dtype)
+        for fam in _modules.families().values():
+            for dt in fam.dtypes:
+                for e in fam.expressions_for(dt):
+                    self.owner.setdefault(e, (fam.name, dt))
+        self._modules = {}
+        self._paths = {}
+
+    def module(self, family: str, dtype, arch: int):
+        key = (family, str(dtype), arch)
+        m = self._modules.get(key)
+        if m is None:
+            from cupyops.tools import nvrtc as _nvrtc
+            _, (source, arch_, options, exprs) = _nvrtc.job_for(family, dtype, arch)
+            sass, lowered = sass_for(source, arch_, options, exprs, filename="module.cu")
+            stats = _nvrtc.compile_many([(family, dtype, arch)])[0].kernels
+            m = self._modules[key] = (parse_sass(sass), lowered, stats)
+        return m
+
+    def path(self, expr: str, arch: int, width: int | None) -> dict:
+        """The issue-rate model of ``expr``'s input path on ``arch`` for loads up to
+        ``width`` bytes (all when None or when no path is left), plus its resources."""
+        key = (expr, arch, width)
+        p = self._paths.get(key)
+        if p is None:
+            family, dt = self.owner[expr]
+            funcs, lowered, stats = self.module(family, dt, arch)
+            instrs = funcs.get(lowered[expr], [])
+            if expr.split("<", 1)[0] in NON_INPUT_KERNELS:
+                m = {"kind": "none"}
+            else:
+                m = model_function(instrs, dt.itemsize, width)
+                if m["kind"] == "none" and width is not None:
+                    m = model_function(instrs, dt.itemsize)
+            st = stats[expr]
+            p = self._paths[key] = {"model": m, "itemsize": dt.itemsize, "family": family,
+                                    "dtype": str(dt), "registers": st.registers,
+                                    "shared_static": st.shared_static}
+        return p
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
+    itemsize = models.path(launch["kernel"], arch, None)["itemsize"]
+    width = planned_load_width(launch["params"], itemsize)
+    p = models.path(launch["kernel"], arch, width)
+    m = p["model"]
+    none = m["kind"] == "none"
+    per_thread = 0.0 if none else m["elements"] * p["itemsize"]
+    blocks = math.prod(launch["grid"])
+    threads = math.prod(launch["block"])
+    res = resident_threads(p["registers"], threads, arch,
+                           p["shared_static"] + launch["shared_mem"], blocks)
+    return {
+        "bytes_in_flight_per_sm": bytes_in_flight_per_sm(per_thread, res["resident_threads"]),
+        "bytes_in_flight_per_sm_launched": bytes_in_flight_per_sm(
+            per_thread, res["resident_threads_launched"]),
+        "requests_per_unique_sector": requests_per_unique_sector(
+            launch["sectors_load"], launch["unique_sectors_load"]),
+        "family": p["family"], "dtype": p["dtype"], "load_width": width,
+        "path": "none" if none else f"{m['kind']} {m['start']}-{m['end']}",
+        "loads_per_iteration": 0 if none else m["input_loads"],
+        "bytes_per_thread_per_iteration": per_thread,
+        "issue_rate": None if none else m["fraction_of_copy_bandwidth"],
+        "blocks": blocks, "threads_per_block": threads, "registers": p["registers"],
+        "shared_bytes": p["shared_static"] + launch["shared_mem"],
+        "occupancy_blocks_per_sm": res["blocks_per_sm"],
+        "resident_threads_per_sm": res["resident_threads"],
+        "resident_threads_per_sm_launched": res["resident_threads_launched"],
+        "sectors_load": launch["sectors_load"],
+        "unique_sectors_load": launch["unique_sectors_load"],
+        "shared_wavefronts_per_access": (launch["shared_wavefronts"] / launch["shared_accesses"]
+                                         if launch["shared_accesses"] else None),
+    }
+
+
+def layout_records(models: KernelModels, layout: Layout, launches: list,
+                   archs=(90, 80)) -> list:
+    """One record per (arch, kernel, pass) of ``layout``'s launches (see the module doc)."""
+    groups: dict = {}
+    for ln in launches:
+        groups.setdefault((ln["kernel"], ln["pass"]), []).append(ln)
+    out = []
+    for arch in archs:
+        for (kernel, pass_), lns in groups.items():
+            terms = [_launch_terms(models, ln, arch) for ln in lns]
+            worst = min(terms, key=lambda t: t["bytes_in_flight_per_sm"])
+            rec = {"arch": f"sm_{arch}", "kernel": kernel, "layout": layout.id, "pass": pass_,
+                   "op": layout.op, "launches": len(lns),
+                   "input_bytes": lns[0]["input_bytes"],
+                   "goal_bytes_in_flight_per_sm": float(GOAL_IN_FLIGHT),
+                   "goal_bytes_in_flight_per_sm_launched":
+                       in_flight_goal(lns[0]["input_bytes"], arch)}
+            rec.update(worst)
+            rec["bytes_in_flight_per_sm"] = worst["bytes_in_flight_per_sm"]
+            rec["bytes_in_flight_per_sm_launched"] = min(
+                t["bytes_in_flight_per_sm_launched"] for t in terms)
+            rec["requests_per_unique_sector"] = max(t["requests_per_unique_sector"]
+                                                    for t in terms)
+            out.append(rec)
+    return out
+
+
+def memory_records(layouts: list, archs=(90, 80), *, progress=None) -> list:
+    """The records of every layout (run on simt), in layout order."""
+    models = KernelModels()
+    out = []
+    t0 = time.perf_counter()
+    for k, lay in enumerate(layouts):
+        launches = run_layout(lay)
+        out.extend(layout_records(models, lay, launches, archs))
+        if progress:
+            progress(k, len(layouts), lay.id, time.perf_counter() - t0)
+    return out
+
+
+def in_flight_goal(input_bytes: int, arch: int = 90) -> float:
+    """The launch-capped bytes in flight per SM a read pass of an ``input_bytes`` input can be
+    asked for: :data:`GOAL_IN_FLIGHT`, or the whole input spread over the SMs where that is less
+    (an input under 132 x 16 KiB = 2.06 MiB cannot put 16 KiB per SM in flight)."""
+    return min(float(GOAL_IN_FLIGHT), input_bytes / ARCH_SMS[int(arch)])
+
+
+def goal_misses(records: list) -> dict:
+    """The read-pass records (sm_90) that miss a goal: ``in_flight`` (below
+    :data:`GOAL_IN_FLIGHT`), ``requests`` (a nonzero call above :data:`GOAL_REQUESTS`), and for
+    information ``in_flight_launched`` (the launch-capped figure below :func:`in_flight_goal`
+    of the input's size)."""
+    reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
+    return {
+        "in_flight": [r for r in reads if r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
+        "in_flight_launched": [r for r in reads if r["bytes_in_flight_per_sm_launched"]
+                               < in_flight_goal(r["input_bytes"])],
+        "requests": [r for r in reads if r["op"] in NONZERO_OPS
+                     and r["requests_per_unique_sector"] > GOAL_REQUESTS],
+    }
+
+
+def _num(rec, key, spec):
+    if rec is None:
+        return "-"
+    v = rec[key]
+    return f"{v / 1024:.2f}" if spec == "kib" else format(v, spec)
+
+
+def _italic(text, low):
+    return f"*{text}*" if low else text
+
+
+def _bold(text, bad):
+    return f"**{text}**" if bad else text
+
+
+def render_memory_markdown(records: list) -> list:
+    """Markdown lines: the memory-terms section (one row per layout, kernel and pass, sm_90
+    and sm_80 side by side)."""
+    by = {(r["layout"], r["kernel"], r["pass"], r["arch"]): r for r in records}
+    keys = list(dict.fromkeys((r["layout"], r["kernel"], r["pass"]) for r in records))
+    miss = goal_misses(records)
+    reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
+    lines = [
+        "## Memory terms: bytes in flight and L2 requests (issue 26)", "",
+        "Generated with the table above from simt runs of the benchmark's cases (quick sizes) "
+        "and the layouts issue 26 names (`cupyops/bench/issue_rate.py`, `--json` writes them "
+        "as records). `B/thr/it`: input bytes one thread loads per iteration (the widths of "
+        "the input's LDG instructions on the issue-rate path, for the load width the launch's "
+        "plan reads); `threads/SM`: threads per block x blocks per SM from NVRTC's registers "
+        "and shared memory; `KiB/SM` = B/thr/it x threads/SM (goal: 16 KiB on sm_90); "
+        "`launched`: the same with blocks per SM capped by the launch's grid (blocks / SMs, "
+        "132 SMs on sm_90, 108 on sm_80), against min(16 KiB, input bytes / 132) (italic "
+        "where below: the block count the planner chose is the limit); "
+        "`req/sector`: simt's sectors_load / unique_sectors_load (0/0 = 1.0). A record is the "
+        "worst launch of a kernel in a pass. Goals on `read` passes (bold where missed): "
+        f"in flight >= 16 KiB on sm_90; <= {GOAL_REQUESTS} requests per unique sector for "
+        "nonzero calls.", "",
+        f"* read passes below {GOAL_IN_FLIGHT // 1024} KiB in flight per SM on sm_90: "
+        f"{len(miss['in_flight'])} of {len(reads)}; launch-capped below min(16 KiB, "
+        f"input / 132): {len(miss['in_flight_launched'])}",
+        f"* nonzero read passes above {GOAL_REQUESTS} requests per unique sector: "
+        f"{len(miss['requests'])} of {sum(1 for r in reads if r['op'] in NONZERO_OPS)}", "",
+        "| layout | pass | kernel | blocks | B/thr/it | threads/SM sm_90 | KiB/SM sm_90 | "
+        "launched KiB/SM sm_90 | KiB/SM sm_80 | req/sector |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for lay, kernel, pass_ in keys:
+        a, b = by.get((lay, kernel, pass_, "sm_90")), by.get((lay, kernel, pass_, "sm_80"))
+        r = a or b
+        bad_f = (a is not None and pass_ == "read"
+                 and a["bytes_in_flight_per_sm"] < a["goal_bytes_in_flight_per_sm"])
+        low_l = (a is not None and pass_ == "read" and a["bytes_in_flight_per_sm_launched"]
+                 < a["goal_bytes_in_flight_per_sm_launched"])
+        bad_r = (pass_ == "read" and r["op"] in NONZERO_OPS
+                 and r["requests_per_unique_sector"] > GOAL_REQUESTS)
+        lines.append(
+            f"| {lay} | {pass_} | `{kernel}` | {r['blocks']} | "
+            f"{r['bytes_per_thread_per_iteration']:g} | "
+            f"{_num(a, 'resident_threads_per_sm', '.1f')} | "
+            f"{_bold(_num(a, 'bytes_in_flight_per_sm', 'kib'), bad_f)} | "
+            f"{_italic(_num(a, 'bytes_in_flight_per_sm_launched', 'kib'), low_l)} | "
+            f"{_num(b, 'bytes_in_flight_per_sm', 'kib')} | "
+            f"{_bold(format(r['requests_per_unique_sector'], '.2f'), bad_r)} |")
+    lines.append("")
+    return lines
+
+
+def print_memory_progress(k: int, n: int, label: str, secs: float) -> None:
+    print(f"[{k + 1}/{n}] {label} ({secs:.0f} s)", file=sys.stderr, flush=True)
+
+
 # --------------------------------------------------------------------------------------------
 # Output
 # --------------------------------------------------------------------------------------------
@@ -697,7 +1230,7 @@ def summary(rows: list) -> dict:
     return out
 
 
-def render_markdown(rows: list) -> str:
+def render_markdown(rows: list, memory: list | None = None) -> str:
     lines = [
         DOC_BEGIN, "",
         "# Issue-rate model",
@@ -755,15 +1288,17 @@ def render_markdown(rows: list) -> str:
                 f"{r['clocks_per_element'][r['busiest_pipe']]:.4f} | "
                 f"{'**' if frac < GOAL else ''}{frac:.0%}{'**' if frac < GOAL else ''} |")
         lines.append("")
+    if memory:
+        lines += render_memory_markdown(memory)
     lines.append(DOC_END)
     return "\n".join(lines) + "\n"
 
 
-def update_doc(path, rows: list) -> None:
+def update_doc(path, rows: list, memory: list | None = None) -> None:
     """Replace (or append) the issue-rate section of ``path`` between its markers."""
     p = Path(path)
     text = p.read_text() if p.exists() else ""
-    block = render_markdown(rows)
+    block = render_markdown(rows, memory)
     i = text.find(DOC_BEGIN.split(" (")[0])
     j = text.find(DOC_END)
     if i >= 0 and j > i:
@@ -773,16 +1308,38 @@ def update_doc(path, rows: list) -> None:
     p.write_text(text)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m cupyops.bench.issue_rate",
-                                 description="SASS issue-rate model of every kernel instantiation")
+                                 description="SASS issue-rate model of every kernel instantiation, "
+                                             "and the memory terms of every benchmark layout")
     ap.add_argument("--arch", action="append", type=int, help="default: 90 and 80")
     ap.add_argument("--family", action="append")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--table", metavar="DOC", help="write the markdown section into DOC")
-    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--json", metavar="PATH",
+                    help="write the memory-term records (a JSON list, one per arch, kernel, "
+                         "layout and pass: the memory terms)")
+    ap.add_argument("--rows-json", metavar="PATH",
+                    help="write the per-instantiation issue-rate rows ({summary, rows})")
+    ap.add_argument("--layouts", default="quick",
+                    choices=("tiny", "small", "quick", "full", "named", "none"),
+                    help="the benchmark's size set whose cases (plus the layouts issue 26 names) "
+                         "the memory terms run on simt; named: only those; none: no memory "
+                         "terms (default quick)")
     ap.add_argument("--no-cache", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _memory_records(args, archs) -> list:
+    if args.layouts == "none":
+        return []
+    layouts = [] if args.layouts == "named" else bench_layouts(args.layouts)
+    layouts += NAMED_LAYOUTS()
+    return memory_records(layouts, archs, progress=print_memory_progress)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     ok, why = available()
     if not ok:
         print(f"issue-rate model unavailable: {why}", file=sys.stderr)
@@ -791,15 +1348,21 @@ def main(argv=None) -> int:
     def progress(k, n, job, secs):
         print(f"[{k + 1}/{n}] {job[0]} {job[1]} sm_{job[2]} ({secs:.0f} s)", file=sys.stderr,
               flush=True)
-    rows = instantiation_report(tuple(args.arch or (90, 80)), args.family, jobs=args.jobs,
+    archs = tuple(args.arch or (90, 80))
+    t0 = time.perf_counter()
+    rows = instantiation_report(archs, args.family, jobs=args.jobs,
                                 cache_dir=False if args.no_cache else None, progress=progress)
+    memory = _memory_records(args, archs) if (args.json or args.table) else []
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary(rows), "rows": rows},
-                                              indent=1))
+        Path(args.json).write_text(json.dumps(memory, indent=1))
+    if args.rows_json:
+        Path(args.rows_json).write_text(json.dumps({"summary": summary(rows), "rows": rows},
+                                                   indent=1))
     if args.table:
-        update_doc(args.table, rows)
-    if not args.json and not args.table:
+        update_doc(args.table, rows, memory)
+    if not (args.json or args.table or args.rows_json):
         sys.stdout.write(render_markdown(rows))
+    print(f"issue-rate model: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 
 

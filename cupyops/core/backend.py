@@ -112,6 +112,18 @@ class Backend:
     props: DeviceProps
     device_id: int
 
+    def read_scalar(self, arr) -> int:
+        """The value of a one-element device array on the host (under ``dry_run``: the count the
+        dry run was given, nothing read)."""
+        _trace.record_d2h()
+        dry = _dry_run_state.get()
+        if dry is not None:
+            dry.d2h_reads += 1
+            return dry.count
+        if arr.size != 1:
+            raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
+        return self._read_one(arr)
+
     def __init__(self):
         self._kernels: dict = {}
         self._lock = threading.Lock()
@@ -302,8 +314,8 @@ class Backend:
         out[...] = fill
         return out
 
-    def read_scalar(self, arr) -> int:
-        """Read a one-element array to the host as an int (counted by ``_trace``)."""
+    def _read_one(self, arr) -> int:
+        """Read a one-element array to the host as an int."""
         raise NotImplementedError
 
     def zero_fill(self, arr) -> None:
@@ -359,16 +371,8 @@ class SimtBackend(Backend):
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
         return self._checked(expr, unchecked, raw)
 
-    def read_scalar(self, arr) -> int:
-        _trace.record_d2h()
-        dry = _dry_run_state.get()
-        if dry is not None:          # a dry run: the count the caller asked for
-            dry.d2h_reads += 1
-            return dry.count
-        a = np.asarray(arr)
-        if a.size != 1:
-            raise ValueError(f"read_scalar needs a one-element array, got shape {a.shape}")
-        return int(a.reshape(()))
+    def _read_one(self, arr) -> int:
+        return int(np.asarray(arr).reshape(()))
 
     def asarray_input(self, x):
         """A read-only view of the NumPy input (never a copy), so a kernel writing its input
@@ -485,15 +489,8 @@ class CupyBackend(Backend):
         except Exception:  # pragma: no cover - CuPy without capture support
             return False
 
-    def read_scalar(self, arr) -> int:
+    def _read_one(self, arr) -> int:
         """``int(arr.get())``: the one implicit synchronisation the library makes."""
-        _trace.record_d2h()
-        dry = _dry_run_state.get()
-        if dry is not None:          # a dry run: the count the caller asked for
-            dry.d2h_reads += 1
-            return dry.count
-        if arr.size != 1:
-            raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
         if self.stream_capturing():
             raise ValueError("this call reads a count to the host (the exact-size nonzero "
                              "forms: argwhere, nonzero, nonzero_coordinates(size=None)), which "
