@@ -1,4 +1,4 @@
-// nonzero.cu — the nonzero family: coordinates of the nonzero elements (argwhere, nonzero,
+// nonzero.cu - the nonzero family: coordinates of the nonzero elements (argwhere, nonzero,
 // nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
 //
 // Kernels (all launched with NZ_BLOCK = 256 threads):
@@ -13,8 +13,8 @@
 //       NZ_MODE_FIXED (size=k, one pass, no host read): tile ids come from an atomic counter
 //         (so every tile a block waits on belongs to a block already running: no schedule can
 //         deadlock); a tile posts its aggregate, finds its offset by a decoupled look-back over
-//         the status words of its predecessors (warp 0: the 4 nearest first — one 32-byte
-//         sector — then 32 per step; a 64-bit word packs flag and value), posts its inclusive
+//         the status words of its predecessors (warp 0: the 4 nearest first - one 32-byte
+//         sector - then 32 per step; a 64-bit word packs flag and value), posts its inclusive
 //         prefix and writes rows < k. Ids past the input tiles are fill tiles: they wait for
 //         the last tile's inclusive prefix (= count) and write fill_value into rows
 //         [count, k). The last tile stores count to count_out.
@@ -34,7 +34,7 @@
 //     Layouts: NZ_LAYOUT_ROWS writes (count, ndim) row-major (argwhere, nonzero_coordinates);
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
-//     store) — int32/uint32 and int64/uint64 share their bit patterns for the values written.
+//     store) - int32/uint32 and int64/uint64 share their bit patterns for the values written.
 //   nonzero_tiles_t<T, Wide>(same arguments)
 //     The same three modes for inputs whose memory-innermost reading dim m (stride of one
 //     element, either sign) is not the last one (F-order, transposed, permuted), where

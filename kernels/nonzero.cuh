@@ -1,4 +1,4 @@
-// nonzero.cuh — helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
+// nonzero.cuh - helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
 // type, magic-number division, strided offsets and the parameter structs passed by value.
 // Included by nonzero.cu only, whose kernels cupyops/ops/nonzero/launch.py instantiates; the
 // templates here take the kernels' parameters: T (the value type) and Wide (64-bit indices).
