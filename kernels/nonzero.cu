@@ -784,6 +784,19 @@ nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* s
 }
 
 // ------------------------------------------------------------------ count_nonzero
+// Output o's count into out: kept dims planned in memory order map o to its row-major
+// position through out_stride (identity when out_mapped is 0).
+template <bool Wide>
+__device__ __forceinline__ void nz_count_store(const nz_count_params& p, nz_i64* out,
+                                               typename nz_index<Wide>::idx o, nz_u64 acc)
+{
+    typedef typename nz_index<Wide>::off off_t;
+    const off_t pos = p.out_mapped
+        ? (off_t)p.out_base + nz_offset<Wide>(o, p.kept_div, p.out_stride, p.kept_ndim) : (off_t)o;
+    if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[pos]), acc);
+    else out[pos] = (nz_i64)acc;
+}
+
 // Work unit g = (output o, chunk c of the reduced range). mode 0 numbers units chunk-fastest
 // (a warp each), mode 1 output-fastest (a thread each, lanes on consecutive outputs).
 template <bool Wide>
@@ -799,8 +812,9 @@ struct nz_count_unit {
         const idx_t q = nz_div(g, p.split_div);
         idx_t c;
         if (p.mode == 0) { o = q; c = g - q * (idx_t)p.n_chunks; }
-        else             { c = q; o = g - q * (idx_t)p.n_out; }
-        off = nz_offset<Wide>(o, p.kept_div, p.kept_stride, p.kept_ndim);
+        else             { c = q; o = g - q * (idx_t)p.split_div.d - (idx_t)p.o_head; }
+        // (mode 1's idle units before output 0 wrap past n_out: no offset of theirs is formed)
+        off = nz_offset<Wide>(o < (idx_t)p.n_out ? o : 0, p.kept_div, p.kept_stride, p.kept_ndim);
         xo = x + off;
         const idx_t red_size = (idx_t)p.red_size;
         lo = c * (idx_t)p.chunk_len;
@@ -816,8 +830,7 @@ struct nz_count_unit {
 
     __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const
     {
-        if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[o]), acc);
-        else out[o] = (nz_i64)acc;
+        nz_count_store<Wide>(p, out, o, acc);
     }
 };
 
@@ -857,13 +870,62 @@ __device__ __forceinline__ nz_u64 nz_count_run_vec(const char* x, typename nz_in
     return nz_warp_sum_u64((nz_u64)acc);
 }
 
+// Mode 2: a warp counts 32 neighbouring outputs of a row of the innermost kept dim whose runs
+// (one contiguous reduced run each, R elements) lie side by side: the span of R * 32 elements
+// is read in memory order, 32 elements a window, windows aligned to 32 bytes (each read is
+// whole sectors), and lane t adds the bits of its output's run [t*R, t*R + R) from each
+// window's ballot. 8 windows in flight.
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_params& p,
+                                                  nz_i64* out)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    constexpr int S = (int)sizeof(T);
+    const int lane = threadIdx.x & 31;
+    const idx_t g = (idx_t)blockIdx.x * NZ_WARPS + (idx_t)(threadIdx.x >> 5);
+    if (g >= (idx_t)p.units) return;   // warp-uniform
+    const idx_t row = nz_div(g, p.split_div);
+    const idx_t n_in = (idx_t)p.kept_div[p.kept_ndim - 1].d;
+    const idx_t c0 = (g - row * (idx_t)p.split_div.d) * 32;
+    const idx_t o0 = row * n_in + c0;
+    const int outs = n_in - c0 < 32 ? (int)(n_in - c0) : 32;
+    const int R = (int)p.red_size;
+    const typename nz_index<Wide>::off off = nz_offset<Wide>(o0, p.kept_div, p.kept_stride,
+                                                             p.kept_ndim);
+    const char* xs = x + off;
+    // elements before the span's first 32-byte boundary (0 where x is not aligned to S)
+    const int a = (p.align + (int)(p.base & 31) + (int)(off & 31)) & 31;
+    const int head = a % S ? 0 : a / S;
+    const int n = outs * R;
+    const int windows = (head + n + 31) >> 5;
+    const int lo = lane * R + head;           // lane's run in window coordinates
+    nz_u32 acc = 0;
+#pragma unroll 8
+    for (int k = 0; k < windows; ++k) {
+        // every lane loads (the window's first / last element past the span's ends): one
+        // load instruction a window, whole sectors of the span only
+        const int e = (k << 5) + lane - head;
+        const int ec = min(max(e, 0), n - 1);
+        const bool v = nz_is_nonzero<T>(reinterpret_cast<const T*>(xs + ec * S),
+                                        p.narrow_loads != 0);
+        const bool pred = v && e >= 0 && e < n;
+        const nz_u32 m = __ballot_sync(NZ_FULL_MASK, pred);
+        const int s = min(max(lo - (k << 5), 0), 32);
+        const int t = min(max(lo + R - (k << 5), 0), 32);
+        acc += __popc(m & (nz_u32)((1ull << t) - (1ull << s)));
+    }
+    if (lane < outs) nz_count_store<Wide>(p, out, o0 + (idx_t)lane, (nz_u64)acc);
+}
+
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
                                               nz_i64* out)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     const char* x = reinterpret_cast<const char*>(x_) + p.base;
-    if (p.mode == 0) {
+    if (p.mode == 2) {
+        nz_count_in_order<T, Wide>(x, p, out);
+    } else if (p.mode == 0) {
         // a warp per unit; the reduced range is read 32 consecutive positions a round
         const int lane = threadIdx.x & 31;
         const idx_t g = (idx_t)blockIdx.x * NZ_WARPS + (idx_t)(threadIdx.x >> 5);
@@ -904,6 +966,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
         const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
         if (g >= (idx_t)p.units) return;
         const nz_count_unit<Wide> u(x, p, g);
+        if (u.o >= (idx_t)p.n_out) return;   // before output 0 (o_head: wrapped)
         nz_u64 acc = 0;
         if (p.red_ndim == 1) {
             // one reduced dim: step a pointer instead of dividing out each position
@@ -911,7 +974,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
             const off_t st = (off_t)p.red_stride[0];
             const char* q = u.xo + (off_t)u.lo * st;
             idx_t cnt = 0;
-#pragma unroll 4
+#pragma unroll 8
             for (idx_t j = u.lo; j < u.hi; ++j, q += st)
                 cnt += nz_is_nonzero<T>(reinterpret_cast<const T*>(q), p.narrow_loads != 0) ? 1u : 0u;
             acc = (nz_u64)cnt;

@@ -291,7 +291,7 @@ struct nz_count_params {
     nz_i64 kept_stride[NZ_MAX_DIMS];        // bytes
     nz_fastdiv red_div[NZ_MAX_DIMS];
     nz_i64 red_stride[NZ_MAX_DIMS];         // bytes
-    nz_fastdiv split_div;                   // ROWS: units -> (output, chunk) by n_chunks; COLS: by n_out
+    nz_fastdiv split_div;                   // units -> (output, chunk): mode 0 by n_chunks, 1 by n_out; mode 2 -> (row, group) by groups
     nz_i64 n_out;
     nz_i64 red_size;
     nz_i64 chunk_len;
@@ -300,21 +300,26 @@ struct nz_count_params {
     nz_i64 base;                            // bytes added to x (reduced dims flipped to positive strides)
     nz_i32 kept_ndim;
     nz_i32 red_ndim;
-    nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk)
+    nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk); 2: a warp per 32 outputs
     nz_i32 atomic;                          // 1: several chunks add into a zeroed output
     nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words
     nz_i32 vec;                             // 1: packed path (contiguous reduced run, 1-/2-byte type, mode 0)
-    nz_i32 align;                           // packed: x's address mod 16 (before base)
-    nz_i32 pad0;
+    nz_i32 align;                           // x's address mod 32 (before base)
+    nz_i32 o_head;                          // mode 1: idle units before output 0 (its sector's start)
+    nz_i64 out_stride[NZ_MAX_DIMS];         // per kept dim: its stride in the output, elements
+    nz_i64 out_base;                        // output position of kept offset 0
+    nz_i32 out_mapped;                      // 0: output o is out[o] (kept dims in output order)
+    nz_i32 pad1;
 };
-static_assert(sizeof(nz_count_params) == 616,
+static_assert(sizeof(nz_count_params) == 696,
               "nz_count_params layout is mirrored in cupyops/ops/nonzero/plan.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_count_params, field, off)
 NZ_AT(kept_div, 0); NZ_AT(kept_stride, 192); NZ_AT(red_div, 256); NZ_AT(red_stride, 448);
 NZ_AT(split_div, 512); NZ_AT(n_out, 536); NZ_AT(red_size, 544); NZ_AT(chunk_len, 552);
 NZ_AT(n_chunks, 560); NZ_AT(units, 568); NZ_AT(base, 576); NZ_AT(kept_ndim, 584);
 NZ_AT(red_ndim, 588); NZ_AT(mode, 592); NZ_AT(atomic, 596); NZ_AT(narrow_loads, 600);
-NZ_AT(vec, 604); NZ_AT(align, 608); NZ_AT(pad0, 612);
+NZ_AT(vec, 604); NZ_AT(align, 608); NZ_AT(o_head, 612); NZ_AT(out_stride, 616);
+NZ_AT(out_base, 680); NZ_AT(out_mapped, 688); NZ_AT(pad1, 692);
 #undef NZ_AT
 
 // ------------------------------------------------------------------ strided offsets

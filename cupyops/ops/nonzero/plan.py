@@ -298,17 +298,22 @@ class CountPlan(typing.NamedTuple):
     itemsize: int
     wide: bool
     forced_64bit: bool
-    kept_dims: tuple          # ((size, byte stride), ...) outermost first, order kept
+    kept_dims: tuple          # ((size, byte stride >= 0), ...) outermost first, memory order
     red_dims: tuple           # ((size, byte stride >= 0), ...) outermost first, sorted by stride
     base: int                 # bytes added to x (reduced dims flipped)
     n_out: int
     red_size: int
-    mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
+    mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk);
+                              # 2: warp per 32 neighbouring outputs read in memory order
     chunk_len: int
     n_chunks: int
     narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
-    align: int                # packed: the data pointer mod 16 (the kernel's words are aligned)
+    align: int                # the data pointer mod 32 (packed words, mode 2's windows aligned)
+    out_strides: tuple        # per kept dim: its stride in the (row-major) output, elements
+    out_base: int             # output position of kept offset 0 (kept dims flipped)
+    groups: int               # mode 2: groups of 32 outputs per row of the innermost kept dim
+    o_head: int               # mode 1: idle units before output 0 (warps start on a sector)
     block: int
     memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
@@ -317,7 +322,9 @@ class CountPlan(typing.NamedTuple):
 
     @property
     def units(self) -> int:
-        return self.n_out * self.n_chunks
+        if self.mode == 2:
+            return self.n_out // self.kept_dims[-1][0] * self.groups
+        return (self.n_out + self.o_head) * self.n_chunks
 
     @property
     def atomic(self) -> bool:
@@ -325,7 +332,7 @@ class CountPlan(typing.NamedTuple):
 
     @property
     def grid(self) -> int:
-        per_block = NZ_WARPS if self.mode == 0 else NZ_BLOCK
+        per_block = NZ_BLOCK if self.mode == 1 else NZ_WARPS
         return -(-self.units // per_block)
 
 
@@ -365,13 +372,23 @@ def count_offset_bound(mode, kept_dims, red_dims, itemsize) -> int:
 
 
 def count_dims(shape, strides, axes, kept_axes):
-    """``(kept_dims, red_dims, base)`` of plan_count: the kept dims merged (order kept), the
-    reduced ones normalised (sorted by stride, flipped, merged; ``base``: bytes added to x)."""
-    kept = _layout.merge(_layout.drop_unit(_layout.dims_from(shape, strides, axes=kept_axes)))
+    """``(kept_dims, red_dims, base, out_strides, out_base)`` of plan_count: both sides
+    normalised (flipped to positive strides, sorted by stride, merged; ``base``: bytes added to
+    x), the kept dims with their strides in the row-major output, so that outputs are read in
+    memory order whatever the kept axes' order (a permuted input's outputs would otherwise be
+    whole sectors apart)."""
+    out_st = _layout.row_major_strides([shape[a] for a in kept_axes])
+    full = [0] * len(shape)
+    for a, st in zip(kept_axes, out_st):
+        full[a] = st
+    kept, kb = _layout.normalize(_layout.dims_from(shape, strides, full, axes=kept_axes),
+                                 nops=2)
     kept_dims = tuple((d.size, d.strides[0]) for d in reversed(kept)) or ((1, 0),)
+    out_strides = tuple(d.strides[1] for d in reversed(kept)) or (0,)
     red, base = _layout.normalize(_layout.dims_from(shape, strides, axes=axes))
     red_dims = tuple((d.size, d.strides[0]) for d in reversed(red)) or ((1, 0),)
-    return kept_dims, red_dims, int(base[0]) if base else 0
+    return (kept_dims, red_dims, (int(base[0]) if base else 0) + int(kb[0]), out_strides,
+            int(kb[1]))
 
 
 def count_dims_contiguous(shape, axes, itemsize):
@@ -381,13 +398,15 @@ def count_dims_contiguous(shape, axes, itemsize):
     outer, group, inner = _layout.run_sizes(shape, axes[0], axes[-1] + 1)
     if group == 1:     # the kept dims are neighbours in memory: one
         n = outer * inner
-        return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0
-    kept = []
+        return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0, (1 if n > 1 else 0,), 0
+    kept, out = [], []
     if outer > 1:
         kept.append((outer, group * inner * itemsize))
+        out.append(inner)
     if inner > 1:
         kept.append((inner, itemsize))
-    return tuple(kept) or ((1, 0),), ((group, inner * itemsize),), 0
+        out.append(1)
+    return tuple(kept) or ((1, 0),), ((group, inner * itemsize),), 0, tuple(out) or (0,), 0
 
 
 def c_contiguous(shape, strides, itemsize) -> bool:
@@ -409,9 +428,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     axes = tuple(sorted(map(int, axes)))
     kept_axes = [i for i in range(len(shape)) if i not in axes]
     if axes[-1] - axes[0] + 1 == len(axes) and c_contiguous(shape, strides, itemsize):
-        kept_dims, red_dims, base = count_dims_contiguous(shape, axes, itemsize)
+        kept_dims, red_dims, base, out_strides, out_base = count_dims_contiguous(
+            shape, axes, itemsize)
     else:
-        kept_dims, red_dims, base = count_dims(shape, strides, axes, kept_axes)
+        kept_dims, red_dims, base, out_strides, out_base = count_dims(shape, strides, axes,
+                                                                      kept_axes)
     if len(kept_dims) > MAX_DIMS or len(red_dims) > MAX_DIMS:
         raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
                          f"{MAX_DIMS} reduced dimensions after merging; this layout has "
@@ -423,7 +444,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     # a warp per output reads the reduced range 32 consecutive positions a round: best when the
     # reduced dims hold the smallest stride (or there is one output); else a thread per output,
     # lanes on consecutive outputs.
-    if n_out == 1 or (red_size >= 32 and (kept_inner == 0 or 0 < red_inner <= kept_inner)):
+    groups = 0
+    if runs_in_memory_order(kept_dims, red_dims, n_out, itemsize):
+        mode, n_chunks, chunk_len = 2, 1, red_size
+        groups = -(-kept_dims[-1][0] // 32)
+    elif n_out == 1 or (red_size >= 32 and (kept_inner == 0 or 0 < red_inner <= kept_inner)):
         mode = 0
         target = sm_count * (max_threads_per_sm // 32) * 2            # warps for ~2 waves
         min_chunk = max(1024, 8192 // itemsize)                       # atomics stay <= 1 %
@@ -436,16 +461,38 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         n_chunks = max(1, min(-(-target // n_out), -(-red_size // 256)))
         chunk_len = -(-red_size // n_chunks)
     n_chunks = -(-red_size // chunk_len)
+    o_head = 0
+    if mode == 1 and len(kept_dims) == 1 and kept_dims[0][1] == itemsize <= 2:
+        # lanes on neighbouring outputs of 1-/2-byte types: a warp's 32 start on a sector
+        a = (int(base_address) + base) % 32
+        o_head = 0 if a % itemsize else a // itemsize
 
-    units = n_out * n_chunks
+    units = (n_out + o_head) * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
+            or abs(out_base) + _spanb(zip((n for n, _ in kept_dims), out_strides)) > _I32_MAX
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
     return _new_count_plan((
         shape, strides, axes, itemsize, wide, bool(force_64bit), kept_dims, red_dims, base,
         n_out, red_size, mode, chunk_len, n_chunks,
         narrow_loads(shape, strides, itemsize, base_address),
-        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {}))
+        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 32, out_strides,
+        out_base, groups, o_head, NZ_BLOCK, {}))
+
+
+#: mode 2's longest run of one output (bytes): longer runs read well a warp per output
+RUN_IN_ORDER_BYTES = 128
+
+
+def runs_in_memory_order(kept_dims, red_dims, n_out, itemsize) -> bool:
+    """Mode 2: one contiguous reduced run per output, shorter than RUN_IN_ORDER_BYTES, the
+    runs of the innermost kept dim side by side (its stride = the run's bytes). Lanes on
+    outputs would read each sector once per element of a run; a warp per output would leave
+    most lanes idle and split the sectors of runs that do not start on one."""
+    if n_out == 1 or len(red_dims) != 1 or red_dims[0][1] != itemsize:
+        return False
+    run = red_dims[0][0] * itemsize
+    return run <= RUN_IN_ORDER_BYTES and kept_dims[-1][1] == run
 
 
 #: plans from every field's value, in order, memo included (the named tuples' generated
