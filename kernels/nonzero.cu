@@ -507,7 +507,7 @@ nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* sta
 // It is read in memory order (slot e: j = e % K along m over consecutive lanes, q = e / K over
 // the inner dims), each nonzero setting bit j * I + q (its tile-local row-major index) of a
 // shared mask; then the mask is compacted and written in row-major order, NZ_BLOCK * ITEMS
-// bits a round. The count pass only counts (ballots).
+// bits a round. The count pass only counts (popc and a shuffle sum).
 // Mask bits compacted per thread and round: at most 8 (ITEMS values held across a barrier; 16
 // would need more than the 64 registers of 50% occupancy).
 template <typename T> struct nz_t_items {
@@ -647,8 +647,31 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
                     mk <<= G;
                 }
             }
-        } else {   // a short unit, a run's last partial column, or one crossing a row of
-                   // the last inner dim: a load at a time
+        } else if (nv == (nz_u32)V) {
+            // whole columns, rmax not a multiple of UNROLL or a unit crossing a row of the
+            // last inner dim: up to 4 loads in flight (predicated: no load past rmax)
+            constexpr int B = 4;
+            for (nz_u32 r = 0; r < rmax; r += B) {
+                nz_u32 w[B];
+#pragma unroll
+                for (int k = 0; k < B; ++k) {
+                    const nz_u32 rr = r + (nz_u32)k;
+                    w[k] = 0u;
+                    if (rr < rmax) {
+                        const char* ar = lin ? a + (off_t)rr * step
+                                             : xt + (off_t)j * t.sm
+                                               + nz_offset<Wide>((idx_t)(qg + (rr << gs)),
+                                                                 idiv, istr, inner);
+                        w[k] = nz_t_column<T, V>(ar, (nz_u32)V, p.narrow_loads != 0);
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < B; ++k) {
+                    nz_t_add_bits<T, V>(bits, w[k], mk);
+                    mk <<= G;
+                }
+            }
+        } else {   // a run's last partial column (nv < V): a load at a time
 #pragma unroll 1
             for (nz_u32 r = 0; r < rmax; ++r, mk <<= G) {
                 const char* ar = lin ? a + (off_t)r * step

@@ -260,7 +260,7 @@ struct nz_params {
     nz_i32 layout;
     nz_i32 index_bytes;                     // 4 or 8: int32/uint32 or int64/uint64 output
     nz_i32 stats_on;                        // 1: look-back statistics into `stats` (tests)
-    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words (see nz_is_nonzero)
+    nz_i32 narrow_loads;                    // 1: complex64 / complex128 read as two halves (see nz_is_nonzero)
     nz_i32 vec;                             // 1: packed path (one contiguous run of a 1-/2-byte type)
     nz_i32 head;                            // packed: elements between the 16-byte boundary below x and x
     nz_i32 pad0;
@@ -302,7 +302,7 @@ struct nz_count_params {
     nz_i32 red_ndim;
     nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk); 2: a warp per 32 outputs
     nz_i32 atomic;                          // 1: several chunks add into a zeroed output
-    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words
+    nz_i32 narrow_loads;                    // 1: complex64 / complex128 read as two halves
     nz_i32 vec;                             // 1: packed path (contiguous reduced run, 1-/2-byte type, mode 0)
     nz_i32 align;                           // x's address mod 32 (before base)
     nz_i32 o_head;                          // mode 1: idle units before output 0 (its sector's start)

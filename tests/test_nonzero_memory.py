@@ -47,7 +47,7 @@ def _layouts(dtype, rng, density):
         f"F({n},{n // 16})": (_make((n // 16, n), dtype, density, rng).T, words(n * s)),
         "F(40,500)": (_make((500, 40), dtype, density, rng).T, words(40 * s)),
         "F(2,4096)": (_make((4096, 2), dtype, density, rng).T, 0),
-        "F(8,2048)": (_make((2048, 8), dtype, density, rng).T, 0),   # runs < 32 bytes
+        "F(8,2048)": (_make((2048, 8), dtype, density, rng).T, words(8 * s)),  # runs < 32 B
         "reversed_F": (_make((n // 4, 64), dtype, density, rng).T[::-1, ::-1], 0),
         "permuted": (_make((32, 8, 32), dtype, density, rng).transpose(1, 2, 0), words(32)),
         "inner_1": (_make((3, 1, 1024), dtype, density, rng).transpose(2, 1, 0)[:, :, :1], None),

@@ -345,9 +345,16 @@ def test_memory_order_tiles_schedules(be, sched):
 def test_memory_order_plan():
     """The memory-innermost dim, K (runs of 32..128 bytes, a power of two) and the tiles."""
     from cupyops.ops.nonzero import plan as P
-    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64)
+    # off a sector: runs of 128 bytes (1.25 requests a sector)
+    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64, base_address=16)
     m, k, inner, chunks = p.tr[:4]
     assert (m, k, inner, chunks) == (0, 32, 1024, 8) and p.num_tiles == 8
+    # on a sector: runs down to 32 bytes while there are fewer than T_TILES_GOAL tiles, tiles
+    # of 16384 elements or more
+    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64)
+    assert p.tr[:4] == (0, 16, 1024, 16) and p.num_tiles == 16
+    p = P.plan_coordinates((1024, 4096), (4, 4096), 4, np.int64)
+    assert p.tr[:4] == (0, 8, 4096, 128) and p.num_tiles == 128
     p = P.plan_coordinates((16, 64, 256), (256, 1, 1024), 1, np.int64)   # permuted
     assert p.tr[:4] == (1, 64, 256, 1) and p.num_tiles == 16
     assert not P.plan_coordinates((256, 1024), (1024, 1), 1, np.int64).tr   # C order

@@ -152,6 +152,7 @@ def packed_run(dims, itemsize) -> bool:
 
 
 T_BITS = 131072         # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
+T_TILES_GOAL = 512      # nonzero_tiles_t: tiles (blocks) wanted, about 4 per SM
 
 
 def transposed_tiles(read, itemsize, base_address=0) -> tuple:
@@ -161,7 +162,8 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     along m times the I elements of the dims after m, read in memory order: runs of
     K * itemsize bytes, at least one 32-byte sector or all of m (at most 128 bytes), with
     K * I <= T_BITS (the tile's shared mask). ``vec``: 2, a 1- or 2-byte type read as aligned
-    4-byte words along m (stride +itemsize, runs of a sector or more, the data pointer and
+    4-byte words along m (stride +itemsize, runs of a sector or more, or all of m in 8 bytes
+    or more: two words or more a column, so a unit is at most 16 loads; the data pointer and
     every other stride multiples of 4 bytes), 4 or 2 elements a load; 0, one element a load."""
     itemsize = int(itemsize)
     if len(read) < 2:
@@ -177,9 +179,21 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     # a run shorter than a sector is fine when it is all of m: no other tile reads its sectors
     if (k * itemsize < 32 and k < nm) or k * inner > T_BITS:
         return ()
+    # few tiles (one block each) leave SMs idle: shorter runs where they still start on a
+    # sector (the data pointer and the other strides multiples of 32 bytes; off a sector, a
+    # 32-byte run is 2 requests a sector, 128 bytes 1.25)
+    pre = math.prod(n for n, _ in read[:m])
+    aligned = int(base_address) % 32 == 0 and all(s % 32 == 0 for i, (_, s) in enumerate(read)
+                                                  if i != m)
+    # (tiles of 16384 elements or more: a small input's tiles would spend more requests on
+    # the look-back's status words than on its data)
+    while (aligned and k // 2 * itemsize >= 32 and k // 2 * inner >= 16384
+           and pre * -(-nm // k) < T_TILES_GOAL):
+        k //= 2
     # 4-byte words: 8 loads of 4 bytes in flight a thread, and a warp-wide load of 1-byte
     # elements spans 128 bytes, not one sector (a run off a sector boundary: 2 requests a sector)
-    vec = 2 if (itemsize in (1, 2) and read[m][1] == itemsize and k * itemsize >= 32
+    vec = 2 if (itemsize in (1, 2) and read[m][1] == itemsize
+                and (k * itemsize >= 32 or (k >= nm and k * itemsize >= 8))
                 and k * itemsize % 4 == 0 and int(base_address) % 4 == 0
                 and all(s % 4 == 0 for i, (_, s) in enumerate(read) if i != m)) else 0
     return (m, k, inner, -(-nm // k), vec)
@@ -240,8 +254,8 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
     """:func:`plan_coordinates` of a C-contiguous input (the array's own int ``shape`` and
     ``strides``; size > 0, ndim >= 1), a first call's planner (cupyops.ops.nonzero.launch._plan):
     its elements are one reading run, so the packed path is the 1-/2-byte types', no
-    transposed tiles, narrow loads only off an 8-byte boundary, and the largest offset is the
-    last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
+    transposed tiles, narrow loads only off the itemsize boundary (8 or 16), and the largest
+    offset is the last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
     size = math.prod(shape)
     if size <= 0 or not shape or len(shape) > MAX_OUT_NDIM:
         return plan_coordinates(shape, strides, itemsize, index_dtype,
