@@ -647,23 +647,17 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
                     mk <<= G;
                 }
             }
-        } else if (nv == (nz_u32)V) {
-            // whole columns, rmax not a multiple of UNROLL or a unit crossing a row of the
-            // last inner dim: up to 4 loads in flight (predicated: no load past rmax)
+        } else if (lin && nv == (nz_u32)V) {
+            // whole columns, rmax not a multiple of UNROLL: up to 4 loads in flight
+            // (predicated: no load past rmax)
             constexpr int B = 4;
             for (nz_u32 r = 0; r < rmax; r += B) {
                 nz_u32 w[B];
 #pragma unroll
                 for (int k = 0; k < B; ++k) {
                     const nz_u32 rr = r + (nz_u32)k;
-                    w[k] = 0u;
-                    if (rr < rmax) {
-                        const char* ar = lin ? a + (off_t)rr * step
-                                             : xt + (off_t)j * t.sm
-                                               + nz_offset<Wide>((idx_t)(qg + (rr << gs)),
-                                                                 idiv, istr, inner);
-                        w[k] = nz_t_column<T, V>(ar, (nz_u32)V, p.narrow_loads != 0);
-                    }
+                    w[k] = rr < rmax ? nz_t_column<T, V>(a + (off_t)rr * step, (nz_u32)V,
+                                                         p.narrow_loads != 0) : 0u;
                 }
 #pragma unroll
                 for (int k = 0; k < B; ++k) {
@@ -671,7 +665,8 @@ __device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_param
                     mk <<= G;
                 }
             }
-        } else {   // a run's last partial column (nv < V): a load at a time
+        } else {   // a run's last partial column (nv < V), or a unit crossing a row of the
+                   // last inner dim: a load at a time
 #pragma unroll 1
             for (nz_u32 r = 0; r < rmax; ++r, mk <<= G) {
                 const char* ar = lin ? a + (off_t)r * step
