@@ -984,7 +984,8 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
         const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
         if (g >= (idx_t)p.units) return;
         const nz_count_unit<Wide> u(x, p, g);
-        if (u.o >= (idx_t)p.n_out) return;   // before output 0 (o_head: wrapped)
+        // before output 0 (o_head: wrapped) or past the last (a chunk is whole warps)
+        if (u.o >= (idx_t)p.n_out) return;
         nz_u64 acc = 0;
         if (p.red_ndim == 1) {
             // one reduced dim: step a pointer instead of dividing out each position

@@ -211,8 +211,8 @@ def _emulate_count(x, cp):
         elif cp.mode == 0:
             units.append(divmod(g, cp.n_chunks))
         else:
-            c, o = divmod(g, cp.n_out + cp.o_head)
-            if o >= cp.o_head:
+            c, o = divmod(g, cp.split)
+            if cp.o_head <= o < cp.o_head + cp.n_out:
                 units.append((o - cp.o_head, c))
     for o, c in units:
         for j in range(c * cp.chunk_len, min((c + 1) * cp.chunk_len, cp.red_size)):
@@ -248,8 +248,10 @@ def test_count_plan_modes_and_chunks():
     small = P.plan_count((5, 3), (12, 4), 4, (0,))
     assert small.mode == 1 and small.n_chunks == 1 and not small.atomic
     # short contiguous runs side by side: a warp per 32 outputs, read in memory order
-    runs = P.plan_count((5, 3), (12, 4), 4, (1,))
-    assert runs.mode == 2 and runs.groups == 1 and runs.units == 1 and not runs.atomic
+    runs = P.plan_count((64, 3), (12, 4), 4, (1,))
+    assert runs.mode == 2 and runs.groups == 2 and runs.units == 2 and not runs.atomic
+    assert P.plan_count((5, 3), (12, 4), 4, (1,)).mode == 1     # a row of 60 bytes: mode 1
+    assert P.plan_count((64, 100), (100, 1), 1, (1,)).mode == 0  # 1-byte runs of 64+: packed
     # kept dims in memory order, mapped back to the row-major output (a permuted input)
     perm = np.zeros((8, 4, 6), np.int8).transpose(1, 2, 0)          # shape (4, 6, 8)
     pp = P.plan_count(perm.shape, perm.strides, 1, (0,))
@@ -258,7 +260,10 @@ def test_count_plan_modes_and_chunks():
     assert PP.count_params(cols)["out_mapped"] == 0
     # 1-byte outputs side by side: a warp's 32 start on a sector (o_head idle units first)
     hd = P.plan_count((64, 4096), (4096, 1), 1, (0,), base_address=256 + 16)
-    assert hd.mode == 1 and hd.o_head == 16 and hd.units == (4096 + 16) * hd.n_chunks
+    assert hd.mode == 1 and hd.o_head == 16 and hd.n_chunks == 1 and hd.split == 4096 + 16
+    ch = P.plan_count((4096, 64), (64, 1), 1, (0,), base_address=256 + 16)
+    assert ch.mode == 1 and ch.o_head == 16 and ch.n_chunks > 1
+    assert ch.split == 96 and ch.units == 96 * ch.n_chunks       # every chunk whole warps
     neg = np.zeros((6, 7), np.int8)[::-1, ::-1]
     cn = P.plan_count(neg.shape, neg.strides, 1, (0, 1))
     assert cn.base == -41 and cn.red_dims == ((42, 1),)
@@ -326,8 +331,7 @@ def _fill_count_params(plan):
             n, s = dims[i] if i < len(dims) else (1, 0)
             p[f"{side}_div"][i] = PP.fastdiv(n)
             p[f"{side}_stride"][i] = s
-    p["split_div"] = PP.fastdiv({0: plan.n_chunks, 1: plan.n_out + plan.o_head,
-                                 2: plan.groups}[plan.mode])
+    p["split_div"] = PP.fastdiv({0: plan.n_chunks, 1: plan.split, 2: plan.groups}[plan.mode])
     for name in ("n_out", "red_size", "chunk_len", "n_chunks", "units", "base", "mode",
                  "atomic", "narrow_loads", "vec", "align", "o_head", "out_base"):
         p[name] = int(getattr(plan, name))

@@ -156,7 +156,7 @@ def count_params(plan) -> np.void:
         identity = plan.out_base == 0 and all(
             kept[i][0] == 1 or o == math.prod(n for n, _ in kept[i + 1:])
             for i, o in enumerate(plan.out_strides))
-        split = {0: plan.n_chunks, 1: plan.n_out + plan.o_head, 2: plan.groups}[plan.mode]
+        split = {0: plan.n_chunks, 1: plan.split, 2: plan.groups}[plan.mode]
         p = plan.memo["params"] = NZ_COUNT_PARAMS.pack((
             [n for n, _ in kept], [s for _, s in kept], [n for n, _ in red], [s for _, s in red],
             split, plan.n_out, plan.red_size, plan.chunk_len, plan.n_chunks, plan.units,

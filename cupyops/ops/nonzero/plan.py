@@ -328,6 +328,7 @@ class CountPlan(typing.NamedTuple):
     out_base: int             # output position of kept offset 0 (kept dims flipped)
     groups: int               # mode 2: groups of 32 outputs per row of the innermost kept dim
     o_head: int               # mode 1: idle units before output 0 (warps start on a sector)
+    split: int                # mode 1: units a chunk (n_out + o_head, whole warps when aligned)
     block: int
     memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
@@ -338,7 +339,7 @@ class CountPlan(typing.NamedTuple):
     def units(self) -> int:
         if self.mode == 2:
             return self.n_out // self.kept_dims[-1][0] * self.groups
-        return (self.n_out + self.o_head) * self.n_chunks
+        return self.split * self.n_chunks
 
     @property
     def atomic(self) -> bool:
@@ -475,13 +476,15 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         n_chunks = max(1, min(-(-target // n_out), -(-red_size // 256)))
         chunk_len = -(-red_size // n_chunks)
     n_chunks = -(-red_size // chunk_len)
-    o_head = 0
+    o_head, split = 0, n_out
     if mode == 1 and len(kept_dims) == 1 and kept_dims[0][1] == itemsize <= 2:
-        # lanes on neighbouring outputs of 1-/2-byte types: a warp's 32 start on a sector
+        # lanes on neighbouring outputs of 1-/2-byte types: a warp's 32 start on a sector,
+        # every chunk's (a chunk is whole warps)
         a = (int(base_address) + base) % 32
         o_head = 0 if a % itemsize else a // itemsize
+        split = -(-(n_out + o_head) // 32) * 32 if n_chunks > 1 else n_out + o_head
 
-    units = (n_out + o_head) * n_chunks
+    units = split * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
             or abs(out_base) + _spanb(zip((n for n, _ in kept_dims), out_strides)) > _I32_MAX
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
@@ -491,7 +494,7 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         n_out, red_size, mode, chunk_len, n_chunks,
         narrow_loads(shape, strides, itemsize, base_address),
         mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 32, out_strides,
-        out_base, groups, o_head, NZ_BLOCK, {}))
+        out_base, groups, o_head, split, NZ_BLOCK, {}))
 
 
 #: mode 2's longest run of one output (bytes): longer runs read well a warp per output
@@ -506,7 +509,11 @@ def runs_in_memory_order(kept_dims, red_dims, n_out, itemsize) -> bool:
     if n_out == 1 or len(red_dims) != 1 or red_dims[0][1] != itemsize:
         return False
     run = red_dims[0][0] * itemsize
-    return run <= RUN_IN_ORDER_BYTES and kept_dims[-1][1] == run
+    # (1-/2-byte types read a byte or two a lane here: mode 0's packed words from 64 bytes;
+    # a row of the kept dim under 128 bytes would spend a warp's set-up on a few bytes)
+    longest = RUN_IN_ORDER_BYTES if itemsize > 2 else RUN_IN_ORDER_BYTES // 2
+    return (run <= longest and kept_dims[-1][1] == run
+            and kept_dims[-1][0] * run >= RUN_IN_ORDER_BYTES)
 
 
 #: plans from every field's value, in order, memo included (the named tuples' generated
