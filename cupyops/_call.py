@@ -124,11 +124,11 @@ def key(x, device, workspace, out, *args):
         if _argreduce_plan.PLAN_OPTIONS:
             return None
         return (args, kinds, x.shape, x.strides, x.dtype, (device, env, _env_simt_cxx()),
-                type(workspace), numpy_data_ptr(x) % 16, force_64bit.get())
+                type(workspace), numpy_data_ptr(x) % 32, force_64bit.get())
     if library_of_type(t) != "cupy" or _argreduce_plan.PLAN_OPTIONS:
         return None
     return (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
-            x.data.ptr % 16, x.data.device_id, force_64bit.get())
+            x.data.ptr % 32, x.data.device_id, force_64bit.get())
 
 
 #: argument types for which a public function builds its NumPy-path key inline

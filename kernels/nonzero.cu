@@ -1,4 +1,4 @@
-// nonzero.cu — the nonzero family: coordinates of the nonzero elements (argwhere, nonzero,
+// nonzero.cu - the nonzero family: coordinates of the nonzero elements (argwhere, nonzero,
 // nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
 //
 // Kernels (all launched with NZ_BLOCK = 256 threads):
@@ -13,8 +13,8 @@
 //       NZ_MODE_FIXED (size=k, one pass, no host read): tile ids come from an atomic counter
 //         (so every tile a block waits on belongs to a block already running: no schedule can
 //         deadlock); a tile posts its aggregate, finds its offset by a decoupled look-back over
-//         the status words of its predecessors (warp 0: the 4 nearest first — one 32-byte
-//         sector — then 32 per step; a 64-bit word packs flag and value), posts its inclusive
+//         the status words of its predecessors (warp 0: the 4 nearest first - one 32-byte
+//         sector - then 32 per step; a 64-bit word packs flag and value), posts its inclusive
 //         prefix and writes rows < k. Ids past the input tiles are fill tiles: they wait for
 //         the last tile's inclusive prefix (= count) and write fill_value into rows
 //         [count, k). The last tile stores count to count_out.
@@ -34,17 +34,20 @@
 //     Layouts: NZ_LAYOUT_ROWS writes (count, ndim) row-major (argwhere, nonzero_coordinates);
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
-//     store) — int32/uint32 and int64/uint64 share their bit patterns for the values written.
+//     store) - int32/uint32 and int64/uint64 share their bit patterns for the values written.
 //   nonzero_tiles_t<T, Wide>(same arguments)
 //     The same three modes for inputs whose memory-innermost reading dim m (stride of one
 //     element, either sign) is not the last one (F-order, transposed, permuted), where
 //     nonzero_tiles' warps would touch a sector per lane. A tile is K = 2^tr_kshift indices
-//     along m (K * sizeof(T) = 32..128 bytes) times all tr_inner = I elements of the dims after
-//     m: a contiguous range of the row-major order, so the look-back and the writes are
-//     nonzero_tiles'. It is read in memory order (consecutive lanes along m), the nonzeros
-//     marked in a shared bit mask at their tile-local row-major index, then compacted and
-//     written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K >= 32 bytes
-//     and K * I <= NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
+//     along m (K * sizeof(T) = 32..128 bytes, or all of m) times all tr_inner = I elements of
+//     the dims after m: a contiguous range of the row-major order, so the look-back and the
+//     writes are nonzero_tiles'. It is read in memory order (consecutive lanes along m, a
+//     thread gathering the bits of 32 inner indices of its column in a register, UNROLL loads
+//     in flight: nz_t_read_units; 1- and 2-byte types as 4-byte words where aligned,
+//     params.tr_vec == 2), the bits marked in a shared mask at their tile-local row-major
+//     index (one atomicOr per row and 32 elements, swizzled words: nz_t_word), then compacted
+//     and written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K * I <=
+//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
 //   count_nonzero_axes<T, Wide>(x, params, out)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
@@ -258,6 +261,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
 }
 
 // Fill tile f (FIXED): rows [max(count, f * fill_rows), min((f + 1) * fill_rows, k)).
+template <bool Align>
 __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void* out,
                              nz_u64* s_bcast)
 {
@@ -275,12 +279,15 @@ __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void*
     if (lo < total) lo = total;
     if (lo >= hi) return;
     const nz_u64 ndim = (nz_u64)p.out_ndim;
-    for (nz_u64 e = lo * ndim + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
-        nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
+    // (Align: nonzero_tiles_t) from the sector holding entry lo * ndim, so that each warp-wide
+    // store covers whole sectors (nonzero_tiles keeps its registers: ptxas spills it on sm_100)
+    const nz_u64 first = lo * ndim, spe = Align ? (nz_u64)(32 / p.index_bytes) : 1ull;
+    for (nz_u64 e = (first & ~(spe - 1ull)) + threadIdx.x; e < hi * ndim; e += NZ_BLOCK)
+        if (e >= first) nz_store_index(out, e, (nz_u64)p.fill, p.index_bytes);
 }
 
 // Write `nrows` staged rows of a tile (tile-local indices in s_stage) from output row `row0`.
-template <bool Wide>
+template <bool Wide, bool Align>
 __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
                                               typename nz_index<Wide>::idx tile_base,
                                               const nz_u16* s_stage, nz_u64 row0, nz_u32 nrows)
@@ -290,7 +297,12 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // the tile's rows are one contiguous range of row-major (count, ndim) entries
         const nz_u32 nflat = nrows * (nz_u32)p.out_ndim;
         const nz_u64 base = row0 * (nz_u64)p.out_ndim;
-        for (nz_u32 e = threadIdx.x; e < nflat; e += NZ_BLOCK) {
+        // (Align: nonzero_tiles_t) entries of base's sector before base (`lead`) are skipped,
+        // so that each warp-wide store covers whole 32-byte sectors (one more per warp otherwise)
+        const nz_u32 lead = Align ? (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1) : 0u;
+        for (nz_u32 e0 = threadIdx.x; e0 < nflat + lead; e0 += NZ_BLOCK) {
+            if (e0 < lead) continue;
+            const nz_u32 e = e0 - lead;
             const nz_u32 r = nz_div(e, p.ndim_div);
             const int col = (int)(e - r * (nz_u32)p.out_ndim);
             const idx_t L = tile_base + (idx_t)s_stage[r];
@@ -300,7 +312,10 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
         // (ndim, count): column c of the tile is a contiguous range of row c
         for (int col = 0; col < p.out_ndim; ++col) {
             const nz_u64 base = (nz_u64)col * (nz_u64)p.row_stride + row0;
-            for (nz_u32 r = threadIdx.x; r < nrows; r += NZ_BLOCK) {
+            const nz_u32 lead = Align ? (nz_u32)base & (nz_u32)(32 / p.index_bytes - 1) : 0u;
+            for (nz_u32 r0 = threadIdx.x; r0 < nrows + lead; r0 += NZ_BLOCK) {
+                if (r0 < lead) continue;
+                const nz_u32 r = r0 - lead;
                 const idx_t L = tile_base + (idx_t)s_stage[r];
                 nz_store_index(out, base + r, nz_coordinate<Wide>(p, L, col), p.index_bytes);
             }
@@ -388,7 +403,7 @@ __device__ __forceinline__ void nz_read_staged(nz_u32 (&vals)[ITEMS], const nz_u
 // warps' entries go to block order (this thread's vals, nz_read_staged, to slots wexcl + i;
 // `add` turns a warp-local index tile-local), then out (nz_write_rows), the staged indices
 // counting from logical index tile_base + first. Every thread must have read its entries.
-template <bool Wide, int ITEMS>
+template <bool Wide, bool Align, int ITEMS>
 __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
                                               typename nz_index<Wide>::idx tile_base,
                                               nz_u32 first, nz_u16* s_stage,
@@ -407,8 +422,8 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
         const nz_u64 k = (nz_u64)p.k;
         nrows = row >= k ? 0u : (k - row < (nz_u64)count ? (nz_u32)(k - row) : count);
     }
-    nz_write_rows<Wide>(p, out, tile_base + (typename nz_index<Wide>::idx)first, s_stage, row,
-                        nrows);
+    nz_write_rows<Wide, Align>(p, out, tile_base + (typename nz_index<Wide>::idx)first, s_stage,
+                               row, nrows);
 }
 
 // ------------------------------------------------------------------ nonzero_tiles
@@ -432,7 +447,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
 
     const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
-        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        nz_fill_tile<false>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
 
@@ -471,7 +486,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
                                        lane, stage);
     if (!stage) return;
     __syncthreads();   // everyone has read its warp-local entries
-    nz_place_rows<Wide>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
+    nz_place_rows<Wide, false>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
                         (nz_u32)(warp * WARP_ITEMS), excl, cnt, lane);
 }
 
@@ -492,7 +507,7 @@ nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* sta
 // It is read in memory order (slot e: j = e % K along m over consecutive lanes, q = e / K over
 // the inner dims), each nonzero setting bit j * I + q (its tile-local row-major index) of a
 // shared mask; then the mask is compacted and written in row-major order, NZ_BLOCK * ITEMS
-// bits a round. The count pass only counts (ballots).
+// bits a round. The count pass only counts (popc and a shuffle sum).
 // Mask bits compacted per thread and round: at most 8 (ITEMS values held across a barrier; 16
 // would need more than the 64 registers of 50% occupancy).
 template <typename T> struct nz_t_items {
@@ -535,6 +550,149 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
     return t;
 }
 
+// Mask word w's place in s_bits: the rows j of a tile lie I / 32 words apart, often a multiple of
+// 32, which would put every lane's atomic on one bank; folding bits 5..14 of w into bits 0..4
+// spreads power-of-two strides over the banks (a permutation inside each 32-word group, so the
+// mask still fits its array and zeroing whole groups clears it).
+__device__ __forceinline__ nz_u32 nz_t_word(nz_u32 w)
+{
+    return w ^ (((w >> 5) ^ (w >> 10)) & 31u);
+}
+
+// A column of V = 4 / sizeof(T) elements along m at `a` (V > 1: the word path, p.tr_vec == 2),
+// in the layout of nz_wordtest: the top bit of element e's lane (bit 8 * S * e + 8 * S - 1) is
+// set iff it is nonzero. `nv` == V: one aligned 4-byte word; fewer (the run ends inside the
+// word), or V == 1 (bit 0), element by element.
+template <typename T, int V>
+__device__ __forceinline__ nz_u32 nz_t_column(const char* a, nz_u32 nv, bool narrow)
+{
+    constexpr int S = (int)sizeof(T);
+    if constexpr (V == 1) {
+        return nz_is_nonzero<T>(reinterpret_cast<const T*>(a), narrow) ? 1u : 0u;
+    } else {
+        if (nv == (nz_u32)V) return nz_wordtest<T>::bits(*reinterpret_cast<const nz_u32*>(a));
+        nz_u32 w = 0;
+        for (nz_u32 e = 0; e < nv; ++e)
+            if (nz_is_nonzero<T>(reinterpret_cast<const T*>(a + e * S), narrow))
+                w |= 1u << (8 * S * e + 8 * S - 1);
+        return w;
+    }
+}
+
+// Adds column word `w` (nz_t_column) to its rows' bits at mask `mk` (the load's bit).
+template <typename T, int V>
+__device__ __forceinline__ void nz_t_add_bits(nz_u32 (&bits)[V], nz_u32 w, nz_u32 mk)
+{
+    constexpr int S = (int)sizeof(T);
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+        if ((w >> (V == 1 ? 0 : 8 * S * e + 8 * S - 1)) & 1u) bits[e] |= mk;
+}
+
+template <typename T, bool Wide, int V>
+__device__ __forceinline__ nz_u32 nz_t_read_units(const char* xt, const nz_params& p,
+                                                  const nz_t_tile<Wide>& t, nz_u32* s_bits,
+                                                  bool stage, int lane)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    typedef typename nz_index<Wide>::off off_t;
+    constexpr int S = (int)sizeof(T);
+    constexpr int VS = V == 4 ? 2 : (V == 2 ? 1 : 0);   // log2 V
+    // loads in flight per thread: 16 KiB per SM or more at 1024 resident threads
+    constexpr int UNROLL = V > 1 ? 8 : (S == 1 ? 16 : (S <= 4 ? 8 : 4));
+    const int cs = t.ks - VS;                           // log2 C
+    const int ws = cs < 5 ? cs : 5, us = cs > 5 ? cs : 5;
+    const nz_u32 gs = 5u - (nz_u32)ws;                  // log2 G
+    const nz_u32 rn = 1u << ws;                         // loads a unit: 32 / G
+    const nz_u32 slots = ((t.I + 31u) >> 5) << us;
+    const int inner = p.in_ndim - t.m - 1;
+    const nz_fastdiv* idiv = p.in_div + t.m + 1;
+    const nz_i64* istr = p.in_stride + t.m + 1;
+    const nz_u32 nlast = (nz_u32)idiv[inner - 1].d;          // extent of the last inner dim
+    const off_t step = (off_t)istr[inner - 1] * (off_t)(1 << gs);   // bytes between a unit's loads
+    nz_u32 cnt = 0;
+    for (nz_u32 v = threadIdx.x; v < slots; v += NZ_BLOCK) {   // warp-uniform trip count
+        const nz_u32 j = (v & ((1u << cs) - 1u)) << VS;
+        const nz_u32 g = (v >> cs) & ((1u << gs) - 1u);
+        const nz_u32 q0 = (v >> us) << 5;
+        const nz_u32 qg = q0 + g;
+        const nz_u32 nv = j < t.kt ? (t.kt - j < (nz_u32)V ? t.kt - j : (nz_u32)V) : 0u;
+        // loads of this unit: r < rmax (inside I, a live column)
+        nz_u32 rmax = nv == 0u || qg >= t.I ? 0u : ((t.I - qg + (1u << gs) - 1u) >> gs);
+        rmax = rmax < rn ? rmax : rn;
+        // the unit's inner indices qg + r * G stay in one row of the last inner dim (always
+        // with one inner dim): addresses a + r * step, else an offset per load
+        const nz_u32 ql = qg - nz_div(qg, idiv[inner - 1]) * nlast;
+        const bool lin = inner == 1 || ql + ((rmax - 1u) << gs) < nlast;
+        const char* a = xt + (off_t)j * t.sm
+                        + nz_offset<Wide>((idx_t)(rmax != 0u ? qg : 0u), idiv, istr, inner);
+        nz_u32 bits[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) bits[e] = 0u;
+        const nz_u32 G = 1u << gs;
+        nz_u32 mk = 1u << g;                            // load r's bit: g + G * r
+        if (lin && nv == (nz_u32)V && (rmax & (UNROLL - 1)) == 0u) {
+            // the steady state: whole columns, UNROLL loads in flight
+            const char* ar = a;
+            for (nz_u32 r = 0; r < rmax; r += UNROLL) {
+                nz_u32 w[UNROLL];
+#pragma unroll
+                for (int k = 0; k < UNROLL; ++k) {
+                    w[k] = nz_t_column<T, V>(ar, (nz_u32)V, p.narrow_loads != 0);
+                    ar += step;
+                }
+#pragma unroll
+                for (int k = 0; k < UNROLL; ++k) {
+                    nz_t_add_bits<T, V>(bits, w[k], mk);
+                    mk <<= G;
+                }
+            }
+        } else if (lin && nv == (nz_u32)V) {
+            // whole columns, rmax not a multiple of UNROLL: up to 4 loads in flight
+            // (predicated: no load past rmax)
+            constexpr int B = 4;
+            for (nz_u32 r = 0; r < rmax; r += B) {
+                nz_u32 w[B];
+#pragma unroll
+                for (int k = 0; k < B; ++k) {
+                    const nz_u32 rr = r + (nz_u32)k;
+                    w[k] = rr < rmax ? nz_t_column<T, V>(a + (off_t)rr * step, (nz_u32)V,
+                                                         p.narrow_loads != 0) : 0u;
+                }
+#pragma unroll
+                for (int k = 0; k < B; ++k) {
+                    nz_t_add_bits<T, V>(bits, w[k], mk);
+                    mk <<= G;
+                }
+            }
+        } else {   // a run's last partial column (nv < V), or a unit crossing a row of the
+                   // last inner dim: a load at a time
+#pragma unroll 1
+            for (nz_u32 r = 0; r < rmax; ++r, mk <<= G) {
+                const char* ar = lin ? a + (off_t)r * step
+                                     : xt + (off_t)j * t.sm
+                                       + nz_offset<Wide>((idx_t)(qg + (r << gs)), idiv, istr,
+                                                         inner);
+                nz_t_add_bits<T, V>(bits, nz_t_column<T, V>(ar, nv, p.narrow_loads != 0), mk);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            cnt += __popc(bits[e]);
+            for (nz_u32 o = 1u << ws; o < 32u; o <<= 1)   // the G lanes of one column (C < 32)
+                bits[e] |= __shfl_xor_sync(NZ_FULL_MASK, bits[e], o);
+            if (stage && bits[e] != 0u && (cs >= 5 || lane < (1 << cs))) {
+                const nz_u32 L = (j + (nz_u32)e) * t.I + q0;
+                const nz_u32 sh = L & 31u;
+                atomicOr(&s_bits[nz_t_word(L >> 5)], bits[e] << sh);
+                if (sh != 0u && (bits[e] >> (32u - sh)) != 0u)
+                    atomicOr(&s_bits[nz_t_word((L >> 5) + 1u)], bits[e] >> (32u - sh));
+            }
+        }
+    }
+    return cnt;
+}
+
 // Step 3: compact the tile's mask (n bits in `words` words) SUB = NZ_BLOCK * ITEMS bits a
 // round (warp w: words w * ITEMS ..) and write the rows from output row `row`.
 template <typename T, bool Wide>
@@ -552,7 +710,7 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
 #pragma unroll
         for (int jj = 0; jj < ITEMS; ++jj) {
             const nz_u32 wi = (s0 >> 5) + (nz_u32)(warp * ITEMS + jj);
-            const nz_u32 b = wi < words ? s_bits[wi] : 0u;
+            const nz_u32 b = wi < words ? s_bits[nz_t_word(wi)] : 0u;
             run = nz_stage_ballot(b, true, (b >> lane) & 1u,
                                   (nz_u16)((warp * ITEMS + jj) * 32 + lane), stage_w, run, below);
         }
@@ -561,7 +719,8 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
         nz_u32 vals[ITEMS];
         nz_read_staged(vals, stage_w, run, lane);
         __syncthreads();
-        nz_place_rows<Wide>(p, out, tile_base, s0, s_stage, vals, run, wexcl, 0u, row, cnt, lane);
+        nz_place_rows<Wide, true>(p, out, tile_base, s0, s_stage, vals, run, wexcl, 0u, row, cnt,
+                                  lane);
         row += cnt;
         __syncthreads();   // s_stage and s_warp are reused by the next round
     }
@@ -601,72 +760,29 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {
-        nz_fill_tile(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
+        nz_fill_tile<true>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
     const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);
     const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
     if (stage) {
-        for (nz_u32 i = threadIdx.x; i < t.words; i += NZ_BLOCK) s_bits[i] = 0u;
+        // whole 32-word groups: nz_t_word permutes inside them
+        for (nz_u32 i = threadIdx.x; i < ((t.words + 31u) & ~31u); i += NZ_BLOCK) s_bits[i] = 0u;
         __syncthreads();
     }
     // 1. read in memory order; count, mark the nonzeros in the shared mask
-    const nz_u32 slots = t.K * t.I;
     nz_u32 cnt = 0;
     bool packed = false;
-    if constexpr (nz_wordtest<T>::ok) {
-        if (p.tr_vec) {   // 16-byte words of VEC elements along m, tested 4, 2 or 1 at a time
+    if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
+        if (p.tr_vec == 2) {
             packed = true;
-            constexpr int S = (int)sizeof(T);
-            constexpr nz_u32 VEC = 16 / S;
-            for (nz_u32 e0 = 0; e0 < slots; e0 += NZ_BLOCK * VEC) {
-                const nz_u32 e = e0 + threadIdx.x * VEC;
-                const nz_u32 q = e >> t.ks;
-                const nz_u32 j = e & (t.K - 1u);
-                if (q < t.I && j < t.kt) {
-                    const char* a = xt + (off_t)(j * S)
-                                    + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                                      p.in_stride + t.m + 1, p.in_ndim - t.m - 1);
-                    nz_u32 w[4];
-                    if (j + VEC <= t.kt) nz_load16(w, a);
-                    else nz_load16_part<T>(w, a, a, a + (t.kt - j) * S);   // the last chunk's end
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        w[k] = nz_wordtest<T>::bits(w[k]);
-                        cnt += __popc(w[k]);
-                    }
-                    if (stage) {
-#pragma unroll
-                        for (int v = 0; v < (int)VEC; ++v) {
-                            if ((w[(v * S) >> 2] >> (8 * ((v * S) & 3) + 8 * S - 1)) & 1u) {
-                                const nz_u32 L = (j + (nz_u32)v) * t.I + q;
-                                atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
-                            }
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+            cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, stage, lane);
         }
     }
-    for (nz_u32 e0 = 0; !packed && e0 < slots; e0 += NZ_BLOCK) {   // block-uniform trip count
-        const nz_u32 e = e0 + threadIdx.x;
-        const nz_u32 q = e >> t.ks;
-        const nz_u32 j = e & (t.K - 1u);
-        bool pred = false;
-        if (q < t.I && j < t.kt)
-            pred = nz_is_nonzero<T>(reinterpret_cast<const T*>(
-                       xt + (off_t)j * t.sm + nz_offset<Wide>((idx_t)q, p.in_div + t.m + 1,
-                                                            p.in_stride + t.m + 1, p.in_ndim - t.m - 1)),
-                       p.narrow_loads != 0);
-        cnt += __popc(__ballot_sync(NZ_FULL_MASK, pred));
-        if (stage && pred) {
-            const nz_u32 L = j * t.I + q;
-            atomicOr(&s_bits[L >> 5], 1u << (L & 31u));
-        }
-    }
+    if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, stage, lane);
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
     nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
                          s_warp, s_bcast, warp, lane);
 }
@@ -686,6 +802,19 @@ nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* s
 }
 
 // ------------------------------------------------------------------ count_nonzero
+// Output o's count into out: kept dims planned in memory order map o to its row-major
+// position through out_stride (identity when out_mapped is 0).
+template <bool Wide>
+__device__ __forceinline__ void nz_count_store(const nz_count_params& p, nz_i64* out,
+                                               typename nz_index<Wide>::idx o, nz_u64 acc)
+{
+    typedef typename nz_index<Wide>::off off_t;
+    const off_t pos = p.out_mapped
+        ? (off_t)p.out_base + nz_offset<Wide>(o, p.kept_div, p.out_stride, p.kept_ndim) : (off_t)o;
+    if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[pos]), acc);
+    else out[pos] = (nz_i64)acc;
+}
+
 // Work unit g = (output o, chunk c of the reduced range). mode 0 numbers units chunk-fastest
 // (a warp each), mode 1 output-fastest (a thread each, lanes on consecutive outputs).
 template <bool Wide>
@@ -701,8 +830,9 @@ struct nz_count_unit {
         const idx_t q = nz_div(g, p.split_div);
         idx_t c;
         if (p.mode == 0) { o = q; c = g - q * (idx_t)p.n_chunks; }
-        else             { c = q; o = g - q * (idx_t)p.n_out; }
-        off = nz_offset<Wide>(o, p.kept_div, p.kept_stride, p.kept_ndim);
+        else             { c = q; o = g - q * (idx_t)p.split_div.d - (idx_t)p.o_head; }
+        // (mode 1's idle units before output 0 wrap past n_out: no offset of theirs is formed)
+        off = nz_offset<Wide>(o < (idx_t)p.n_out ? o : 0, p.kept_div, p.kept_stride, p.kept_ndim);
         xo = x + off;
         const idx_t red_size = (idx_t)p.red_size;
         lo = c * (idx_t)p.chunk_len;
@@ -718,8 +848,7 @@ struct nz_count_unit {
 
     __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const
     {
-        if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[o]), acc);
-        else out[o] = (nz_i64)acc;
+        nz_count_store<Wide>(p, out, o, acc);
     }
 };
 
@@ -759,13 +888,62 @@ __device__ __forceinline__ nz_u64 nz_count_run_vec(const char* x, typename nz_in
     return nz_warp_sum_u64((nz_u64)acc);
 }
 
+// Mode 2: a warp counts 32 neighbouring outputs of a row of the innermost kept dim whose runs
+// (one contiguous reduced run each, R elements) lie side by side: the span of R * 32 elements
+// is read in memory order, 32 elements a window, windows aligned to 32 bytes (each read is
+// whole sectors), and lane t adds the bits of its output's run [t*R, t*R + R) from each
+// window's ballot. 8 windows in flight.
+template <typename T, bool Wide>
+__device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_params& p,
+                                                  nz_i64* out)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    constexpr int S = (int)sizeof(T);
+    const int lane = threadIdx.x & 31;
+    const idx_t g = (idx_t)blockIdx.x * NZ_WARPS + (idx_t)(threadIdx.x >> 5);
+    if (g >= (idx_t)p.units) return;   // warp-uniform
+    const idx_t row = nz_div(g, p.split_div);
+    const idx_t n_in = (idx_t)p.kept_div[p.kept_ndim - 1].d;
+    const idx_t c0 = (g - row * (idx_t)p.split_div.d) * 32;
+    const idx_t o0 = row * n_in + c0;
+    const int outs = n_in - c0 < 32 ? (int)(n_in - c0) : 32;
+    const int R = (int)p.red_size;
+    const typename nz_index<Wide>::off off = nz_offset<Wide>(o0, p.kept_div, p.kept_stride,
+                                                             p.kept_ndim);
+    const char* xs = x + off;
+    // elements before the span's first 32-byte boundary (0 where x is not aligned to S)
+    const int a = (p.align + (int)(p.base & 31) + (int)(off & 31)) & 31;
+    const int head = a % S ? 0 : a / S;
+    const int n = outs * R;
+    const int windows = (head + n + 31) >> 5;
+    const int lo = lane * R + head;           // lane's run in window coordinates
+    nz_u32 acc = 0;
+#pragma unroll 8
+    for (int k = 0; k < windows; ++k) {
+        // every lane loads (the window's first / last element past the span's ends): one
+        // load instruction a window, whole sectors of the span only
+        const int e = (k << 5) + lane - head;
+        const int ec = min(max(e, 0), n - 1);
+        const bool v = nz_is_nonzero<T>(reinterpret_cast<const T*>(xs + ec * S),
+                                        p.narrow_loads != 0);
+        const bool pred = v && e >= 0 && e < n;
+        const nz_u32 m = __ballot_sync(NZ_FULL_MASK, pred);
+        const int s = min(max(lo - (k << 5), 0), 32);
+        const int t = min(max(lo + R - (k << 5), 0), 32);
+        acc += __popc(m & (nz_u32)((1ull << t) - (1ull << s)));
+    }
+    if (lane < outs) nz_count_store<Wide>(p, out, o0 + (idx_t)lane, (nz_u64)acc);
+}
+
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
                                               nz_i64* out)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     const char* x = reinterpret_cast<const char*>(x_) + p.base;
-    if (p.mode == 0) {
+    if (p.mode == 2) {
+        nz_count_in_order<T, Wide>(x, p, out);
+    } else if (p.mode == 0) {
         // a warp per unit; the reduced range is read 32 consecutive positions a round
         const int lane = threadIdx.x & 31;
         const idx_t g = (idx_t)blockIdx.x * NZ_WARPS + (idx_t)(threadIdx.x >> 5);
@@ -806,6 +984,8 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
         const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
         if (g >= (idx_t)p.units) return;
         const nz_count_unit<Wide> u(x, p, g);
+        // before output 0 (o_head: wrapped) or past the last (a chunk is whole warps)
+        if (u.o >= (idx_t)p.n_out) return;
         nz_u64 acc = 0;
         if (p.red_ndim == 1) {
             // one reduced dim: step a pointer instead of dividing out each position
@@ -813,7 +993,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
             const off_t st = (off_t)p.red_stride[0];
             const char* q = u.xo + (off_t)u.lo * st;
             idx_t cnt = 0;
-#pragma unroll 4
+#pragma unroll 8
             for (idx_t j = u.lo; j < u.hi; ++j, q += st)
                 cnt += nz_is_nonzero<T>(reinterpret_cast<const T*>(q), p.narrow_loads != 0) ? 1u : 0u;
             acc = (nz_u64)cnt;

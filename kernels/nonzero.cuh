@@ -1,4 +1,4 @@
-// nonzero.cuh — helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
+// nonzero.cuh - helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
 // type, magic-number division, strided offsets and the parameter structs passed by value.
 // Included by nonzero.cu only, whose kernels cupyops/ops/nonzero/launch.py instantiates; the
 // templates here take the kernels' parameters: T (the value type) and Wide (64-bit indices).
@@ -22,7 +22,7 @@ typedef cuo::i64 nz_i64;
 #define NZ_BLOCK 256           // threads per block of every kernel of the family
 #define NZ_WARPS (NZ_BLOCK / 32)
 #define NZ_FULL_MASK 0xffffffffu
-#define NZ_T_BITS 65536        // nonzero_tiles_t: elements (bits of the shared mask) per tile, at most
+#define NZ_T_BITS 131072       // nonzero_tiles_t: elements (mask bits) per tile, at most
 
 // ------------------------------------------------------------------ compile-time helpers
 template <bool C, typename A, typename B> struct nz_select { typedef A type; };
@@ -44,8 +44,9 @@ template <typename T> struct nz_items {
 // subnormals are nonzero (CuPy compiles with -ftz=true, under which a float compare would
 // flush subnormals to zero). Complex: nonzero if either part is.
 // `narrow` (the plan's narrow_loads): the input is only element-aligned, not load-aligned, so
-// complex64 is read as two 4-byte words instead of one 8-byte load (a misaligned 8-byte load
-// faults on a GPU). The other types load exactly their element size and ignore it.
+// complex64 is read as two 4-byte words instead of one 8-byte load and complex128 as two
+// 8-byte words instead of one 16-byte load (a misaligned load faults on a GPU). The other
+// types load exactly their element size and ignore it.
 template <typename T>
 __device__ __forceinline__ bool nz_is_nonzero(const T* p, bool) { return *p != T(0); }
 
@@ -90,11 +91,21 @@ __device__ __forceinline__ bool nz_is_nonzero<cupyops_complex64>(const cupyops_c
     return (*reinterpret_cast<const nz_u64*>(p) & 0x7fffffff7fffffffull) != 0ull;
 }
 
+__device__ __forceinline__ void nz_load16(nz_u32 w[4], const char* a);
+
+// complex128: one 16-byte load of both parts (two warp-wide loads would each request the same
+// sectors), or two 8-byte loads where the plan found the data only 8-byte aligned (`narrow`).
 template <>
-__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p, bool)
+__device__ __forceinline__ bool nz_is_nonzero<cupyops_complex128>(const cupyops_complex128* p,
+                                                                  bool narrow)
 {
-    const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
-    return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
+    if (narrow) {
+        const nz_u64* q = reinterpret_cast<const nz_u64*>(p);
+        return ((q[0] | q[1]) & 0x7fffffffffffffffull) != 0ull;
+    }
+    nz_u32 w[4];
+    nz_load16(w, reinterpret_cast<const char*>(p));
+    return ((w[0] | w[2]) | ((w[1] | w[3]) & 0x7fffffffu)) != 0u;
 }
 
 // ------------------------------------------------------------------ packed nonzero test
@@ -249,7 +260,7 @@ struct nz_params {
     nz_i32 layout;
     nz_i32 index_bytes;                     // 4 or 8: int32/uint32 or int64/uint64 output
     nz_i32 stats_on;                        // 1: look-back statistics into `stats` (tests)
-    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words (see nz_is_nonzero)
+    nz_i32 narrow_loads;                    // 1: complex64 / complex128 read as two halves (see nz_is_nonzero)
     nz_i32 vec;                             // 1: packed path (one contiguous run of a 1-/2-byte type)
     nz_i32 head;                            // packed: elements between the 16-byte boundary below x and x
     nz_i32 pad0;
@@ -259,7 +270,7 @@ struct nz_params {
     nz_i64 tr_inner;                        // elements of the dims after tr_dim
     nz_i32 tr_dim;
     nz_i32 tr_kshift;
-    nz_i32 tr_vec;                          // 1: 16-byte words along tr_dim (1-/2-/4-byte type, aligned)
+    nz_i32 tr_vec;                          // 2: 4-byte words along tr_dim (1-/2-byte, aligned)
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_params) == 808,
@@ -280,7 +291,7 @@ struct nz_count_params {
     nz_i64 kept_stride[NZ_MAX_DIMS];        // bytes
     nz_fastdiv red_div[NZ_MAX_DIMS];
     nz_i64 red_stride[NZ_MAX_DIMS];         // bytes
-    nz_fastdiv split_div;                   // ROWS: units -> (output, chunk) by n_chunks; COLS: by n_out
+    nz_fastdiv split_div;                   // units -> (output, chunk): mode 0 by n_chunks, 1 by n_out; mode 2 -> (row, group) by groups
     nz_i64 n_out;
     nz_i64 red_size;
     nz_i64 chunk_len;
@@ -289,21 +300,26 @@ struct nz_count_params {
     nz_i64 base;                            // bytes added to x (reduced dims flipped to positive strides)
     nz_i32 kept_ndim;
     nz_i32 red_ndim;
-    nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk)
+    nz_i32 mode;                            // 0: a warp per (output, chunk); 1: a thread per (output, chunk); 2: a warp per 32 outputs
     nz_i32 atomic;                          // 1: several chunks add into a zeroed output
-    nz_i32 narrow_loads;                    // 1: complex64 read as two 4-byte words
+    nz_i32 narrow_loads;                    // 1: complex64 / complex128 read as two halves
     nz_i32 vec;                             // 1: packed path (contiguous reduced run, 1-/2-byte type, mode 0)
-    nz_i32 align;                           // packed: x's address mod 16 (before base)
-    nz_i32 pad0;
+    nz_i32 align;                           // x's address mod 32 (before base)
+    nz_i32 o_head;                          // mode 1: idle units before output 0 (its sector's start)
+    nz_i64 out_stride[NZ_MAX_DIMS];         // per kept dim: its stride in the output, elements
+    nz_i64 out_base;                        // output position of kept offset 0
+    nz_i32 out_mapped;                      // 0: output o is out[o] (kept dims in output order)
+    nz_i32 pad1;
 };
-static_assert(sizeof(nz_count_params) == 616,
+static_assert(sizeof(nz_count_params) == 696,
               "nz_count_params layout is mirrored in cupyops/ops/nonzero/plan.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_count_params, field, off)
 NZ_AT(kept_div, 0); NZ_AT(kept_stride, 192); NZ_AT(red_div, 256); NZ_AT(red_stride, 448);
 NZ_AT(split_div, 512); NZ_AT(n_out, 536); NZ_AT(red_size, 544); NZ_AT(chunk_len, 552);
 NZ_AT(n_chunks, 560); NZ_AT(units, 568); NZ_AT(base, 576); NZ_AT(kept_ndim, 584);
 NZ_AT(red_ndim, 588); NZ_AT(mode, 592); NZ_AT(atomic, 596); NZ_AT(narrow_loads, 600);
-NZ_AT(vec, 604); NZ_AT(align, 608); NZ_AT(pad0, 612);
+NZ_AT(vec, 604); NZ_AT(align, 608); NZ_AT(o_head, 612); NZ_AT(out_stride, 616);
+NZ_AT(out_base, 680); NZ_AT(out_mapped, 688); NZ_AT(pad1, 692);
 #undef NZ_AT
 
 // ------------------------------------------------------------------ strided offsets

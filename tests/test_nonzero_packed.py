@@ -5,7 +5,7 @@ params.vec). On simt, against NumPy and the brute-force reference (tests/ref_non
 every position of a nonzero inside a word, the float zero rules inside a word, misaligned heads
 and tails, all-zero and all-nonzero words, warp and tile boundaries, schedules, 64-bit indexing,
 and that the packed path is the one that ran. Then nonzero_tiles_t (F-order, transposed,
-permuted and reversed inputs read in memory order through a shared bit mask), its 16-byte word
+permuted and reversed inputs read in memory order through a shared bit mask), its 4-byte word
 reads, and the traffic goals of issue 15 (sectors / minimum, cupyops/bench/traffic.py)."""
 import numpy as np
 import pytest
@@ -345,9 +345,16 @@ def test_memory_order_tiles_schedules(be, sched):
 def test_memory_order_plan():
     """The memory-innermost dim, K (runs of 32..128 bytes, a power of two) and the tiles."""
     from cupyops.ops.nonzero import plan as P
-    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64)
+    # off a sector: runs of 128 bytes (1.25 requests a sector)
+    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64, base_address=16)
     m, k, inner, chunks = p.tr[:4]
     assert (m, k, inner, chunks) == (0, 32, 1024, 8) and p.num_tiles == 8
+    # on a sector: runs down to 32 bytes while there are fewer than T_TILES_GOAL tiles, tiles
+    # of 16384 elements or more
+    p = P.plan_coordinates((256, 1024), (4, 1024), 4, np.int64)
+    assert p.tr[:4] == (0, 16, 1024, 16) and p.num_tiles == 16
+    p = P.plan_coordinates((1024, 4096), (4, 4096), 4, np.int64)
+    assert p.tr[:4] == (0, 8, 4096, 128) and p.num_tiles == 128
     p = P.plan_coordinates((16, 64, 256), (256, 1, 1024), 1, np.int64)   # permuted
     assert p.tr[:4] == (1, 64, 256, 1) and p.num_tiles == 16
     assert not P.plan_coordinates((256, 1024), (1024, 1), 1, np.int64).tr   # C order
@@ -404,8 +411,9 @@ def test_traffic_goals(be, dtype):
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int16, np.float16, np.float32,
                                    np.int32], ids=str)
 def test_memory_order_words(be, dtype):
-    """nonzero_tiles_t reading 16-byte words along the memory-innermost dim (a 1-, 2- or 4-byte
-    type, aligned data and strides): whole runs, a last chunk that ends inside a word (read
+    """nonzero_tiles_t reading 4-byte words along the memory-innermost dim (a 1- or 2-byte
+    type, 4-byte aligned data and strides; 4-byte types one element a load): whole runs, a
+    last chunk that ends inside a word (read
     element by element), an offset along the other dim, a permuted 3-D view; and an
     unaligned view of the same data, read one element a lane."""
     from cupyops.bench.bench import _aligned_empty
@@ -421,7 +429,8 @@ def test_memory_order_words(be, dtype):
     for name, x in views.items():
         n = int(np.count_nonzero(x))
         _check_t(be, x, sizes=(n // 2, n + 3))
-        assert check.trace.plans[0].tr[4], name       # the 16-byte word path
+        # the 4-byte word path (1- and 2-byte types)
+        assert bool(check.trace.plans[0].tr[4]) == (dtype.itemsize <= 2), name
         with simt.schedule(5):
             _check_t(be, x, sizes=(7,), force_64bit=True)
     odd = f[:, 1:][1:]                                # data 1 element past the alignment
@@ -510,8 +519,8 @@ if _modules.CTYPES.get(_modules._bf16.dtype()):
 @pytest.mark.parametrize("dtype", ZT_DTYPES, ids=str)
 def test_memory_order_zero_test_values(be, dtype):
     """nonzero_tiles_t over -0.0, NaN, +-inf, subnormals, top-bit-only integers and bool bytes
-    other than 0/1, at every position of the 16-byte words it reads (1-, 2- and 4-byte types:
-    nz_wordtest, whole and partial words) and one element a lane (8-byte types, and an
+    other than 0/1, at every position of the 4-byte words it reads (1- and 2-byte types:
+    nz_wordtest, whole and partial words) and one element a lane (4- and 8-byte types, and an
     unaligned view: nz_is_nonzero); all forms and count_nonzero over each axis against NumPy
     (the counts along the memory-innermost axis take the packed count path for 1- and 2-byte
     types)."""
@@ -521,7 +530,7 @@ def test_memory_order_zero_test_values(be, dtype):
     _fill_patterns(f, rng)
     p3 = _aligned_empty((24, 3, 160), dtype)            # permuted: memory-innermost dim 160
     _fill_patterns(p3, rng)
-    words = dtype.itemsize in (1, 2, 4)
+    words = dtype.itemsize in (1, 2)
     views = {"F": (f, words), "F_tail": (f[:203, 1:], words),
              "permuted": (p3.transpose(1, 2, 0), words), "odd": (f[:, 1:][1:], False)}
     for name, (x, word_path) in views.items():

@@ -201,14 +201,23 @@ def _emulate_count(x, cp):
         return off + L * dims[0][1]
 
     out = np.zeros(cp.n_out, np.int64)
+    out_dims = tuple((n, s) for (n, _), s in zip(cp.kept_dims, cp.out_strides))
+    units = []
     for g in range(cp.units):
-        if cp.mode == 0:
-            o, c = divmod(g, cp.n_chunks)
+        if cp.mode == 2:        # (row, group of 32 outputs): each output's whole run
+            row, grp = divmod(g, cp.groups)
+            n_in = cp.kept_dims[-1][0]
+            units += [(row * n_in + c, 0) for c in range(grp * 32, min(grp * 32 + 32, n_in))]
+        elif cp.mode == 0:
+            units.append(divmod(g, cp.n_chunks))
         else:
-            c, o = divmod(g, cp.n_out)
+            c, o = divmod(g, cp.split)
+            if cp.o_head <= o < cp.o_head + cp.n_out:
+                units.append((o - cp.o_head, c))
+    for o, c in units:
         for j in range(c * cp.chunk_len, min((c + 1) * cp.chunk_len, cp.red_size)):
             off = start + cp.base + offset(o, cp.kept_dims) + offset(j, cp.red_dims)
-            out[o] += raw[off:off + x.itemsize].any()
+            out[cp.out_base + offset(o, out_dims)] += raw[off:off + x.itemsize].any()
     return out
 
 
@@ -236,8 +245,25 @@ def test_count_plan_modes_and_chunks():
     assert full.mode == 0 and full.n_out == 1 and full.red_dims == ((64 * 4096, 4),)
     assert full.n_chunks == 128 and full.atomic and full.chunk_len == 2048
     assert full.grid == -(-full.units // P.NZ_WARPS)
-    small = P.plan_count((5, 3), (12, 4), 4, (1,))
+    small = P.plan_count((5, 3), (12, 4), 4, (0,))
     assert small.mode == 1 and small.n_chunks == 1 and not small.atomic
+    # short contiguous runs side by side: a warp per 32 outputs, read in memory order
+    runs = P.plan_count((64, 3), (12, 4), 4, (1,))
+    assert runs.mode == 2 and runs.groups == 2 and runs.units == 2 and not runs.atomic
+    assert P.plan_count((5, 3), (12, 4), 4, (1,)).mode == 1     # a row of 60 bytes: mode 1
+    assert P.plan_count((64, 100), (100, 1), 1, (1,)).mode == 0  # 1-byte runs of 64+: packed
+    # kept dims in memory order, mapped back to the row-major output (a permuted input)
+    perm = np.zeros((8, 4, 6), np.int8).transpose(1, 2, 0)          # shape (4, 6, 8)
+    pp = P.plan_count(perm.shape, perm.strides, 1, (0,))
+    assert pp.kept_dims == ((8, 24), (6, 1)) and pp.out_strides == (1, 8)
+    assert PP.count_params(pp)["out_mapped"] == 1
+    assert PP.count_params(cols)["out_mapped"] == 0
+    # 1-byte outputs side by side: a warp's 32 start on a sector (o_head idle units first)
+    hd = P.plan_count((64, 4096), (4096, 1), 1, (0,), base_address=256 + 16)
+    assert hd.mode == 1 and hd.o_head == 16 and hd.n_chunks == 1 and hd.split == 4096 + 16
+    ch = P.plan_count((4096, 64), (64, 1), 1, (0,), base_address=256 + 16)
+    assert ch.mode == 1 and ch.o_head == 16 and ch.n_chunks > 1
+    assert ch.split == 96 and ch.units == 96 * ch.n_chunks       # every chunk whole warps
     neg = np.zeros((6, 7), np.int8)[::-1, ::-1]
     cn = P.plan_count(neg.shape, neg.strides, 1, (0, 1))
     assert cn.base == -41 and cn.red_dims == ((42, 1),)
@@ -305,11 +331,17 @@ def _fill_count_params(plan):
             n, s = dims[i] if i < len(dims) else (1, 0)
             p[f"{side}_div"][i] = PP.fastdiv(n)
             p[f"{side}_stride"][i] = s
-    p["split_div"] = PP.fastdiv(plan.n_chunks if plan.mode == 0 else plan.n_out)
+    p["split_div"] = PP.fastdiv({0: plan.n_chunks, 1: plan.split, 2: plan.groups}[plan.mode])
     for name in ("n_out", "red_size", "chunk_len", "n_chunks", "units", "base", "mode",
-                 "atomic", "narrow_loads", "vec", "align"):
+                 "atomic", "narrow_loads", "vec", "align", "o_head", "out_base"):
         p[name] = int(getattr(plan, name))
     p["kept_ndim"], p["red_ndim"] = len(plan.kept_dims), len(plan.red_dims)
+    for i, s in enumerate(plan.out_strides):
+        p["out_stride"][i] = s
+    # the output is out[o] (no mapping) when the kept dims are in row-major output order
+    sizes = [n for n, _ in plan.kept_dims]
+    p["out_mapped"] = int(plan.out_base != 0 or any(
+        sizes[i] != 1 and s != math.prod(sizes[i + 1:]) for i, s in enumerate(plan.out_strides)))
     return p
 
 
@@ -349,10 +381,10 @@ def test_packed_params_equal_a_field_by_field_fill():
     # the paths the packer serves all came up
     assert {("coords", True, False), ("coords", False, True), ("coords", False, False)} <= \
         {k[:3] for k in compared}
-    assert {("count", 0, True), ("count", 0, False), ("count", 1, False)} <= \
+    assert {("count", 0, True), ("count", 0, False), ("count", 1, False), ("count", 2, False)} <= \
         {k[:3] for k in compared}
     with pytest.raises(ValueError, match="an array of 9 values for a field of 8"):
-        PP.NZ_COUNT_PARAMS.pack([list(range(1, 10))] + [0] * 18)
+        PP.NZ_COUNT_PARAMS.pack([list(range(1, 10))] + [0] * (len(PP.COUNT_PARAMS_DTYPE.names) - 1))
 
 
 def test_contiguous_shortcuts_give_the_general_dims():

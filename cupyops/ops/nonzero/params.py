@@ -80,7 +80,8 @@ NZ_COUNT_PARAMS = Struct("nz_count_params", [
     ("red_stride", "<i8", _D), ("split_div", FASTDIV), ("n_out", "<i8"), ("red_size", "<i8"),
     ("chunk_len", "<i8"), ("n_chunks", "<i8"), ("units", "<i8"), ("base", "<i8"),
     ("kept_ndim", "<i4"), ("red_ndim", "<i4"), ("mode", "<i4"), ("atomic", "<i4"),
-    ("narrow_loads", "<i4"), ("vec", "<i4"), ("align", "<i4"), ("pad0", "<i4"),
+    ("narrow_loads", "<i4"), ("vec", "<i4"), ("align", "<i4"), ("o_head", "<i4"),
+    ("out_stride", "<i8", _D), ("out_base", "<i8"), ("out_mapped", "<i4"), ("pad1", "<i4"),
 ])
 FASTDIV_DTYPE = FASTDIV.dtype
 PARAMS_DTYPE = NZ_PARAMS.dtype
@@ -151,10 +152,15 @@ def count_params(plan) -> np.void:
     p = plan.memo.get("params")
     if p is None:
         kept, red = plan.kept_dims, plan.red_dims
+        # outputs in row-major order of the kept dims as planned: no mapping needed
+        identity = plan.out_base == 0 and all(
+            kept[i][0] == 1 or o == math.prod(n for n, _ in kept[i + 1:])
+            for i, o in enumerate(plan.out_strides))
+        split = {0: plan.n_chunks, 1: plan.split, 2: plan.groups}[plan.mode]
         p = plan.memo["params"] = NZ_COUNT_PARAMS.pack((
             [n for n, _ in kept], [s for _, s in kept], [n for n, _ in red], [s for _, s in red],
-            plan.n_chunks if plan.mode == 0 else plan.n_out,
-            plan.n_out, plan.red_size, plan.chunk_len, plan.n_chunks, plan.units, plan.base,
-            len(kept), len(red), plan.mode, int(plan.atomic), int(plan.narrow_loads),
-            int(plan.vec), plan.align, 0))
+            split, plan.n_out, plan.red_size, plan.chunk_len, plan.n_chunks, plan.units,
+            plan.base, len(kept), len(red), plan.mode, int(plan.atomic), int(plan.narrow_loads),
+            int(plan.vec), plan.align, plan.o_head, list(plan.out_strides), plan.out_base,
+            int(not identity), 0))
     return p

@@ -48,16 +48,17 @@ def _byte_strides(x_strides, itemsize):
 
 
 def narrow_loads(shape, strides, itemsize, base_address) -> bool:
-    """Whether an 8-byte element (complex64: two floats, only 4-byte aligned) may sit at an
-    address that is not a multiple of 8: the data pointer or a stride of a dim longer than 1
-    is not. Then the kernels read it as two 4-byte words; a misaligned 8-byte load would
-    fault on a GPU. (Every other type is loaded at its own size, which the API guarantees to
-    be aligned.)"""
-    if int(itemsize) != 8:
+    """Whether an 8- or 16-byte element (complex64: two floats, only 4-byte aligned;
+    complex128: two doubles, 8-byte aligned) may sit at an address that is not a multiple of
+    its size: the data pointer or a stride of a dim longer than 1 is not. Then the kernels
+    read it as two 4- or 8-byte words; a misaligned 8- or 16-byte load would fault on a GPU.
+    (Every other type is loaded at its own size, which the API guarantees to be aligned.)"""
+    itemsize = int(itemsize)
+    if itemsize not in (8, 16):
         return False
-    if int(base_address) % 8:
+    if int(base_address) % itemsize:
         return True
-    return any(int(s) % 8 for n, s in zip(shape, strides) if int(n) > 1)
+    return any(int(s) % itemsize for n, s in zip(shape, strides) if int(n) > 1)
 
 
 # ---------------------------------------------------------------------------------- coordinates
@@ -109,7 +110,7 @@ class CoordinatePlan(typing.NamedTuple):
     coord_dims: tuple         # ((size, suffix), ...) of the non-unit dims, in order
     unit_mask: int
     index_bytes: int
-    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # packed path: one contiguous run of a 1-/2-byte type (packed_run())
     head: int                 # packed path: elements between the 16-byte boundary below x and x
     tr: tuple                 # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
@@ -150,7 +151,8 @@ def packed_run(dims, itemsize) -> bool:
             and (int(dims[0][1]) == int(itemsize) or int(dims[0][0]) == 1))
 
 
-T_BITS = 65536          # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
+T_BITS = 131072         # NZ_T_BITS: elements per tile of nonzero_tiles_t, at most
+T_TILES_GOAL = 512      # nonzero_tiles_t: tiles (blocks) wanted, about 4 per SM
 
 
 def transposed_tiles(read, itemsize, base_address=0) -> tuple:
@@ -158,10 +160,11 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     memory-innermost reading dim m (stride one element, either sign) is not the last one, so
     logical order would give each lane its own sector. A tile is K (a power of two) indices
     along m times the I elements of the dims after m, read in memory order: runs of
-    K * itemsize bytes, at least one 32-byte sector (at most 128 bytes: a warp-wide load), with
-    K * I <= T_BITS (the tile's shared mask and u16 local indices). ``vec``: a 1-, 2- or
-    4-byte type read as aligned 16-byte words along m (stride +itemsize, the data pointer and
-    every other stride multiples of 16 bytes), 16, 8 or 4 elements a load."""
+    K * itemsize bytes, at least one 32-byte sector or all of m (at most 128 bytes), with
+    K * I <= T_BITS (the tile's shared mask). ``vec``: 2, a 1- or 2-byte type read as aligned
+    4-byte words along m (stride +itemsize, runs of a sector or more, or all of m in 8 bytes
+    or more: two words or more a column, so a unit is at most 16 loads; the data pointer and
+    every other stride multiples of 4 bytes), 4 or 2 elements a load; 0, one element a load."""
     itemsize = int(itemsize)
     if len(read) < 2:
         return ()
@@ -173,11 +176,26 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     k = max(1, 128 // itemsize)
     while k > 1 and (k * inner > T_BITS or k >= 2 * nm):
         k //= 2
-    if k * itemsize < 32 or k * inner > T_BITS:
+    # a run shorter than a sector is fine when it is all of m: no other tile reads its sectors
+    if (k * itemsize < 32 and k < nm) or k * inner > T_BITS:
         return ()
-    vec = (itemsize in (1, 2, 4) and read[m][1] == itemsize and int(base_address) % 16 == 0
-           and all(s % 16 == 0 for i, (_, s) in enumerate(read) if i != m)
-           and k * itemsize % 16 == 0)
+    # few tiles (one block each) leave SMs idle: shorter runs where they still start on a
+    # sector (the data pointer and the other strides multiples of 32 bytes; off a sector, a
+    # 32-byte run is 2 requests a sector, 128 bytes 1.25)
+    pre = math.prod(n for n, _ in read[:m])
+    aligned = int(base_address) % 32 == 0 and all(s % 32 == 0 for i, (_, s) in enumerate(read)
+                                                  if i != m)
+    # (tiles of 16384 elements or more: a small input's tiles would spend more requests on
+    # the look-back's status words than on its data)
+    while (aligned and k // 2 * itemsize >= 32 and k // 2 * inner >= 16384
+           and pre * -(-nm // k) < T_TILES_GOAL):
+        k //= 2
+    # 4-byte words: 8 loads of 4 bytes in flight a thread, and a warp-wide load of 1-byte
+    # elements spans 128 bytes, not one sector (a run off a sector boundary: 2 requests a sector)
+    vec = 2 if (itemsize in (1, 2) and read[m][1] == itemsize
+                and (k * itemsize >= 32 or (k >= nm and k * itemsize >= 8))
+                and k * itemsize % 4 == 0 and int(base_address) % 4 == 0
+                and all(s % 4 == 0 for i, (_, s) in enumerate(read) if i != m)) else 0
     return (m, k, inner, -(-nm // k), vec)
 
 
@@ -236,8 +254,8 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
     """:func:`plan_coordinates` of a C-contiguous input (the array's own int ``shape`` and
     ``strides``; size > 0, ndim >= 1), a first call's planner (cupyops.ops.nonzero.launch._plan):
     its elements are one reading run, so the packed path is the 1-/2-byte types', no
-    transposed tiles, narrow loads only off an 8-byte boundary, and the largest offset is the
-    last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
+    transposed tiles, narrow loads only off the itemsize boundary (8 or 16), and the largest
+    offset is the last element's. The same plan (tests/test_plan_nonzero.py compares the two)."""
     size = math.prod(shape)
     if size <= 0 or not shape or len(shape) > MAX_OUT_NDIM:
         return plan_coordinates(shape, strides, itemsize, index_dtype,
@@ -252,7 +270,8 @@ def plan_coordinates_contiguous(shape, strides, itemsize, index_dtype, *, force_
         bool(force_64bit) or size > 2**31 or (size - 1) * itemsize > _I32_MAX,
         bool(force_64bit), items, tile, -(-(size + head) // tile),
         ((size, itemsize),) if size > 1 else ((1, 0),), coord, unit_mask,
-        _index_bytes(index_dtype), itemsize == 8 and base_address % 8 != 0, vec, head, (),
+        _index_bytes(index_dtype), itemsize in (8, 16) and base_address % itemsize != 0, vec,
+        head, (),
         NZ_BLOCK, {}))
 
 
@@ -293,17 +312,23 @@ class CountPlan(typing.NamedTuple):
     itemsize: int
     wide: bool
     forced_64bit: bool
-    kept_dims: tuple          # ((size, byte stride), ...) outermost first, order kept
+    kept_dims: tuple          # ((size, byte stride >= 0), ...) outermost first, memory order
     red_dims: tuple           # ((size, byte stride >= 0), ...) outermost first, sorted by stride
     base: int                 # bytes added to x (reduced dims flipped)
     n_out: int
     red_size: int
-    mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk)
+    mode: int                 # 0: warp per (output, chunk); 1: thread per (output, chunk);
+                              # 2: warp per 32 neighbouring outputs read in memory order
     chunk_len: int
     n_chunks: int
-    narrow_loads: bool        # 8-byte elements read as two 4-byte words (see narrow_loads())
+    narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # mode 0 over one contiguous reduced run of a 1-/2-byte type: packed
-    align: int                # packed: the data pointer mod 16 (the kernel's words are aligned)
+    align: int                # the data pointer mod 32 (packed words, mode 2's windows aligned)
+    out_strides: tuple        # per kept dim: its stride in the (row-major) output, elements
+    out_base: int             # output position of kept offset 0 (kept dims flipped)
+    groups: int               # mode 2: groups of 32 outputs per row of the innermost kept dim
+    o_head: int               # mode 1: idle units before output 0 (warps start on a sector)
+    split: int                # mode 1: units a chunk (n_out + o_head, whole warps when aligned)
     block: int
     memo: dict                # the packed parameters (a new dict per plan; see CoordinatePlan)
 
@@ -312,7 +337,9 @@ class CountPlan(typing.NamedTuple):
 
     @property
     def units(self) -> int:
-        return self.n_out * self.n_chunks
+        if self.mode == 2:
+            return self.n_out // self.kept_dims[-1][0] * self.groups
+        return self.split * self.n_chunks
 
     @property
     def atomic(self) -> bool:
@@ -320,7 +347,7 @@ class CountPlan(typing.NamedTuple):
 
     @property
     def grid(self) -> int:
-        per_block = NZ_WARPS if self.mode == 0 else NZ_BLOCK
+        per_block = NZ_BLOCK if self.mode == 1 else NZ_WARPS
         return -(-self.units // per_block)
 
 
@@ -360,13 +387,23 @@ def count_offset_bound(mode, kept_dims, red_dims, itemsize) -> int:
 
 
 def count_dims(shape, strides, axes, kept_axes):
-    """``(kept_dims, red_dims, base)`` of plan_count: the kept dims merged (order kept), the
-    reduced ones normalised (sorted by stride, flipped, merged; ``base``: bytes added to x)."""
-    kept = _layout.merge(_layout.drop_unit(_layout.dims_from(shape, strides, axes=kept_axes)))
+    """``(kept_dims, red_dims, base, out_strides, out_base)`` of plan_count: both sides
+    normalised (flipped to positive strides, sorted by stride, merged; ``base``: bytes added to
+    x), the kept dims with their strides in the row-major output, so that outputs are read in
+    memory order whatever the kept axes' order (a permuted input's outputs would otherwise be
+    whole sectors apart)."""
+    out_st = _layout.row_major_strides([shape[a] for a in kept_axes])
+    full = [0] * len(shape)
+    for a, st in zip(kept_axes, out_st):
+        full[a] = st
+    kept, kb = _layout.normalize(_layout.dims_from(shape, strides, full, axes=kept_axes),
+                                 nops=2)
     kept_dims = tuple((d.size, d.strides[0]) for d in reversed(kept)) or ((1, 0),)
+    out_strides = tuple(d.strides[1] for d in reversed(kept)) or (0,)
     red, base = _layout.normalize(_layout.dims_from(shape, strides, axes=axes))
     red_dims = tuple((d.size, d.strides[0]) for d in reversed(red)) or ((1, 0),)
-    return kept_dims, red_dims, int(base[0]) if base else 0
+    return (kept_dims, red_dims, (int(base[0]) if base else 0) + int(kb[0]), out_strides,
+            int(kb[1]))
 
 
 def count_dims_contiguous(shape, axes, itemsize):
@@ -376,13 +413,15 @@ def count_dims_contiguous(shape, axes, itemsize):
     outer, group, inner = _layout.run_sizes(shape, axes[0], axes[-1] + 1)
     if group == 1:     # the kept dims are neighbours in memory: one
         n = outer * inner
-        return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0
-    kept = []
+        return ((n, itemsize),) if n > 1 else ((1, 0),), ((1, 0),), 0, (1 if n > 1 else 0,), 0
+    kept, out = [], []
     if outer > 1:
         kept.append((outer, group * inner * itemsize))
+        out.append(inner)
     if inner > 1:
         kept.append((inner, itemsize))
-    return tuple(kept) or ((1, 0),), ((group, inner * itemsize),), 0
+        out.append(1)
+    return tuple(kept) or ((1, 0),), ((group, inner * itemsize),), 0, tuple(out) or (0,), 0
 
 
 def c_contiguous(shape, strides, itemsize) -> bool:
@@ -404,9 +443,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     axes = tuple(sorted(map(int, axes)))
     kept_axes = [i for i in range(len(shape)) if i not in axes]
     if axes[-1] - axes[0] + 1 == len(axes) and c_contiguous(shape, strides, itemsize):
-        kept_dims, red_dims, base = count_dims_contiguous(shape, axes, itemsize)
+        kept_dims, red_dims, base, out_strides, out_base = count_dims_contiguous(
+            shape, axes, itemsize)
     else:
-        kept_dims, red_dims, base = count_dims(shape, strides, axes, kept_axes)
+        kept_dims, red_dims, base, out_strides, out_base = count_dims(shape, strides, axes,
+                                                                      kept_axes)
     if len(kept_dims) > MAX_DIMS or len(red_dims) > MAX_DIMS:
         raise ValueError(f"the GPU count_nonzero path handles at most {MAX_DIMS} kept and "
                          f"{MAX_DIMS} reduced dimensions after merging; this layout has "
@@ -418,7 +459,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
     # a warp per output reads the reduced range 32 consecutive positions a round: best when the
     # reduced dims hold the smallest stride (or there is one output); else a thread per output,
     # lanes on consecutive outputs.
-    if n_out == 1 or (red_size >= 32 and (kept_inner == 0 or 0 < red_inner <= kept_inner)):
+    groups = 0
+    if runs_in_memory_order(kept_dims, red_dims, n_out, itemsize):
+        mode, n_chunks, chunk_len = 2, 1, red_size
+        groups = -(-kept_dims[-1][0] // 32)
+    elif n_out == 1 or (red_size >= 32 and (kept_inner == 0 or 0 < red_inner <= kept_inner)):
         mode = 0
         target = sm_count * (max_threads_per_sm // 32) * 2            # warps for ~2 waves
         min_chunk = max(1024, 8192 // itemsize)                       # atomics stay <= 1 %
@@ -431,16 +476,44 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         n_chunks = max(1, min(-(-target // n_out), -(-red_size // 256)))
         chunk_len = -(-red_size // n_chunks)
     n_chunks = -(-red_size // chunk_len)
+    o_head, split = 0, n_out
+    if mode == 1 and len(kept_dims) == 1 and kept_dims[0][1] == itemsize <= 2:
+        # lanes on neighbouring outputs of 1-/2-byte types: a warp's 32 start on a sector,
+        # every chunk's (a chunk is whole warps)
+        a = (int(base_address) + base) % 32
+        o_head = 0 if a % itemsize else a // itemsize
+        split = -(-(n_out + o_head) // 32) * 32 if n_chunks > 1 else n_out + o_head
 
-    units = n_out * n_chunks
+    units = split * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
+            or abs(out_base) + _spanb(zip((n for n, _ in kept_dims), out_strides)) > _I32_MAX
             or count_offset_bound(mode, kept_dims, red_dims, itemsize) > _I32_MAX
             or abs(base) > _I32_MAX)
     return _new_count_plan((
         shape, strides, axes, itemsize, wide, bool(force_64bit), kept_dims, red_dims, base,
         n_out, red_size, mode, chunk_len, n_chunks,
         narrow_loads(shape, strides, itemsize, base_address),
-        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 16, NZ_BLOCK, {}))
+        mode == 0 and packed_run(red_dims, itemsize), int(base_address) % 32, out_strides,
+        out_base, groups, o_head, split, NZ_BLOCK, {}))
+
+
+#: mode 2's longest run of one output (bytes): longer runs read well a warp per output
+RUN_IN_ORDER_BYTES = 128
+
+
+def runs_in_memory_order(kept_dims, red_dims, n_out, itemsize) -> bool:
+    """Mode 2: one contiguous reduced run per output, shorter than RUN_IN_ORDER_BYTES, the
+    runs of the innermost kept dim side by side (its stride = the run's bytes). Lanes on
+    outputs would read each sector once per element of a run; a warp per output would leave
+    most lanes idle and split the sectors of runs that do not start on one."""
+    if n_out == 1 or len(red_dims) != 1 or red_dims[0][1] != itemsize:
+        return False
+    run = red_dims[0][0] * itemsize
+    # (1-/2-byte types read a byte or two a lane here: mode 0's packed words from 64 bytes;
+    # a row of the kept dim under 128 bytes would spend a warp's set-up on a few bytes)
+    longest = RUN_IN_ORDER_BYTES if itemsize > 2 else RUN_IN_ORDER_BYTES // 2
+    return (run <= longest and kept_dims[-1][1] == run
+            and kept_dims[-1][0] * run >= RUN_IN_ORDER_BYTES)
 
 
 #: plans from every field's value, in order, memo included (the named tuples' generated
