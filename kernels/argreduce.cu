@@ -130,7 +130,8 @@ struct ArParams {
     long long out_base;     // element offset in out
     long long index_base;   // logical index of position 0 (tie "last" offset included)
     long long wgroup;       // hardmax: positions q per group (logical group size)
-    long long wchunk;       // hardmax finish: positions q per block (grid.y)
+    long long wchunk;       // hardmax: positions q a block writes (finish and mode 4: per
+                            // grid.y block; fused mode 2: wgroup)
     int nk, nd, nw, mode;   // kept / reduced / write dimensions; output mode
     int last, is_min, out_width, team;
     int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)

@@ -468,9 +468,9 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
             base_byte, smem_key, target_threads, block_threads, min_split_elements,
             min_work_per_thread, busy)
     if nchunks > 1 and min_scratch_ratio > 0:
-        nchunks = _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full,
-                                n_out, grid_x, nchunks, props.sm_count, target_threads,
-                                min_scratch_ratio, busy)
+        nchunks = _split_chunks(kernel, hardmax, force_64bit, red, write, itemsize, group,
+                                group_full, n_out, grid_x, nchunks, props.sm_count,
+                                target_threads, min_scratch_ratio, busy)
     case, chunk, nchunks, passes, finish, write_chunk, decoded = _chunks_of(
         case, kernel, hardmax, team == block_threads, write, group, group_full, n_out, grid_x,
         nchunks, r0, vec, itemsize, smem_key, props.sm_count, target_threads, busy,
@@ -586,8 +586,8 @@ def _packed_out(kept, write, out_base, v) -> bool:
             and all(d[1] % v == 0 for d in write) and out_base % v == 0)
 
 
-def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full, n_out, grid_x,
-                  nchunks, sm_count, target_threads, min_scratch_ratio, busy) -> int:
+def _split_chunks(kernel, hardmax, force_64bit, red, write, itemsize, group, group_full, n_out,
+                  grid_x, nchunks, sm_count, target_threads, min_scratch_ratio, busy) -> int:
     """Case ``"split"``: the chunks of a group split ``nchunks`` ways along grid.y, fewer where
     the partials' traffic would pass 1 / ``min_scratch_ratio`` of the input bytes.
 
@@ -598,8 +598,8 @@ def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full
     # finish blocks per group (grid.y of the finish pass): argmin/argmax's one, hardmax's
     # write blocks
     reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
-                           _most_writers(hardmax, group, itemsize, nchunks,
-                                         min_scratch_ratio))[3] if hardmax else 1
+                           _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
+                           _write_unit(write, itemsize))[3] if hardmax else 1
     most_chunks = nchunks                   # (> 1 here, and never below 1)
     for _ in range(4):
         width = partial_index_width(red, -(-group // most_chunks), idx_bytes)
@@ -680,7 +680,7 @@ def _chunks_of(case, kernel, hardmax, block_team, write, group, group_full, n_ou
             fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
                 kernel, hardmax, n_out, group_full, target_threads, nchunks,
                 _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
-                32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1)
+                _write_unit(write, itemsize))
             finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
             return ("split", chunk, nchunks, 2, ((fbx, fby, 1), (fgx, wsplit, 1), finish_shared),
                     write_chunk, False)
@@ -739,6 +739,13 @@ def _vec_widths(itemsize):
 
 
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
+
+
+def _write_unit(write, itemsize) -> int:
+    """The one-hot positions of a hardmax finish write block that span whole 32-byte sectors
+    (by the output stride of the write list's first dimension), 1 without one: the same figure
+    where the split is cut (:func:`_split_chunks`) and where its finish is laid out."""
+    return 32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1
 
 
 def _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio) -> int:
