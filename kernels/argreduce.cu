@@ -935,23 +935,24 @@ __device__ __forceinline__ void ar_write_onehot_packed(
     constexpr int S = (int)sizeof(B);
     static_assert(VC * S == 4, "one 32-bit word a position");
     B* o = reinterpret_cast<B*>(out) + p.out_base;
-    if (reinterpret_cast<unsigned long long>(o) % 4u != 0u) {
-#pragma unroll
-        for (int j = 0; j < VC; ++j)
-            ar_write_onehot<T, I>(out, group_out + (U)j, q0, q1, qstep, best[j].i, p);
-        return;
-    }
-    const cuo::u32 one = (cuo::u32)ar_one_bits<T>();
+    const bool words = reinterpret_cast<unsigned long long>(o) % 4u == 0u;
+    const B one = ar_one_bits<T>();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(q0, p.nw, p.w_size, p.w_out, p.w_w);
     for (U q = q0; q < q1; q += qstep) {
-        cuo::u32 w = 0u;
+        B* e = o + (I)(group_out + od.off);
+        if (words) {
+            cuo::u32 w = 0u;
 #pragma unroll
-        for (int j = 0; j < VC; ++j)
-            w |= (od.lid == (U)best[j].i ? one : 0u) << (8 * S * j);
-        cuo::u32* a = reinterpret_cast<cuo::u32*>(o + (I)(group_out + od.off));
-        cuo::vec_align_check<cuo::u32>(a);
-        *a = w;
+            for (int j = 0; j < VC; ++j)
+                w |= (od.lid == (U)best[j].i ? (cuo::u32)one : 0u) << (8 * S * j);
+            cuo::u32* a = reinterpret_cast<cuo::u32*>(e);
+            cuo::vec_align_check<cuo::u32>(a);
+            *a = w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < VC; ++j) e[j] = od.lid == (U)best[j].i ? one : B();
+        }
         od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
     }
 }
@@ -1434,7 +1435,7 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
 #pragma unroll
     for (int j = 0; j < VC; ++j) {
         const U oj = out_off + (U)j * ostep;
-        if (p.mode == AR_MODE_HARDMAX) {
+        if (VC == 1 && p.mode == AR_MODE_HARDMAX) {     // (VC > 1: written above)
             ar_write_onehot<T, I>(out, oj, ty, (U)p.wgroup, (U)blockDim.y, best[j].i, p);
         } else if (ty == 0) {
             if (p.mode == AR_MODE_INDEX) {
