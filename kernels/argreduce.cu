@@ -24,7 +24,8 @@
 //   argreduce_col<T, I>    groups whose innermost memory dimension is kept: threadIdx.x over
 //                          groups (coalesced; p.vec neighbouring groups per thread with one
 //                          4-byte load for 1- and 2-byte values, packed keys:
-//                          ar_scan_cols_packed), threadIdx.y interleaved over the group,
+//                          ar_scan_cols_packed; hardmax writes their one-hots one word a
+//                          position), threadIdx.y interleaved over the group,
 //                          combine across y in shared memory.
 //   argreduce_finish<T, I> second pass of groups split across blocks (grid.y chunks):
 //                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
@@ -129,7 +130,8 @@ struct ArParams {
     long long out_base;     // element offset in out
     long long index_base;   // logical index of position 0 (tie "last" offset included)
     long long wgroup;       // hardmax: positions q per group (logical group size)
-    long long wchunk;       // hardmax finish: positions q per block (grid.y)
+    long long wchunk;       // hardmax: positions q a block writes (finish and mode 4: per
+                            // grid.y block; fused mode 2: wgroup)
     int nk, nd, nw, mode;   // kept / reduced / write dimensions; output mode
     int last, is_min, out_width, team;
     int vec, nan_skip;      // nan_skip: nanargmin/nanargmax (NaN is the weakest key, see above)
@@ -916,6 +918,45 @@ __device__ __forceinline__ void ar_write_onehot(void* out, typename cuo::unsigne
     }
 }
 
+// The one-hots of VC neighbouring groups (output elements group_out + j, j < VC: the planner
+// gives a hardmax VC > 1 only where they are contiguous and every output offset is a multiple
+// of VC), positions q in [q0, q1): one 4-byte word a position, so a warp's store covers whole
+// sectors (VC element stores would each touch the warp's whole range). An out= only
+// element-aligned takes the element stores.
+template <class T, class I, int VC>
+__device__ __forceinline__ void ar_write_onehot_packed(
+    void* out, typename cuo::unsigned_of<I>::type group_out,
+    typename cuo::unsigned_of<I>::type q0, typename cuo::unsigned_of<I>::type q1,
+    typename cuo::unsigned_of<I>::type qstep,
+    const ArBest<typename ArType<T>::key, I> (&best)[VC], const ArParams& p)
+{
+    typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
+    constexpr int S = (int)sizeof(B);
+    static_assert(VC * S == 4, "one 32-bit word a position");
+    B* o = reinterpret_cast<B*>(out) + p.out_base;
+    const bool words = reinterpret_cast<unsigned long long>(o) % 4u == 0u;
+    const B one = ar_one_bits<T>();
+    cuo::Odometer<U, AR_MAX_DIMS, true> od;
+    od.init(q0, p.nw, p.w_size, p.w_out, p.w_w);
+    for (U q = q0; q < q1; q += qstep) {
+        B* e = o + (I)(group_out + od.off);
+        if (words) {
+            cuo::u32 w = 0u;
+#pragma unroll
+            for (int j = 0; j < VC; ++j)
+                w |= (od.lid == (U)best[j].i ? (cuo::u32)one : 0u) << (8 * S * j);
+            cuo::u32* a = reinterpret_cast<cuo::u32*>(e);
+            cuo::vec_align_check<cuo::u32>(a);
+            *a = w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < VC; ++j) e[j] = od.lid == (U)best[j].i ? one : B();
+        }
+        od.advance(p.nw, p.w_step, p.w_size, p.w_out, p.w_w);
+    }
+}
+
 // The 1 of a one-hot whose zeros are written: at logical index win of a write list of one
 // dimension of weight 1 (the planner's condition for this), only the real part of a complex
 // value (one half-width word: element alignment suffices).
@@ -1383,11 +1424,18 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
     }
     if (!valid) return;
 
+    if constexpr (VC > 1) {          // (the VC groups' outputs are neighbours: one word)
+        if (p.mode == AR_MODE_HARDMAX) {
+            ar_write_onehot_packed<T, I, VC>(out, out_off, ty, (U)p.wgroup, (U)blockDim.y,
+                                             best, p);
+            return;
+        }
+    }
     const U ostep = (U)p.k_out[0];   // the VC groups are neighbours along kept dimension 0
 #pragma unroll
     for (int j = 0; j < VC; ++j) {
         const U oj = out_off + (U)j * ostep;
-        if (p.mode == AR_MODE_HARDMAX) {
+        if (VC == 1 && p.mode == AR_MODE_HARDMAX) {     // (VC > 1: written above)
             ar_write_onehot<T, I>(out, oj, ty, (U)p.wgroup, (U)blockDim.y, best[j].i, p);
         } else if (ty == 0) {
             if (p.mode == AR_MODE_INDEX) {

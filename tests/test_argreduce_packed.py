@@ -593,3 +593,75 @@ def _ref_any(x, axes, kind, tie):
         key = np.where(np.isnan(re) | np.isnan(im), np.nan, re * 8 + im)   # parts are small ints
         return ref(key, axes, kind, tie)
     return ref(x, axes, kind, tie)
+
+
+# ---------------------------------------------------------------------------- hardmax, column
+
+def onehot(x, axes, tie):
+    """hardmax's reference: 1 at ref's argmax of each group, in x's shape and dtype."""
+    axes = tuple(axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    g = math.prod(x.shape[a] for a in axes)
+    oh = np.arange(g)[None, :] == ref(x, axes, "max", tie).reshape(-1, 1)
+    oh = oh.reshape([x.shape[a] for a in kept + list(axes)])
+    oh = np.transpose(oh, np.argsort(kept + list(axes)))
+    one = np.ones((), np.float32).astype(x.dtype) if x.dtype == BF16 else np.ones((), x.dtype)
+    return np.ascontiguousarray(np.where(oh, one, np.zeros((), x.dtype)).astype(x.dtype))
+
+
+def run_hm(x, axes, tie, out=None):
+    with _trace.recording() as t:
+        r = G.hardmax(BE, x, tuple(axes), tie=tie, out=out)
+    return r, t.plans[0]
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_hardmax_column_reads_and_writes_words(dtype):
+    """hardmax over a first or middle axis of 1- and 2-byte values takes the packed column scan
+    (4 / itemsize groups a thread, one 4-byte load a position) and writes each position's
+    one-hots as one 4-byte word: the warp's stores cover whole sectors, each output byte once.
+    An out= aligned to its element only takes element stores, with the same result."""
+    rng = np.random.default_rng(21)
+    vc = 4 // dtype.itemsize
+    hi, _ = marks(dtype)
+    a = aligned(background(dtype, (6, 45, 8 * vc), rng))
+    a[2, 7, ::3] = hi
+    a[2, 30, ::5] = hi              # (ties with the row above in some lanes)
+    for x, axes in ((a, (1,)), (a[0], (0,)), (a, (0, 1)), (a[:, :, :2 * vc], (1,))):
+        for tie in TIES:
+            out = aligned(np.zeros(x.shape, x.dtype))
+            with simt.record_traffic() as rec:
+                r, plan = run_hm(x, axes, tie, out=out)
+            assert r is out and packed(plan) and plan.case == "column", plan
+            np.testing.assert_array_equal(out.view(np.uint8), onehot(x, axes, tie).view(np.uint8))
+            if plan.passes == 1:
+                w = rec.launches[0]
+                assert w.requested_bytes_store == x.nbytes
+                # (element stores of 4 / itemsize groups a thread would each touch the
+                # sectors of the whole warp's range: 2 to 4 times these)
+                assert w.sectors_store <= 1.25 * w.unique_sectors_store, w
+            odd = aligned(np.zeros(x.shape, x.dtype), offset=dtype.itemsize)
+            run_hm(x, axes, tie, out=odd)
+            np.testing.assert_array_equal(odd.view(np.uint8), onehot(x, axes, tie).view(np.uint8))
+    # outputs that are not a word of neighbours a position: one element a lane, as before
+    t = aligned(background(dtype, (8 * vc, 45), rng)).T
+    r, plan = run_hm(t, (0,), "first")
+    np.testing.assert_array_equal(r.view(np.uint8), onehot(t, (0,), "first").view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16", "bool"])
+def test_hardmax_column_split_and_schedules(dtype, monkeypatch):
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(22)
+    x = aligned(background(dtype, (3, 700, 8 * (4 // dtype.itemsize)), rng))
+    x[1, 650, 3] = marks(dtype)[0]
+    with simt.schedule(99):
+        r, plan = run_hm(x, (1,), "last")
+    assert packed(plan)
+    np.testing.assert_array_equal(r.view(np.uint8), onehot(x, (1,), "last").view(np.uint8))
+    monkeypatch.setattr(GP, "PLAN_OPTIONS", dict(SPLIT_SMALL))
+    for schedule in ("reverse", 7):
+        with simt.schedule(schedule):
+            r, plan = run_hm(x, (1,), "first")
+        assert plan.case == "split" and packed(plan)
+        np.testing.assert_array_equal(r.view(np.uint8), onehot(x, (1,), "first").view(np.uint8))

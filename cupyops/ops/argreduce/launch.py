@@ -300,7 +300,9 @@ def execute_into(run, x, out, workspace):
 
 
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
-    """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype."""
+    """One-hot of argmax over ``axes`` (tie and NaN rules of argmax), x's shape and dtype.
+    ``out`` must not overlap ``x`` (the public API refuses it: core.args.check_out): the
+    one-launch decode plan zeroes one-hot positions that other blocks may not have read yet."""
     x, launches = prepare_hardmax(backend, x, axes, tie=tie, force_64bit=force_64bit, out=out)
     return execute_into(runner(backend, launches), x, out, workspace)
 

@@ -464,12 +464,13 @@ def _decide(layout, itemsize, props, force_64bit=False, hardmax=False, base_addr
     else:
         kernel, case = "col", ("column" if k0 == 1 else "general")
         vec, team, block, grid_x, step, nchunks, shared, write_step = _column(
-            kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
-            target_threads, block_threads, min_split_elements, min_work_per_thread, busy)
+            kept, red, k0, itemsize, group, n_out, (write, out_base) if hardmax else None,
+            base_byte, smem_key, target_threads, block_threads, min_split_elements,
+            min_work_per_thread, busy)
     if nchunks > 1 and min_scratch_ratio > 0:
-        nchunks = _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full,
-                                n_out, grid_x, nchunks, props.sm_count, target_threads,
-                                min_scratch_ratio, busy)
+        nchunks = _split_chunks(kernel, hardmax, force_64bit, red, write, itemsize, group,
+                                group_full, n_out, grid_x, nchunks, props.sm_count,
+                                target_threads, min_scratch_ratio, busy)
     case, chunk, nchunks, passes, finish, write_chunk, decoded = _chunks_of(
         case, kernel, hardmax, team == block_threads, write, group, group_full, n_out, grid_x,
         nchunks, r0, vec, itemsize, smem_key, props.sm_count, target_threads, busy,
@@ -541,16 +542,19 @@ def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
     is not 1): threads x run over outputs (coalesced loads across the warp), threads y
     interleave over the group and combine in shared memory. Returns :func:`_row_team`'s tuple
     (team 1; ``vec``: neighbouring groups a thread owns). A grid of fewer than ``busy`` blocks
-    is split along grid.y into at least that many, down to one position a thread."""
+    is split along grid.y into at least that many, down to one position a thread.
+    ``hardmax``: None, or hardmax's ``(write list, output base)``."""
     vec = 1
     k0n = kept[0][0] if kept else 1
     # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
-    # contiguous innermost kept dimension and reads them with one 4-byte load
-    if itemsize < 4 and k0 == 1 and not hardmax:   # (hardmax stores one element a lane)
+    # contiguous innermost kept dimension and reads them with one 4-byte load (hardmax: and
+    # writes their one-hots a 4-byte word a position, where the output is laid out so too)
+    if itemsize < 4 and k0 == 1:
         v = 4 // itemsize
         if (k0n % v == 0 and all(d[1] % v == 0 for d in kept[1:])
                 and all(d[1] % v == 0 for d in red)
-                and base_byte % (v * itemsize) == 0):
+                and base_byte % (v * itemsize) == 0
+                and (not hardmax or _packed_out(kept, *hardmax, v))):
             vec = v
     n_vec_out = n_out // vec
     n = min(k0n // vec, n_vec_out)          # (powers of two, as _pow2ceil)
@@ -574,8 +578,16 @@ def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
     return vec, 1, (bx, by, 1), grid_x, by, nchunks, shared, by
 
 
-def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full, n_out, grid_x,
-                  nchunks, sm_count, target_threads, min_scratch_ratio, busy) -> int:
+def _packed_out(kept, write, out_base, v) -> bool:
+    """Whether a hardmax output takes one word of ``v`` neighbouring groups a position: the
+    innermost kept dimension is contiguous in the output too, and every other output offset
+    (kept strides, write strides, the base) is a multiple of ``v`` elements."""
+    return (kept[0][2] == 1 and all(d[2] % v == 0 for d in kept[1:])
+            and all(d[1] % v == 0 for d in write) and out_base % v == 0)
+
+
+def _split_chunks(kernel, hardmax, force_64bit, red, write, itemsize, group, group_full, n_out,
+                  grid_x, nchunks, sm_count, target_threads, min_scratch_ratio, busy) -> int:
     """Case ``"split"``: the chunks of a group split ``nchunks`` ways along grid.y, fewer where
     the partials' traffic would pass 1 / ``min_scratch_ratio`` of the input bytes.
 
@@ -586,8 +598,8 @@ def _split_chunks(kernel, hardmax, force_64bit, red, itemsize, group, group_full
     # finish blocks per group (grid.y of the finish pass): argmin/argmax's one, hardmax's
     # write blocks
     reads = _finish_layout(kernel, hardmax, n_out, group_full, target_threads, nchunks,
-                           _most_writers(hardmax, group, itemsize, nchunks,
-                                         min_scratch_ratio))[3] if hardmax else 1
+                           _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
+                           _write_unit(write, itemsize))[3] if hardmax else 1
     most_chunks = nchunks                   # (> 1 here, and never below 1)
     for _ in range(4):
         width = partial_index_width(red, -(-group // most_chunks), idx_bytes)
@@ -668,7 +680,7 @@ def _chunks_of(case, kernel, hardmax, block_team, write, group, group_full, n_ou
             fbx, fby, fgx, wsplit, write_chunk = _finish_layout(
                 kernel, hardmax, n_out, group_full, target_threads, nchunks,
                 _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio),
-                32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1)
+                _write_unit(write, itemsize))
             finish_shared = _smem(fbx * fby, smem_key, 8) if fby > 1 else 0
             return ("split", chunk, nchunks, 2, ((fbx, fby, 1), (fgx, wsplit, 1), finish_shared),
                     write_chunk, False)
@@ -727,6 +739,13 @@ def _vec_widths(itemsize):
 
 
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
+
+
+def _write_unit(write, itemsize) -> int:
+    """The one-hot positions of a hardmax finish write block that span whole 32-byte sectors
+    (by the output stride of the write list's first dimension), 1 without one: the same figure
+    where the split is cut (:func:`_split_chunks`) and where its finish is laid out."""
+    return 32 // math.gcd(32, abs(write[0][1]) * itemsize) if write else 1
 
 
 def _most_writers(hardmax, group, itemsize, nchunks, min_scratch_ratio) -> int:
