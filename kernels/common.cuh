@@ -38,14 +38,14 @@
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
-#ifndef offsetof
-#define offsetof(type, member) __builtin_offsetof(type, member)   // <cstddef>'s, without it
-#endif
 
 // A field of a kernel parameter struct sits at the byte offset that its host mirror (a NumPy
 // structured dtype, align=True) gives it: the host packs the struct by those offsets.
+// (the builtin, not offsetof: CUDA's headers may #undef offsetof after this file, as on a GPU
+// machine's CuPy build, which then read "offsetof(S, f)" as a call and failed to compile)
 #define CUO_FIELD_AT(S, field, off) \
-    static_assert(offsetof(S, field) == (off), #S "." #field ": not at its host mirror's offset")
+    static_assert(__builtin_offsetof(S, field) == (off), \
+                  #S "." #field ": not at its host mirror's offset")
 
 namespace cuo {
 

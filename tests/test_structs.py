@@ -14,9 +14,6 @@ from cupyops.core.fastread import (env_reader, env_reader_public, numpy_data_ptr
 from cupyops.ops.argreduce.params import AR_PARAMS
 from cupyops.ops.nonzero.params import FASTDIV, NZ_COUNT_PARAMS, NZ_PARAMS
 
-#: NVRTC has no <cstddef> without CUDA's headers: its builtin, when the source does not define it
-OFFSETOF = ("#ifndef offsetof\n#define offsetof(type, member) __builtin_offsetof(type, member)\n"
-            "#endif\n")
 STRUCTS = [("argreduce", AR_PARAMS), ("nonzero", FASTDIV), ("nonzero", NZ_PARAMS),
            ("nonzero", NZ_COUNT_PARAMS)]
 
@@ -29,7 +26,7 @@ def _asserted(source: str, cname: str) -> dict:
     for m in re.finditer(r"static_assert\s*\(\s*sizeof\s*\(\s*%s\s*\)\s*==\s*(\d+)"
                          % cname, source):
         out["sizeof"] = int(m.group(1))
-    for m in re.finditer(r"static_assert\s*\(\s*offsetof\s*\(\s*%s\s*,\s*(\w+)\s*\)\s*==\s*(\d+)"
+    for m in re.finditer(r"static_assert\s*\(\s*(?:__builtin_)?offsetof\s*\(\s*%s\s*,\s*(\w+)\s*\)\s*==\s*(\d+)"
                          % cname, source):
         out[m.group(1)] = int(m.group(2))
     for m in re.finditer(r"#define\s+(\w+)\(\w+,\s*\w+\)\s+CUO_FIELD_AT\(\s*%s\s*,[^\n]*\n(.*?)#undef\s+\1"
@@ -55,12 +52,12 @@ def test_nvrtc_compiles_the_definitions_asserts_against_the_c_struct(family, lay
         pytest.skip(f"NVRTC does not load: {why}")
     fam = _modules.get_family(family)
     options = _nvrtc.cupy_options(_modules.compile_options(fam))
-    source = _modules.module_source(family) + "\n" + OFFSETOF + layout.c_asserts() + "\n"
+    source = _modules.module_source(family) + "\n" + layout.c_asserts() + "\n"
     _nvrtc.compile_ptx(source, 90, options)          # raises NvrtcError on a failed assert
     wrong = layout.c_asserts().replace(f"== {layout.dtype.itemsize}",
                                        f"== {layout.dtype.itemsize + 8}", 1)
     with pytest.raises(_nvrtc.NvrtcError, match="size"):
-        _nvrtc.compile_ptx(_modules.module_source(family) + "\n" + OFFSETOF + wrong + "\n", 90,
+        _nvrtc.compile_ptx(_modules.module_source(family) + "\n" + wrong + "\n", 90,
                            options)
 
 

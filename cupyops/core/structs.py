@@ -6,7 +6,7 @@ them) whose values an ``encode`` function turns into bytes. From that one defini
 
 * ``dtype``: the NumPy structured dtype with C layout (``align=True``), which the launch code
   passes (simt takes the ``np.void``; CuPy a one-element array of it);
-* :meth:`Struct.c_asserts`: the ``static_assert`` lines on ``sizeof`` and every ``offsetof``
+* :meth:`Struct.c_asserts`: the ``static_assert`` lines on ``sizeof`` and every ``__builtin_offsetof``
   that the kernel source holds next to the C definition (tests compile both with NVRTC and
   compare the two);
 * :meth:`Struct.pack`: the struct's bytes from one value per field, as one ``struct.pack``
@@ -78,7 +78,7 @@ class Struct:
         lines = [f"static_assert(sizeof({self.cname}) == {self.dtype.itemsize}, "
                  f"\"{self.cname}: size\");"]
         for name, off in self.offsets().items():
-            lines.append(f"static_assert(offsetof({self.cname}, {name}) == {off}, "
+            lines.append(f"static_assert(__builtin_offsetof({self.cname}, {name}) == {off}, "
                          f"\"{self.cname}::{name}\");")
         return "\n".join(lines)
 
