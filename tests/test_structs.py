@@ -51,7 +51,7 @@ def test_nvrtc_compiles_the_definitions_asserts_against_the_c_struct(family, lay
     if not ok:
         pytest.skip(f"NVRTC does not load: {why}")
     fam = _modules.get_family(family)
-    options = _nvrtc.cupy_options(_modules.compile_options(fam))
+    options = _nvrtc.cupy_options(_modules.compile_options(fam)) + ("-DCUO_CHECK_LAYOUT",)
     source = _modules.module_source(family) + "\n" + layout.c_asserts() + "\n"
     _nvrtc.compile_ptx(source, 90, options)          # raises NvrtcError on a failed assert
     wrong = layout.c_asserts().replace(f"== {layout.dtype.itemsize}",
@@ -89,3 +89,18 @@ def test_fast_data_pointer_agrees_with_the_array_interface():
              base.view(np.uint8)[1:17].view(np.int16)]
     for v in views:
         assert numpy_data_ptr(v) == numpy_data_ptr_public(v), v.shape
+
+
+def test_the_offset_checks_compile_only_where_asked():
+    """CuPy's NVRTC on a GPU machine (CuPy 14.2, H200) knew neither offsetof nor
+    __builtin_offsetof: every offsetof in the kernels sits under CUO_CHECK_LAYOUT."""
+    from cupyops.core.modules import kernels_root
+    for path in sorted(kernels_root().glob("*.cu*")):
+        guarded = False
+        for line in path.read_text().splitlines():
+            if line.startswith("#if"):
+                guarded = "CUO_CHECK_LAYOUT" in line
+            elif line.startswith(("#else", "#endif")):
+                guarded = False
+            elif "offsetof" in line and not line.lstrip().startswith("//"):
+                assert guarded, f"{path.name}: {line.strip()}"
