@@ -774,6 +774,15 @@ __device__ __forceinline__ void ar_block_combine(ArBest<K, I>& b, bool last)
     b.i = si[nwarps];
 }
 
+// Slot of logical entry L (thread t's j-th best at t * NB + j) in the combine's shared arrays:
+// the j bits XORed with bits of t >> (5 - log2 NB), so the 32 lanes of a warp storing their
+// j-th bests hit 32 banks instead of 32 / NB (a permutation inside each NB-aligned block).
+template <int NB>
+__device__ __forceinline__ int ar_slot(int L)
+{
+    return L ^ ((L >> 5) & (NB - 1));
+}
+
 // Across threadIdx.y for each threadIdx.x (blockDim.y a power of two), for the NB bests each
 // thread holds: a tree in shared memory; every thread ends with its column's bests.
 template <class K, class I, int NB>
@@ -788,8 +797,8 @@ __device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool la
     const int me = (ty * bx + tx) * NB;
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-        sk[me + j] = b[j].k;
-        si[me + j] = b[j].i;
+        sk[ar_slot<NB>(me + j)] = b[j].k;
+        si[ar_slot<NB>(me + j)] = b[j].i;
     }
     for (int s = by >> 1; s >= 1; s >>= 1) {
         __syncthreads();
@@ -797,17 +806,17 @@ __device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool la
             const int other = me + s * bx * NB;
 #pragma unroll
             for (int j = 0; j < NB; ++j) {
-                b[j].take(sk[other + j], si[other + j], last);
-                sk[me + j] = b[j].k;
-                si[me + j] = b[j].i;
+                b[j].take(sk[ar_slot<NB>(other + j)], si[ar_slot<NB>(other + j)], last);
+                sk[ar_slot<NB>(me + j)] = b[j].k;
+                si[ar_slot<NB>(me + j)] = b[j].i;
             }
         }
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-        b[j].k = sk[tx * NB + j];
-        b[j].i = si[tx * NB + j];
+        b[j].k = sk[ar_slot<NB>(tx * NB + j)];
+        b[j].i = si[ar_slot<NB>(tx * NB + j)];
     }
 }
 
@@ -1373,11 +1382,13 @@ __device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* 
         if (p.mode == AR_MODE_INDEX) {
             U in_off, out_off;
             ar_kept_offsets<U>(g, p, in_off, out_off);
-            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)si[t], p.out_width);
-            ar_flag_all_nan(allnan, sk[t], p);
+            const int at = ar_slot<VC>((int)t);      // (the combine's slots)
+            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)si[at], p.out_width);
+            ar_flag_all_nan(allnan, sk[at], p);
         } else {
             const U c = (U)blockIdx.y;
-            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + g, sk[t], si[t],
+            const int at = ar_slot<VC>((int)t);
+            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + g, sk[at], si[at],
                                    ar_chunk_lid<U>(c, p), p.pidx_width);
         }
     }

@@ -665,3 +665,21 @@ def test_hardmax_column_split_and_schedules(dtype, monkeypatch):
             r, plan = run_hm(x, (1,), "first")
         assert plan.case == "split" and packed(plan)
         np.testing.assert_array_equal(r.view(np.uint8), onehot(x, (1,), "first").view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.float16])
+@pytest.mark.parametrize("shape,axis", [((1024, 256), 0), ((64, 128, 32), 1)])
+def test_column_combine_is_not_bank_conflicted(dtype, shape, axis):
+    """Issue 26: the packed column combine stores each thread's VC bests at t * VC + j; its
+    slots are swizzled so a warp's stores hit 32 banks (simt: wavefronts / accesses <= 2)."""
+    import cupyops
+    from cupyops import simt
+    x = np.random.default_rng(3).integers(0, 3, shape).astype(dtype)
+    with simt.record_traffic() as rec:
+        got = cupyops.argmax(x, axis=axis, device="simt")
+    np.testing.assert_array_equal(got, np.argmax(x, axis=axis))
+    cols = [r for r in rec.launches if r.kernel.startswith("argreduce_col") and r.shared_accesses]
+    assert cols, [r.kernel for r in rec.launches]
+    for r in cols:
+        assert r.shared_wavefronts / r.shared_accesses <= 2, (r.kernel, r.shared_wavefronts,
+                                                              r.shared_accesses)
