@@ -142,10 +142,12 @@ def layout_class(k):
     if type(k[0]) is not tuple:
         return None
     n = len(k)
+    # (the pointer mod 16, not the key's mod 32: a class entry plans each new array from its
+    # own pointer, and NumPy's allocations agree only mod 16)
     if n == 9:
-        return (k[0], k[1], len(k[2])) + k[4:]
+        return (k[0], k[1], len(k[2])) + k[4:7] + (k[7] % 16, k[8])
     if n == 11:
-        return (k[0], k[1], k[2], len(k[3])) + k[5:]
+        return (k[0], k[1], k[2], len(k[3])) + k[5:8] + (k[8] % 16,) + k[9:]
     return None
 
 

@@ -35,6 +35,19 @@ NONZERO_KERNEL_DEVICES = list(KERNEL_DEVICES)
 #: its traffic counters, dry runs, or CuPy's host marshalling, and its node id says so (simt,
 #: traffic, dry_run, marshal or overhead).
 EMULATOR_ONLY = {
+    # issue 26: grids, traffic records and shared-memory replays that only simt counts
+    "test_argreduce_grid.py::test_reading_pass_fills_the_sms",
+    "test_argreduce_grid.py::test_issue_examples",
+    "test_argreduce_grid.py::test_results_match_numpy",
+    "test_argreduce_packed.py::test_column_combine_is_not_bank_conflicted",
+    "test_memory_terms.py::test_records_schema_and_passes",
+    "test_nonzero_memory.py::test_requests_per_unique_sector_and_path",
+    "test_nonzero_memory.py::test_wide_inner_extent_reads_each_sector_once",
+    "test_nonzero_memory.py::test_shared_bank_conflicts",
+    "test_nonzero_memory.py::test_permuted_size_traffic",
+    "test_nonzero_memory.py::test_word_path_under_schedules",
+    "test_nonzero_memory.py::test_count_axis0_requests",
+    "test_nonzero_memory.py::test_count_modes_under_schedules",
     # dry runs: launches recorded instead of run
     "test_dry_run.py::test_every_op_records_without_compiling",
     "test_dry_run.py::test_bad_input_fails_the_same_inside",
