@@ -417,12 +417,13 @@ def nanargmin(x, /, axis=None, *, keepdims=False, tie="first", dtype=None, out=N
 
 
 @_threads.one_thread
-def _hardmax_whole(c, *, axes, tie, device):
+def _hardmax_whole(c, *, axes, tie, device, dtype):
     _check_chunk(c, "hardmax")
-    return _public.hardmax(c, axes, tie=tie, device=device)
+    out = _public.hardmax(c, axes, tie=tie, device=device)
+    return out if out.dtype == dtype else out.astype(dtype)   # (see _onehot_chunk)
 
 
-def _onehot_chunk(c, w, block_info=None, *, axes, shape):
+def _onehot_chunk(c, w, block_info=None, *, axes, shape, dtype):
     """This chunk's part of the one-hot: 1 where the element's global index over the reduced
     axes is its group's winner ``w`` (keepdims shape)."""
     _check_chunk(c, "hardmax")
@@ -436,9 +437,10 @@ def _onehot_chunk(c, w, block_info=None, *, axes, shape):
         stride *= shape[a]
     hit = gi == w
     hit = xp.broadcast_to(hit, c.shape)
-    if _bf16.is_bf16(c.dtype):
-        return (hit.astype(np.uint16) * _bf16.ONE_BITS).astype(np.uint16).view(c.dtype)
-    return hit.astype(c.dtype)
+    # (the graph's dtype, not the chunk's: a worker may hand over a byte-swapped chunk as native)
+    if _bf16.is_bf16(dtype):
+        return (hit.astype(np.uint16) * _bf16.ONE_BITS).astype(np.uint16).view(dtype)
+    return hit.astype(dtype)
 
 
 def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None):
@@ -451,12 +453,14 @@ def hardmax(x, /, axis=-1, *, tie="first", out=None, device=None, workspace=None
     da = _da()
     if all(x.numblocks[a] == 1 for a in axes) or any(n == 0 for n in x.shape):
         # each group in one chunk (or nothing to pick from): cupyops' hardmax per chunk
-        return da.map_blocks(partial(_hardmax_whole, axes=axes, tie=tie, device=device), x,
+        return da.map_blocks(partial(_hardmax_whole, axes=axes, tie=tie, device=device,
+                                     dtype=x.dtype), x,
                              dtype=x.dtype, meta=_meta(x, x.ndim, x.dtype),
                              token="cupyops-hardmax")
     _need_known(x, axes, opname)
     w = _arg_graph(x, "max", axes, True, tie, np.dtype(np.int64), device, False, opname)
-    return da.map_blocks(partial(_onehot_chunk, axes=axes, shape=tuple(x.shape)), x, w,
+    return da.map_blocks(partial(_onehot_chunk, axes=axes, shape=tuple(x.shape), dtype=x.dtype),
+                         x, w,
                          dtype=x.dtype, meta=_meta(x, x.ndim, x.dtype),
                          token="cupyops-hardmax-onehot")
 
