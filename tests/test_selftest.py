@@ -39,7 +39,7 @@ def test_quick_on_simt_covers_every_op_dtype_and_plan_case():
     rec = selftest.run("simt", quick=True)
     _covers_everything(rec)
     assert rec["mismatches"] == 0, rec["failures"][:5]
-    assert {"row", "column", "general", "decode", "nonzero"} <= set(rec["plan_cases"])
+    assert {"row", "column", "general", "decode", "coordinates"} <= set(rec["plan_cases"])
 
 
 @pytest.mark.parametrize("wrong", ["argmin for argmax", "tie last for first", "one bit off"])

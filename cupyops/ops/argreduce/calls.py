@@ -25,11 +25,11 @@ from cupyops.core.backend import backend_for
 from cupyops.core.arrays import data_ptr
 from cupyops.core.dtypes import element_alignment
 from cupyops.core.placement import force_64bit, read_only_view
+from cupyops.core.trace import planner_options_set as _planner_options_set
 from cupyops.core.workspace import check_workspace
 from cupyops.ops.argreduce import launch as _launch
 from cupyops.ops.argreduce import numpy_entries as _entries
 from cupyops.ops.argreduce import numpy_path as _numpy
-from cupyops.ops.argreduce import plan as _plan
 from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
 from cupyops.ops.argreduce.rules import argreduce_rules, hardmax_rules
 
@@ -82,7 +82,7 @@ def _kernel_argreduce(kind, skip_nan, x, call, tie, placement, workspace):
     res = _launch.execute_into(run, cx, _place.kernel_out(call.out_kept, placement), workspace)
     entry = cls = None
     ok, prep = _place.entry_prep(placement, x, kin)
-    if ok and cx is kin and not datetime and not _plan.PLAN_OPTIONS:
+    if ok and cx is kin and not datetime and not _planner_options_set():
         reshape = call.result_shape if call.keepdims else None
         entry = _launch.runner(backend, launches, entry=(prep, reshape))
         cls = argreduce_class(
@@ -130,7 +130,7 @@ def _kernel_hardmax(x, axes, tie, out, placement, workspace):
     res = _launch.execute_into(run, cx, kout, workspace)
     entry = cls = None
     ok, prep = _place.entry_prep(placement, x, kx)
-    if ok and cx is kx and not _plan.PLAN_OPTIONS:
+    if ok and cx is kx and not _planner_options_set():
         entry = _launch.runner(backend, launches, entry=(prep, None))
         cls = argreduce_class(backend, placement, axes, hardmax=True, tie=tie)
     res = _place.from_kernel_result(res, placement)

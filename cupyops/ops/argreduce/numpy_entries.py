@@ -23,9 +23,12 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import threads as _threads
 from cupyops.core.arrays import readable
-from cupyops.core.placement import CPU_SMALL
 from cupyops.ops.argreduce import numpy_blocks as _blocks
 from cupyops.ops.argreduce import numpy_path as _numpy
+
+#: NumPy's own compositions serve inputs of at most this many elements where they would
+#: copy (larger ones keep the chunked routines, whose extra memory is bounded)
+CPU_SMALL = 4096
 
 __all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "fast_layout"]
 

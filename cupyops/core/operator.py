@@ -1,0 +1,98 @@
+"""One public operator, described once: :class:`Operator`.
+
+Every public function is one descriptor in its op folder (``cupyops/ops/<family>/api.py``):
+its signature (a function whose parameters, annotations and docstring are the public
+function's), its full road, its kernel families, its Dask implementation, its selftest and
+benchmark cases and its documentation entry. Everything else iterates the descriptors that
+``cupyops.ops.OPERATORS`` lists: ``cupyops._call`` generates the public functions from them,
+the array namespace, Dask, the selftest, the NVRTC tool and the benchmark take their names
+and cases from them, and the layering test checks that no module outside ``ops/`` names an
+operator. This module knows no operator.
+"""
+from __future__ import annotations
+
+import inspect
+import typing
+
+__all__ = ["Operator", "SelftestCall", "BenchCase", "CONTROL_ARGS"]
+
+#: the parameters that are no part of a call's key: where the result goes, where the call runs
+#: and its scratch (cupyops._call reads them itself)
+CONTROL_ARGS = ("out", "device", "workspace")
+
+
+class SelftestCall(typing.NamedTuple):
+    """One selftest call of an operator on one input: a label, the keywords, and the
+    reference (a function of no arguments computing the expected result from NumPy
+    primitives; an error it raises is the error the call must raise)."""
+
+    label: str
+    kwargs: dict
+    reference: typing.Callable
+
+
+class BenchCase(typing.NamedTuple):
+    """One benchmark case of an operator: the case's name (its legend explains it), the input
+    shape and the parameters the operator's benchmark functions read."""
+
+    case: str
+    shape: tuple
+    params: dict
+
+
+class Operator:
+    """The descriptor of one public operator.
+
+    * ``spec``: a function with the public function's exact parameters, defaults, annotations
+      and docstring (its body is never run); ``name`` is its name.
+    * ``road(x, *args)``: the full road of a call (rules, trivial branch, NumPy path, kernel
+      path), ``args`` in the order of ``spec``'s parameters after ``x``; returns ``(result,
+      entry, class_entry)`` (cupyops._call's contract).
+    * ``families``: the kernel families (cupyops.core.modules names) the kernel path uses.
+    * ``dask(x, **kwargs)``: the lazy Dask result, or None where Dask arrays are refused.
+    * ``selftest(case, rng)``: a list of :class:`SelftestCall` for one selftest input (an
+      object with ``x`` and ``axes``), or None.
+    * ``bench``: the benchmark's functions for this operator (see cupyops.bench.cases), or
+      None.
+    * ``tuple_args``: parameters that may be tuples; a call giving one takes the key that
+      records the items' types (``axis=(0, 1)``), not the inline one.
+    * ``array_api``: whether the array API standard defines it (the namespace holds every
+      operator either way).
+    * ``examples``: DirectML's worked examples of the operator (``python -m cupyops demo``),
+      ``(label, call(function, device), expected)`` with ``function`` the public function.
+    * ``doc``: one line for the operator tables of the docs and ``--help`` texts.
+    """
+
+    __slots__ = ("name", "spec", "road", "families", "dask", "selftest", "bench", "tuple_args",
+                 "array_api", "doc", "examples", "params", "key_args", "defaults", "annotations")
+
+    def __init__(self, spec, road, *, families=(), dask=None, selftest=None, bench=None,
+                 tuple_args=("axis",), array_api=False, examples=(), doc=""):
+        sig = inspect.signature(spec)
+        names = list(sig.parameters)
+        if not names or names[0] != "x" \
+                or sig.parameters["x"].kind is not inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"{spec.__name__}: the first parameter must be the positional-only x")
+        self.name = spec.__name__
+        self.spec = spec
+        self.road = road
+        self.families = tuple(families)
+        self.dask = dask
+        self.selftest = selftest
+        self.bench = bench
+        self.params = tuple(names[1:])
+        self.key_args = tuple(n for n in self.params if n not in CONTROL_ARGS)
+        self.tuple_args = tuple(a for a in tuple_args if a in self.key_args)
+        self.array_api = bool(array_api)
+        self.examples = tuple(examples)
+        self.doc = doc or (inspect.getdoc(spec) or "").split("\n")[0]
+        self.defaults = {n: p.default for n, p in sig.parameters.items()
+                         if p.default is not inspect.Parameter.empty}
+        self.annotations = dict(getattr(spec, "__annotations__", {}))
+
+    def takes(self, arg: str) -> bool:
+        """Whether the operator has the parameter ``arg`` (``out``, ``workspace``, ...)."""
+        return arg in self.params
+
+    def __repr__(self):
+        return f"Operator({self.name!r})"
