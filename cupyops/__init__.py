@@ -19,7 +19,8 @@ from cupyops.core.workspace import Workspace
 from cupyops.interop import namespace as _namespace
 
 if TYPE_CHECKING:   # the declared signatures; at run time, the functions generated from them
-    from cupyops.ops.argreduce.api import argmax, argmin, hardmax, nanargmax, nanargmin
+    from cupyops.ops.argreduce.api import (argmax, argmin, hardmax, max_and_argmax,
+                                           min_and_argmin, nanargmax, nanargmin)
     from cupyops.ops.nonzero.api import argwhere, count_nonzero, nonzero, nonzero_coordinates
 else:
     globals().update(_PUBLIC)

@@ -161,9 +161,17 @@ def _same(got, want) -> bool:
     got = np.asarray(got)
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
-    if want.dtype.kind == "V":
-        return np.array_equal(got.view(np.uint16), want.view(np.uint16))
-    return np.array_equal(got, want)
+    return np.array_equal(_bits(got), _bits(want))
+
+
+def _bits(a):
+    """``a``'s elements as unsigned integers of their bits (values compare bit for bit: NaN
+    payloads and the sign of zero count; complex as two halves)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind in "biu" and a.dtype.isnative:
+        return a
+    size = a.dtype.itemsize // 2 if a.dtype.kind == "c" else a.dtype.itemsize
+    return a.view(np.dtype(f"u{size}"))
 
 
 # --------------------------------------------------------------------------- the sweep

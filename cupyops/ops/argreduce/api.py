@@ -10,9 +10,9 @@ from cupyops.core.operator import Operator
 from cupyops.core.workspace import Workspace
 from cupyops.ops.argreduce import checks as _checks
 from cupyops.ops.argreduce import dask as _dask
-from cupyops.ops.argreduce.calls import argreduce_call, hardmax_call
+from cupyops.ops.argreduce.calls import ValuesIndices, argreduce_call, hardmax_call, values_call
 
-__all__ = ["OPERATORS"]
+__all__ = ["OPERATORS", "ValuesIndices"]
 
 #: the kernel families of the kernel path (cupyops.ops.argreduce.family)
 FAMILIES = ("argreduce",)
@@ -60,6 +60,34 @@ def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out: ArrayT | 
     """
 
 
+def max_and_argmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
+                   tie: Tie = "first", dtype: IndexDType = None,
+                   out: tuple[ArrayT, ArrayT] | None = None, device: Device = None,
+                   workspace: Workspace | None = None) -> ValuesIndices:
+    """The largest element over ``axis`` and its index, as ``(values, indices)`` (a named
+    tuple, as ``torch.max(x, dim)`` returns).
+
+    ``indices`` is exactly ``argmax(x, axis, keepdims=keepdims, tie=tie, dtype=dtype)``;
+    ``values`` has x's dtype and holds the element at that index bit for bit (the sign of zero
+    and NaN payloads are kept). On the kernel path both come from the same single reduction.
+    ``out=(values_out, indices_out)`` receives them. Other arguments as argmax.
+    """
+
+
+def min_and_argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
+                   tie: Tie = "first", dtype: IndexDType = None,
+                   out: tuple[ArrayT, ArrayT] | None = None, device: Device = None,
+                   workspace: Workspace | None = None) -> ValuesIndices:
+    """The smallest element over ``axis`` and its index; NaN counts as the minimum. See
+    max_and_argmax."""
+
+
+def _values(spec, kind):
+    return Operator(spec, functools.partial(values_call, kind), families=FAMILIES,
+                    dask=functools.partial(_dask.values, kind),
+                    selftest=functools.partial(_checks.values_calls, kind))
+
+
 def _argreduce(spec, kind, skip_nan, *, array_api=False, examples=()):
     return Operator(spec, functools.partial(argreduce_call, kind, skip_nan), families=FAMILIES,
                     dask=functools.partial(_dask.argreduce, kind, skip_nan),
@@ -74,4 +102,6 @@ OPERATORS = (
     _argreduce(nanargmin, "min", True),
     Operator(hardmax, hardmax_call, families=FAMILIES, dask=_dask.hardmax,
              selftest=_checks.hardmax_calls, examples=_checks.HARDMAX_EXAMPLES),
+    _values(max_and_argmax, "max"),
+    _values(min_and_argmin, "min"),
 )

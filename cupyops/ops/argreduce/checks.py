@@ -7,7 +7,8 @@ import numpy as np
 
 from cupyops.core.operator import SelftestCall
 
-__all__ = ["argreduce_calls", "hardmax_calls", "ref_argreduce", "ref_hardmax", "ARGMIN_EXAMPLES",
+__all__ = ["argreduce_calls", "hardmax_calls", "values_calls", "ref_argreduce", "ref_hardmax",
+           "winners_ref", "ARGMIN_EXAMPLES",
            "ARGMAX_EXAMPLES", "HARDMAX_EXAMPLES"]
 
 # DirectML's worked examples (DML_ARGMIN_OPERATOR_DESC, DML_ARGMAX_OPERATOR_DESC,
@@ -153,3 +154,38 @@ def hardmax_calls(case, rng):
         return []
     return [SelftestCall(f"axis={axis} tie={t}", dict(axis=axis, tie=t),
                          lambda t=t: ref_hardmax(x, axis, t)) for t in ("first", "last")]
+
+
+def winners_ref(x, axes, idx):
+    """The elements of x at row-major indices ``idx`` over the sorted reduced ``axes`` (kept
+    shape), read through a transposed copy: bit for bit."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, kept + list(axes)).reshape(
+        [x.shape[i] for i in kept] + [-1])
+    return np.take_along_axis(moved, np.asarray(idx, np.intp)[..., None], axis=-1)[..., 0]
+
+
+def values_calls(kind, case, rng):
+    """max_and_argmax / min_and_argmin on one selftest input: argmax's reference index, and the
+    element there (compared bit for bit by the selftest)."""
+    x, axis = case.x, case.axes
+    if x.ndim == 0 and axis not in (None, 0, -1):
+        return []
+    op = "arg" + kind
+
+    def ref(tie, keep, dt):
+        idx = ref_argreduce(x, op, axis, tie, False, dt)
+        axes = tuple(range(x.ndim)) if axis is None else tuple(
+            sorted(a % max(x.ndim, 1) for a in (axis if isinstance(axis, tuple) else (axis,))))
+        if x.ndim == 0 or not axes:
+            vals = x.copy()
+        elif idx.size == 0:
+            vals = np.empty(idx.shape, x.dtype)
+        else:
+            vals = winners_ref(x, axes, idx)
+        shape = [1 if i in axes else n for i, n in enumerate(x.shape)] if keep else idx.shape
+        return np.asarray(vals, x.dtype).reshape(shape), idx.reshape(shape)
+    return [SelftestCall(f"axis={axis} tie={tie} keepdims={keep} dtype={np.dtype(dt)}",
+                         dict(axis=axis, tie=tie, keepdims=keep, dtype=dt),
+                         lambda t=tie, k=keep, d=dt: ref(t, k, d))
+            for tie, keep, dt in (("first", False, np.int64), ("last", True, np.int32))]

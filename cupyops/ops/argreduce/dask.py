@@ -28,9 +28,10 @@ import numpy as np
 from cupyops.core import dtypes as _bf16
 from cupyops.core import threads as _threads
 from cupyops.interop import dask as _shared
+from cupyops.ops.argreduce import calls as _calls
 from cupyops.ops.argreduce import rules as _rules
 
-__all__ = ["argreduce", "hardmax", "arg_chunk"]
+__all__ = ["argreduce", "values", "hardmax", "arg_chunk"]
 
 _INT64_MIN = np.iinfo(np.int64).min
 
@@ -60,9 +61,11 @@ def _comparable(v, xp):
 def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
                computing_meta=False):
     """One chunk's partial (the chunk step of ``dask.array.reduction``): per group, the
-    winner's value (comparable form) ``v``, NaN mask ``n``, index ``i`` (row-major over this
-    chunk's part of the reduced axes) and 'empty' mask ``e`` (no candidate in this chunk); ``x``
-    is the box ``i`` counts in: the chunk's extents along the reduced axes."""
+    winner's value as it is ``r`` and in comparable form ``v``, NaN mask ``n``, index ``i``
+    (row-major over this chunk's part of the reduced axes) and 'empty' mask ``e`` (no candidate
+    in this chunk); ``x`` is the box ``i`` counts in: the chunk's extents along the reduced
+    axes. argmin/argmax take the value and the index from one max_and_argmax / min_and_argmin
+    call; nanarg* read the winners back (their NaN-skipping winner has no values call)."""
     if computing_meta:               # dask asks for a meta: the input's empty array serves
         return c
     _shared.check_chunk(c, opname)
@@ -71,32 +74,37 @@ def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
     ext = tuple(int(c.shape[a]) for a in axes)
     kshape = tuple(1 if a in axes else n for a, n in enumerate(c.shape))
     if any(c.shape[a] == 0 for a in axes) or c.size == 0:
-        v, n = _comparable(xp.zeros(kshape, c.dtype), xp)
-        return {"v": v, "n": n, "i": xp.zeros(kshape, np.int64), "e": xp.ones(kshape, bool),
-                "x": ext}
+        r = xp.zeros(kshape, c.dtype)
+        v, n = _comparable(r, xp)
+        return {"v": v, "n": n, "r": r, "i": xp.zeros(kshape, np.int64),
+                "e": xp.ones(kshape, bool), "x": ext}
+    if not skip_nan:              # the values come out of the same call: no re-read
+        fn = _shared.public.max_and_argmax if kind == "max" else _shared.public.min_and_argmin
+        r, li = fn(c, axes, keepdims=True, tie=tie, dtype=np.int64, device=device)
+        v, n = _comparable(r, xp)
+        return {"v": v, "n": n, "r": r, "i": li, "e": xp.zeros(kshape, bool), "x": ext}
     empty = None
     src = c
-    fn = _shared.public.argmax if kind == "max" else _shared.public.argmin
-    if skip_nan:
-        fn = _shared.public.nanargmax if kind == "max" else _shared.public.nanargmin
-        if c.dtype.kind in "fcV":
-            nan = xp.isnan(_bf16.widen(c) if c.dtype.kind == "V" else c)
-            empty = nan.all(axis=axes, keepdims=True)
-            if bool(empty.any()):       # an all-NaN group in this chunk: no candidate here
-                src = xp.where(empty, xp.zeros((), c.dtype), c)
-            else:
-                empty = None
+    fn = _shared.public.nanargmax if kind == "max" else _shared.public.nanargmin
+    if c.dtype.kind in "fcV":
+        nan = xp.isnan(_bf16.widen(c) if c.dtype.kind == "V" else c)
+        empty = nan.all(axis=axes, keepdims=True)
+        if bool(empty.any()):       # an all-NaN group in this chunk: no candidate here
+            src = xp.where(empty, xp.zeros((), c.dtype), c)
+        else:
+            empty = None
     li = fn(src, axes, keepdims=True, tie=tie, dtype=np.int64, device=device)
     # the winners' values: reduced axes last, flattened in row-major order (the index's order)
     nd = c.ndim
     kept = [a for a in range(nd) if a not in axes]
     moved = xp.moveaxis(src, list(axes), list(range(nd - len(axes), nd)))
     flat = moved.reshape(tuple(c.shape[a] for a in kept) + (-1,))
-    v = xp.take_along_axis(flat, li.reshape(tuple(c.shape[a] for a in kept) + (1,)), axis=-1)
-    v, n = _comparable(v.reshape(kshape), xp)
+    r = xp.take_along_axis(flat, li.reshape(tuple(c.shape[a] for a in kept) + (1,)), axis=-1)
+    r = r.reshape(kshape)
+    v, n = _comparable(r, xp)
     if empty is None:
         empty = xp.zeros(kshape, bool)
-    return {"v": v, "n": n, "i": li, "e": empty, "x": ext}
+    return {"v": v, "n": n, "r": r, "i": li, "e": empty, "x": ext}
 
 
 def _beats(b, a, kind, tie, xp):
@@ -183,7 +191,8 @@ def _merge(parts, kind, tie, depth):
         xp = _shared.xp_of(acc["i"])
         w = _beats(b, acc, kind, tie, xp)
         acc = {"v": xp.where(w, b["v"], acc["v"]), "n": xp.where(w, b["n"], acc["n"]),
-               "i": xp.where(w, b["i"], acc["i"]), "e": acc["e"] & b["e"]}
+               "r": xp.where(w, b["r"], acc["r"]), "i": xp.where(w, b["i"], acc["i"]),
+               "e": acc["e"] & b["e"]}
     acc["x"] = box
     return acc
 
@@ -195,7 +204,7 @@ def _arg_combine(parts, axis, keepdims=True, *, kind, tie, computing_meta=False)
 
 
 def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, extents,
-                   computing_meta=False):
+                   values_dtype=None, computing_meta=False):
     if computing_meta:     # (array-expr mode) the result's meta, as handed to dask.reduction
         return parts
     acc = _merge(parts, kind, tie, len(axis))
@@ -207,7 +216,10 @@ def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, exten
     res = acc["i"].astype(index_dtype)
     if not keepdims:
         res = res.reshape(tuple(n for a, n in enumerate(res.shape) if a not in axis))
-    return res
+    if values_dtype is None:
+        return res
+    # (the graph's dtype: a worker may hand over a byte-swapped chunk as native)
+    return {"values": acc["r"].astype(values_dtype).reshape(res.shape), "indices": res}
 
 
 @_threads.one_thread
@@ -253,6 +265,60 @@ def argreduce(kind, skip_nan, x, axis=None, keepdims=False, tie="first", dtype=N
     _shared.need_known(x, axes, opname)
     _rules.check_group(tuple(x.shape), axes, index_dtype, opname)
     return _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opname)
+
+
+# --------------------------------------------------------------------------------------------
+# max_and_argmax / min_and_argmin
+
+
+@_threads.one_thread
+def _values_whole(c, *, kind, axes, keepdims, tie, index_dtype, device, opname, dtype):
+    _shared.check_chunk(c, opname)
+    fn = _shared.public.max_and_argmax if kind == "max" else _shared.public.min_and_argmin
+    vals, idx = fn(c, axes, keepdims=keepdims, tie=tie, dtype=index_dtype, device=device)
+    return {"values": vals if vals.dtype == dtype else vals.astype(dtype), "indices": idx}
+
+
+def _field(pair, name):
+    return pair[name]
+
+
+def values(kind, x, axis=None, keepdims=False, tie="first", dtype=None, out=None, device=None,
+           workspace=None):
+    """max_and_argmax (``kind="max"``) / min_and_argmin on the Dask array ``x``: two lazy
+    arrays, values and indices, from one graph of (value, index) partials."""
+    opname = f"{kind}_and_arg{kind}"
+    _shared.refuse_out(out, workspace, opname)
+    _shared.check_device(device)
+    axes, keepdims, index_dtype = _rules.argreduce_args(x, opname, axis, keepdims, tie, dtype)
+    _shared.need_known(x, axes, opname)
+    _rules.check_group(tuple(x.shape), axes, index_dtype, opname)
+    da = _shared.da()
+    ndim = x.ndim if keepdims else x.ndim - len(axes)
+    if all(x.numblocks[a] == 1 for a in axes):   # each group in one chunk: one call a chunk
+        chunks = tuple((1,) if a in axes else c for a, c in enumerate(x.chunks))
+        if not keepdims:
+            chunks = tuple(c for a, c in enumerate(chunks) if a not in axes)
+        pairs = da.map_blocks(
+            partial(_values_whole, kind=kind, axes=axes, keepdims=keepdims, tie=tie,
+                    index_dtype=index_dtype, device=device, opname=opname, dtype=x.dtype),
+            x, chunks=chunks, drop_axis=() if keepdims else axes, dtype=index_dtype,
+            meta=_shared.meta(x, ndim, index_dtype), token=f"cupyops-{opname}")
+    else:                                         # (value, index) partials folded in a tree
+        pairs = da.reduction(
+            x, partial(arg_chunk, kind=kind, tie=tie, skip_nan=False, device=device,
+                       opname=opname),
+            partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype,
+                    extents=tuple(int(x.shape[a]) for a in axes), values_dtype=x.dtype),
+            axis=axes, keepdims=keepdims, dtype=index_dtype, split_every=_shared.split_every(),
+            combine=partial(_arg_combine, kind=kind, tie=tie), name=f"cupyops-{opname}",
+            concatenate=False, meta=_shared.meta(x, ndim, index_dtype))
+    return _calls.ValuesIndices(
+        pairs.map_blocks(_field, "values", dtype=x.dtype, meta=_shared.meta(x, ndim, x.dtype),
+                         token=f"cupyops-{opname}-values"),
+        pairs.map_blocks(_field, "indices", dtype=index_dtype,
+                         meta=_shared.meta(x, ndim, index_dtype),
+                         token=f"cupyops-{opname}-indices"))
 
 
 # --------------------------------------------------------------------------------------------

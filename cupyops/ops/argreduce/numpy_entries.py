@@ -30,7 +30,7 @@ from cupyops.ops.argreduce import numpy_path as _numpy
 #: copy (larger ones keep the chunked routines, whose extra memory is bounded)
 CPU_SMALL = 4096
 
-__all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "fast_layout"]
+__all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "cpu_values_entry", "fast_layout", "winners"]
 
 _INTP = np.dtype(np.intp)
 #: several axes (not all) of an input of at most this many elements: NumPy's composition (its
@@ -347,3 +347,44 @@ def cpu_hardmax_entry(x, axes, *, tie):
     if layout is None:
         return None
     return functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype))
+
+
+# ------------------------------------------------------------------------------ values
+
+def winners(x, axes, indices):
+    """The elements of ``x`` at ``indices`` (row-major over the sorted reduced ``axes``, in
+    the kept shape): a fresh array of x's dtype holding them bit for bit (NaN payloads, the
+    sign of zero). Fancy indexing of the winners alone: no pass over ``x``."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    coords = np.unravel_index(np.asarray(indices, np.intp), [x.shape[a] for a in axes])
+    index, j = [], 0
+    for i in range(x.ndim):
+        if i in axes:
+            index.append(coords[j])
+            j += 1
+        else:
+            k = kept.index(i)
+            index.append(np.arange(x.shape[i]).reshape(
+                [-1 if m == k else 1 for m in range(len(kept))]))
+    if not kept:            # one group: a basic index, then a fresh 0-d array (never a scalar)
+        return x[tuple(int(c) for c in index) + (np.newaxis,)].copy().reshape(())
+    return x[tuple(index)]
+
+
+def _run_values(state, x, workspace):
+    indices_entry, axes, kept_shape, result_shape, pair = state
+    idx = indices_entry(x, None)
+    vals = winners(x, axes, idx.reshape(kept_shape))
+    return pair(vals.reshape(result_shape), idx)
+
+
+def cpu_values_entry(x, axes, *, kind, tie, index_dtype, kept_shape, result_shape, pair):
+    """``entry(x, workspace)`` of max_and_argmax / min_and_argmin over ``axes`` (sorted,
+    non-empty) for inputs laid out as ``x`` (non-empty, rules checked): argmax's entry, then
+    the winners read from x (one element a group). ``pair(values, indices)`` makes the
+    result."""
+    idx_entry = cpu_argreduce_entry(x, axes, kind=kind, skip_nan=False, tie=tie,
+                                    index_dtype=index_dtype, result_shape=result_shape)
+    if idx_entry is None:
+        return None
+    return functools.partial(_run_values, (idx_entry, axes, kept_shape, result_shape, pair))

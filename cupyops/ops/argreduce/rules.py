@@ -63,7 +63,7 @@ def argreduce_rules(x, opname, axis, keepdims, tie, dtype, out) -> ArgreduceCall
 def check_group(shape, axes, index_dtype, opname) -> None:
     """An empty reduced axis is NumPy's error; a group whose last index the index dtype cannot
     hold is a ValueError before any work."""
-    kind = opname.replace("nan", "").replace("arg", "")
+    kind = "max" if opname.endswith("max") else "min"
     if any(shape[a] == 0 for a in axes):
         raise ValueError(f"attempt to get arg{kind} of an empty sequence ({opname}: reduced axes "
                          f"{axes} of shape {shape})")
