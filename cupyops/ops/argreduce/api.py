@@ -10,7 +10,8 @@ from cupyops.core.operator import Operator
 from cupyops.core.workspace import Workspace
 from cupyops.ops.argreduce import checks as _checks
 from cupyops.ops.argreduce import dask as _dask
-from cupyops.ops.argreduce.calls import ValuesIndices, argreduce_call, hardmax_call, values_call
+from cupyops.ops.argreduce.calls import argreduce_call, hardmax_call, values_call
+from cupyops.ops.argreduce.rules import ValuesIndices
 
 __all__ = ["OPERATORS", "ValuesIndices"]
 

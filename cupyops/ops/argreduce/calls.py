@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import math
 import sys
-import typing
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from cupyops.ops.argreduce import launch as _launch
 from cupyops.ops.argreduce import numpy_entries as _entries
 from cupyops.ops.argreduce import numpy_path as _numpy
 from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
-from cupyops.ops.argreduce.rules import argreduce_rules, hardmax_rules
+from cupyops.ops.argreduce.rules import ValuesIndices, argreduce_rules, hardmax_rules
 
 __all__ = ["argreduce_call", "hardmax_call", "values_call", "argreduce_class", "ValuesIndices"]
 
@@ -92,14 +91,6 @@ def _kernel_argreduce(kind, skip_nan, x, call, tie, placement, workspace):
             backend, placement, call.axes, hardmax=False, kind=kind, tie=tie,
             index_dtype=call.index_dtype, skip_nan=skip_nan, keepdims=call.keepdims)
     return _place.from_kernel_result(res, placement), entry, cls
-
-
-class ValuesIndices(typing.NamedTuple):
-    """What max_and_argmax / min_and_argmin return: the extremes and their indices (the
-    fields of ``torch.max(x, dim)``'s result)."""
-
-    values: object
-    indices: object
 
 
 def values_call(kind, x, axis, keepdims, tie, dtype, out, device, workspace):

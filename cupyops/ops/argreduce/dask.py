@@ -28,7 +28,6 @@ import numpy as np
 from cupyops.core import dtypes as _bf16
 from cupyops.core import threads as _threads
 from cupyops.interop import dask as _shared
-from cupyops.ops.argreduce import calls as _calls
 from cupyops.ops.argreduce import rules as _rules
 
 __all__ = ["argreduce", "values", "hardmax", "arg_chunk"]
@@ -58,14 +57,15 @@ def _comparable(v, xp):
 
 
 @_threads.one_thread
-def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
+def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname, raw=False,
                computing_meta=False):
     """One chunk's partial (the chunk step of ``dask.array.reduction``): per group, the
     winner's value as it is ``r`` and in comparable form ``v``, NaN mask ``n``, index ``i``
     (row-major over this chunk's part of the reduced axes) and 'empty' mask ``e`` (no candidate
     in this chunk); ``x`` is the box ``i`` counts in: the chunk's extents along the reduced
     axes. argmin/argmax take the value and the index from one max_and_argmax / min_and_argmin
-    call; nanarg* read the winners back (their NaN-skipping winner has no values call)."""
+    call; nanarg* read the winners back (their NaN-skipping winner has no values call). ``r``
+    only with ``raw`` (max_and_argmax's graph): the others send only what they compare."""
     if computing_meta:               # dask asks for a meta: the input's empty array serves
         return c
     _shared.check_chunk(c, opname)
@@ -76,13 +76,13 @@ def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
     if any(c.shape[a] == 0 for a in axes) or c.size == 0:
         r = xp.zeros(kshape, c.dtype)
         v, n = _comparable(r, xp)
-        return {"v": v, "n": n, "r": r, "i": xp.zeros(kshape, np.int64),
-                "e": xp.ones(kshape, bool), "x": ext}
+        return _partial(v, n, r if raw else None, xp.zeros(kshape, np.int64),
+                        xp.ones(kshape, bool), ext)
     if not skip_nan:              # the values come out of the same call: no re-read
         fn = _shared.public.max_and_argmax if kind == "max" else _shared.public.min_and_argmin
         r, li = fn(c, axes, keepdims=True, tie=tie, dtype=np.int64, device=device)
         v, n = _comparable(r, xp)
-        return {"v": v, "n": n, "r": r, "i": li, "e": xp.zeros(kshape, bool), "x": ext}
+        return _partial(v, n, r if raw else None, li, xp.zeros(kshape, bool), ext)
     empty = None
     src = c
     fn = _shared.public.nanargmax if kind == "max" else _shared.public.nanargmin
@@ -104,7 +104,15 @@ def arg_chunk(c, axis, keepdims=True, *, kind, tie, skip_nan, device, opname,
     v, n = _comparable(r, xp)
     if empty is None:
         empty = xp.zeros(kshape, bool)
-    return {"v": v, "n": n, "r": r, "i": li, "e": empty, "x": ext}
+    return _partial(v, n, r if raw else None, li, empty, ext)
+
+
+def _partial(v, n, r, i, e, x):
+    """A chunk's partial; the raw winners ``r`` only where the graph returns values."""
+    out = {"v": v, "n": n, "i": i, "e": e, "x": x}
+    if r is not None:
+        out["r"] = r
+    return out
 
 
 def _beats(b, a, kind, tie, xp):
@@ -190,9 +198,9 @@ def _merge(parts, kind, tie, depth):
             continue
         xp = _shared.xp_of(acc["i"])
         w = _beats(b, acc, kind, tie, xp)
-        acc = {"v": xp.where(w, b["v"], acc["v"]), "n": xp.where(w, b["n"], acc["n"]),
-               "r": xp.where(w, b["r"], acc["r"]), "i": xp.where(w, b["i"], acc["i"]),
-               "e": acc["e"] & b["e"]}
+        acc = _partial(xp.where(w, b["v"], acc["v"]), xp.where(w, b["n"], acc["n"]),
+                       xp.where(w, b["r"], acc["r"]) if "r" in acc else None,
+                       xp.where(w, b["i"], acc["i"]), acc["e"] & b["e"], None)
     acc["x"] = box
     return acc
 
@@ -307,13 +315,13 @@ def values(kind, x, axis=None, keepdims=False, tie="first", dtype=None, out=None
     else:                                         # (value, index) partials folded in a tree
         pairs = da.reduction(
             x, partial(arg_chunk, kind=kind, tie=tie, skip_nan=False, device=device,
-                       opname=opname),
+                       opname=opname, raw=True),
             partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype,
                     extents=tuple(int(x.shape[a]) for a in axes), values_dtype=x.dtype),
             axis=axes, keepdims=keepdims, dtype=index_dtype, split_every=_shared.split_every(),
             combine=partial(_arg_combine, kind=kind, tie=tie), name=f"cupyops-{opname}",
             concatenate=False, meta=_shared.meta(x, ndim, index_dtype))
-    return _calls.ValuesIndices(
+    return _rules.ValuesIndices(
         pairs.map_blocks(_field, "values", dtype=x.dtype, meta=_shared.meta(x, ndim, x.dtype),
                          token=f"cupyops-{opname}-values"),
         pairs.map_blocks(_field, "indices", dtype=index_dtype,

@@ -16,6 +16,14 @@ INDEX_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uin
                                            np.int16, np.uint8, np.uint16))
 
 
+class ValuesIndices(typing.NamedTuple):
+    """What max_and_argmax / min_and_argmin return: the extremes and their indices (the
+    fields of ``torch.max(x, dim)``'s result)."""
+
+    values: object
+    indices: object
+
+
 class ArgreduceCall(typing.NamedTuple):
     """A checked argmin/argmax/nanarg* call."""
 
