@@ -191,14 +191,15 @@ def clear() -> None:
     _served_once.clear()
 
 
-def _road(op, k, x, workspace, args):
-    """Steps 2 and 3 of the module docstring, after a miss."""
+def _road(op, k, x, workspace, args, arrays=()):
+    """Steps 2 and 3 of the module docstring, after a miss. ``arrays``: the operator's array
+    arguments besides x, which its entries take at each call."""
     if k is not None:
         if x.flags.c_contiguous:
             ck = layout_class(k)
             first = None if ck is None else _classes.get(ck)
             if first is not None:
-                served = first(x, workspace, _second_call(k))
+                served = first(x, workspace, _second_call(k), *arrays)
                 if served is not None:
                     res, entry = served
                     if entry is not None:
@@ -257,6 +258,43 @@ def {name}({params}):
     return _road(_OP, k, x, {workspace}, ({args},))
 """
 
+# Operators with array arguments besides x (their descriptor's ``array_args``): no inline key
+# (the general key holds each array's layout, _ArrayLayout), and entries get the arrays.
+_TEMPLATE_ARRAYS = """\
+def {name}({params}):
+    k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
+    if hit is not None:
+        return hit(x, {workspace}, {arrays})
+    return _road(_OP, k, x, {workspace}, ({args},), ({arrays},))
+"""
+
+
+class _ArrayLayout:
+    """An array argument as a key holds it: its type, shape, strides, dtype and device, not
+    its values (hashable, and no tuple: the key's type check reads it as one argument)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __eq__(self, other):
+        return type(other) is _ArrayLayout and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _layout(a):
+    """The key's part for an array argument: an _ArrayLayout for a NumPy or CuPy array,
+    anything else as it is (a list is unhashable: no key, the full road decides)."""
+    t = type(a)
+    if t is _ndarray:
+        return _ArrayLayout((t, a.shape, a.strides, a.dtype))
+    if library_of_type(t) == "cupy":
+        return _ArrayLayout((t, a.shape, a.strides, a.dtype, a.data.device_id))
+    return a
+
 
 def _parameters(op) -> str:
     """The signature's parameters as source, defaults as names bound in the namespace."""
@@ -280,15 +318,17 @@ def public_function(op):
         plain = " and out is None" + plain
     if op.takes("workspace"):
         plain = " and workspace is None" + plain
-    src = _TEMPLATE.format(
+    src = (_TEMPLATE_ARRAYS if op.array_args else _TEMPLATE).format(
         name=op.name, params=_parameters(op), plain=plain,
         keyvals="".join(f"{a}, " for a in keys),
         keytypes="".join(f", type({a})" for a in keys),
-        lookupvals="".join(f", {a}" for a in keys), args=", ".join(op.params),
+        lookupvals="".join(f", _layout({a})" if a in op.array_args else f", {a}" for a in keys),
+        args=", ".join(op.params), arrays="".join(f"{a}, " for a in op.array_args),
         workspace="workspace" if op.takes("workspace") else "None",
         out="out" if op.takes("out") else "None")
     namespace = {"_ndarray": _ndarray, "_PLAIN": _PLAIN, "_entry_peek": _entry_peek,
-                 "_env_device": _env_device, "_lookup": lookup, "_road": _road, "_OP": op,
+                 "_layout": _layout, "_env_device": _env_device, "_lookup": lookup,
+                 "_road": _road, "_OP": op,
                  "_NAME": op.name, **{f"_default_{n}": v for n, v in op.defaults.items()}}
     exec(compile(src, f"<cupyops public function {op.name}>", "exec"), namespace)
     fn = namespace[op.name]

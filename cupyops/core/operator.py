@@ -56,6 +56,9 @@ class Operator:
       None.
     * ``tuple_args``: parameters that may be tuples; a call giving one takes the key that
       records the items' types (``axis=(0, 1)``), not the inline one.
+    * ``array_args``: parameters that are arrays besides ``x`` (segment offsets): the key holds
+      their layout (type, shape, strides, dtype, device), not their values, and entries and
+      class entries get them at each call: ``entry(x, workspace, *arrays)``.
     * ``array_api``: whether the array API standard defines it (the namespace holds every
       operator either way).
     * ``examples``: DirectML's worked examples of the operator (``python -m cupyops demo``),
@@ -64,10 +67,11 @@ class Operator:
     """
 
     __slots__ = ("name", "spec", "road", "families", "dask", "selftest", "bench", "tuple_args",
+                 "array_args",
                  "array_api", "doc", "examples", "params", "key_args", "defaults", "annotations")
 
     def __init__(self, spec, road, *, families=(), dask=None, selftest=None, bench=None,
-                 tuple_args=("axis",), array_api=False, examples=(), doc=""):
+                 tuple_args=("axis",), array_args=(), array_api=False, examples=(), doc=""):
         sig = inspect.signature(spec)
         names = list(sig.parameters)
         if not names or names[0] != "x" \
@@ -83,6 +87,9 @@ class Operator:
         self.params = tuple(names[1:])
         self.key_args = tuple(n for n in self.params if n not in CONTROL_ARGS)
         self.tuple_args = tuple(a for a in tuple_args if a in self.key_args)
+        self.array_args = tuple(array_args)
+        if not set(self.array_args) <= set(self.key_args):
+            raise TypeError(f"{self.name}: array_args {self.array_args} are not its parameters")
         self.array_api = bool(array_api)
         self.examples = tuple(examples)
         self.doc = doc or (inspect.getdoc(spec) or "").split("\n")[0]
