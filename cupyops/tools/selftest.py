@@ -128,7 +128,7 @@ def cases(dtype, rng, quick: bool) -> list:
 def _calls(op, case, rng):
     """[(label, kwargs, expected)] for one op (a name) on one input: the operator's selftest
     calls (cupyops/ops/<family>/checks.py), each reference run here."""
-    return [(c.label, c.kwargs, _expect(c.reference))
+    return [(c.label, (c.args, c.kwargs), _expect(c.reference))
             for c in _ops.operator(op).selftest(case, rng)]
 
 
@@ -229,10 +229,12 @@ def sweep(device: str, quick: bool, ops, dtypes, tally: Tally, seed: int = 0):
                         tally.add(op, dtype, ok is True, f"{what}: {ok}")
 
 
-def _check(fn, x, dev, kw, want):
-    """True when ``fn(x, **kw)`` gives ``want`` (or raises its error), else what went wrong."""
+def _check(fn, x, dev, call, want):
+    """True when ``fn(x, *args, **kw)`` gives ``want`` (or raises its error), else what went
+    wrong; ``call`` is ``(args, kw)``."""
+    args, kw = call
     try:
-        got = fn(x, device=dev, **kw) if dev is not None else fn(x, **kw)
+        got = fn(x, *args, device=dev, **kw) if dev is not None else fn(x, *args, **kw)
     except Exception as exc:   # noqa: BLE001 - every outcome is judged below
         if isinstance(want, _Raises) and isinstance(exc, want.error):
             return True
