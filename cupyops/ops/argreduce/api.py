@@ -87,7 +87,8 @@ def min_and_argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
 def _values(spec, kind):
     return Operator(spec, functools.partial(values_call, kind), families=FAMILIES,
                     dask=functools.partial(_dask.values, kind),
-                    selftest=functools.partial(_checks.values_calls, kind))
+                    selftest=functools.partial(_checks.values_calls, kind),
+                    bench=_bench.values_bench(kind))
 
 
 def _argreduce(spec, kind, skip_nan, *, bench=None, array_api=False, examples=()):

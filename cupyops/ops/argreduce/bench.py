@@ -18,7 +18,7 @@ import numpy as np
 
 from cupyops.core.operator import Bench, BenchCase, PeerUnavailable
 
-__all__ = ["argreduce_bench", "HARDMAX_BENCH", "DECODE_SHAPES", "DECODE_DTYPES",
+__all__ = ["argreduce_bench", "HARDMAX_BENCH", "values_bench", "DECODE_SHAPES", "DECODE_DTYPES",
            "kept_reduced", "argreduce_composition", "hardmax_numpy", "hardmax_onehot"]
 
 #: greedy decoding: argmax over the last axis of (batch, vocabulary) logits
@@ -239,3 +239,38 @@ def argreduce_bench(kind, *, decode=False, cold=False):
 
 HARDMAX_BENCH = Bench(_hardmax_cases, _hardmax_call, _hardmax_compose, torch=_hardmax_torch,
                       onnx=_hardmax_onnx)
+
+
+# --------------------------------------------------------------------------------------------
+# max_and_argmax / min_and_argmin: the value with its index
+# --------------------------------------------------------------------------------------------
+
+def _values_cases(sizes, dtype):
+    """The last, first and all axes of a matrix (tie first: the peers' own rule)."""
+    return [BenchCase(f"{layout} tie=first", sizes["2d"], {"axes": axes, "tie": "first",
+                                                           "layout": layout})
+            for layout, axes in (("last", (1,)), ("first", (0,)), ("all", (0, 1)))]
+
+
+def _values_compose(kind, xp, case):
+    """NumPy's (CuPy's) ``max`` plus ``argmax``: two passes over x."""
+    axes = case.params["axes"]
+    axis = None if len(axes) == len(case.shape) else axes[0]
+    ext, arg = (xp.max, xp.argmax) if kind == "max" else (xp.min, xp.argmin)
+    return lambda x: (ext(x, axis=axis), arg(x, axis=axis))
+
+
+def _values_torch(kind, torch, case):
+    """``torch.max(x, dim)`` (the flattened tensor for all axes)."""
+    axes = case.params["axes"]
+    f = torch.max if kind == "max" else torch.min
+    if len(axes) == len(case.shape):
+        return lambda x: tuple(f(x.reshape(-1), dim=0))
+    return lambda x: tuple(f(x, dim=axes[0]))
+
+
+def values_bench(kind):
+    """max_and_argmax's (``kind`` "max") or min_and_argmin's benchmark: peers NumPy's
+    max + argmax and ``torch.max(x, dim)``; ONNX has no single operator for both."""
+    return Bench(_values_cases, _argreduce_call, functools.partial(_values_compose, kind),
+                 torch=functools.partial(_values_torch, kind))
