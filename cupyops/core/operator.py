@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import typing
 
-__all__ = ["Operator", "SelftestCall", "BenchCase", "CONTROL_ARGS"]
+__all__ = ["Operator", "SelftestCall", "Bench", "BenchCase", "PeerUnavailable", "CONTROL_ARGS"]
 
 #: the parameters that are no part of a call's key: where the result goes, where the call runs
 #: and its scratch (cupyops._call reads them itself)
@@ -33,12 +33,58 @@ class SelftestCall(typing.NamedTuple):
 
 
 class BenchCase(typing.NamedTuple):
-    """One benchmark case of an operator: the case's name (its legend explains it), the input
-    shape and the parameters the operator's benchmark functions read."""
+    """One benchmark case of an operator: the case's name, the input shape, the parameters
+    the operator's :class:`Bench` functions read, and where the case goes among one dtype's
+    cases: by ``order``, then operator by operator in the registry's order (the nonzero
+    family numbers its densities, so each density's operators sit together)."""
 
     case: str
     shape: tuple
     params: dict
+    order: int = 0
+
+
+class PeerUnavailable(Exception):
+    """A benchmark peer cannot run this case (not installed, dtype not supported, no such
+    operator in the peer, ...): the benchmark reports the message instead of a ratio."""
+
+
+class Bench(typing.NamedTuple):
+    """An operator's benchmark functions (``Operator.bench``), which cupyops.bench iterates.
+    ``case`` below is a benchmark case (cupyops.bench.cases.Case: ``op``, ``shape``,
+    ``dtype`` and the ``params`` of its :class:`BenchCase`). A peer function raises
+    :class:`PeerUnavailable` for a case its peer cannot run.
+
+    * ``cases(sizes, dtype)``: the operator's cases in one dtype, a list of
+      :class:`BenchCase`; ``sizes`` is one size set of cupyops.bench.cases.SIZES (shapes by
+      kind: ``2d``, ``4d``, ``3d``, ``nz``).
+    * ``call(f, case, device)``: the timed call, ``fn(x)``, of the public function ``f``
+      (passed in: an op folder does not import the package); ``device`` is what its
+      ``device=`` gets.
+    * ``compose(xp, case)``: what a NumPy or CuPy user writes instead (``xp`` the module),
+      ``fn(x)``; it is also the reference of the correctness check.
+    * ``torch(torch, case)``: what a PyTorch user writes, ``fn(tensor)`` (``torch`` the
+      module), or None: no PyTorch peer.
+    * ``onnx(case, elem_type)``: a one-operator ONNX graph of what an ONNX user writes, from
+      input ``x`` (TensorProto ``elem_type``) to output ``y``: ``(nodes, initializers,
+      y's value info, adapt)``, ``adapt(result)`` giving cupyops' form; or None: no ONNX peer.
+    * ``as_numpy(result)``: a result already on the host (NumPy, or a tuple of them) in the
+      form the correctness check compares, or None: a tuple of arrays or one array.
+    * ``extra_cases()``: cases in dtypes of their own, listed after the others whatever
+      dtypes are asked, ``[(dtype, BenchCase)]``; or None.
+    * ``cold(f, x, device)``: the call the cold-start table times in a fresh process,
+      ``fn()``, on a 256x256 float32 NumPy or CuPy ``x``, ``device`` the benchmark's
+      ("cpu", "simt" or "cuda"); or None: not in that table.
+    """
+
+    cases: typing.Callable
+    call: typing.Callable
+    compose: typing.Callable
+    torch: typing.Callable | None = None
+    onnx: typing.Callable | None = None
+    as_numpy: typing.Callable | None = None
+    extra_cases: typing.Callable | None = None
+    cold: typing.Callable | None = None
 
 
 class Operator:
@@ -53,8 +99,8 @@ class Operator:
     * ``dask(x, **kwargs)``: the lazy Dask result, or None where Dask arrays are refused.
     * ``selftest(case, rng)``: a list of :class:`SelftestCall` for one selftest input (an
       object with ``x`` and ``axes``), or None.
-    * ``bench``: the benchmark's functions for this operator (see cupyops.bench.cases), or
-      None.
+    * ``bench``: the benchmark's functions for this operator (a :class:`Bench`), or None: no
+      benchmark cases.
     * ``tuple_args``: parameters that may be tuples; a call giving one takes the key that
       records the items' types (``axis=(0, 1)``), not the inline one.
     * ``array_args``: parameters that are arrays besides ``x`` (segment offsets): the key holds

@@ -8,6 +8,7 @@ import functools
 from cupyops.core.annotations import ArrayT, Axis, Device, IndexDType, Tie
 from cupyops.core.operator import Operator
 from cupyops.core.workspace import Workspace
+from cupyops.ops.argreduce import bench as _bench
 from cupyops.ops.argreduce import checks as _checks
 from cupyops.ops.argreduce import dask as _dask
 from cupyops.ops.argreduce.calls import argreduce_call, hardmax_call, values_call
@@ -86,23 +87,27 @@ def min_and_argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
 def _values(spec, kind):
     return Operator(spec, functools.partial(values_call, kind), families=FAMILIES,
                     dask=functools.partial(_dask.values, kind),
-                    selftest=functools.partial(_checks.values_calls, kind))
+                    selftest=functools.partial(_checks.values_calls, kind),
+                    bench=_bench.values_bench(kind))
 
 
-def _argreduce(spec, kind, skip_nan, *, array_api=False, examples=()):
+def _argreduce(spec, kind, skip_nan, *, bench=None, array_api=False, examples=()):
     return Operator(spec, functools.partial(argreduce_call, kind, skip_nan), families=FAMILIES,
                     dask=functools.partial(_dask.argreduce, kind, skip_nan),
                     selftest=functools.partial(_checks.argreduce_calls, kind, skip_nan),
-                    array_api=array_api, examples=examples)
+                    bench=bench, array_api=array_api, examples=examples)
 
 
 OPERATORS = (
-    _argreduce(argmax, "max", False, array_api=True, examples=_checks.ARGMAX_EXAMPLES),
-    _argreduce(argmin, "min", False, array_api=True, examples=_checks.ARGMIN_EXAMPLES),
+    _argreduce(argmax, "max", False, array_api=True, examples=_checks.ARGMAX_EXAMPLES,
+               bench=_bench.argreduce_bench("max", decode=True, cold=True)),
+    _argreduce(argmin, "min", False, array_api=True, examples=_checks.ARGMIN_EXAMPLES,
+               bench=_bench.argreduce_bench("min")),
     _argreduce(nanargmax, "max", True),
     _argreduce(nanargmin, "min", True),
     Operator(hardmax, hardmax_call, families=FAMILIES, dask=_dask.hardmax,
-             selftest=_checks.hardmax_calls, examples=_checks.HARDMAX_EXAMPLES),
+             selftest=_checks.hardmax_calls, bench=_bench.HARDMAX_BENCH,
+             examples=_checks.HARDMAX_EXAMPLES),
     _values(max_and_argmax, "max"),
     _values(min_and_argmin, "min"),
 )

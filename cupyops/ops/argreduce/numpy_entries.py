@@ -355,6 +355,12 @@ def winners(x, axes, indices):
     """The elements of ``x`` at ``indices`` (row-major over the sorted reduced ``axes``, in
     the kept shape): a fresh array of x's dtype holding them bit for bit (NaN payloads, the
     sign of zero). Fancy indexing of the winners alone: no pass over ``x``."""
+    if len(axes) == x.ndim:           # one group: its coordinates by divmod, a basic index
+        i, coords = int(indices), []
+        for n in reversed(x.shape):
+            i, c = divmod(i, n)
+            coords.append(c)
+        return np.copy(x[tuple(reversed(coords)) + (np.newaxis,)]).reshape(())
     kept = [i for i in range(x.ndim) if i not in axes]
     coords = np.unravel_index(np.asarray(indices, np.intp), [x.shape[a] for a in axes])
     index, j = [], 0
@@ -366,16 +372,19 @@ def winners(x, axes, indices):
             k = kept.index(i)
             index.append(np.arange(x.shape[i]).reshape(
                 [-1 if m == k else 1 for m in range(len(kept))]))
-    if not kept:            # one group: a basic index, then a fresh 0-d array (never a scalar)
-        return x[tuple(int(c) for c in index) + (np.newaxis,)].copy().reshape(())
     return x[tuple(index)]
 
 
+def _one_contiguous(x, axes, index):
+    """The winner of the one group of a C-contiguous x: a 0-d copy of its element."""
+    return np.ndarray((), x.dtype, x, int(index) * x.itemsize).copy()
+
+
 def _run_values(state, x, workspace):
-    indices_entry, axes, kept_shape, result_shape, pair = state
+    indices_entry, gather, axes, kept_shape, result_shape, pair = state
     idx = indices_entry(x, None)
-    vals = winners(x, axes, idx.reshape(kept_shape))
-    return pair(vals.reshape(result_shape), idx)
+    vals = gather(x, axes, idx if kept_shape is None else idx.reshape(kept_shape))
+    return pair(vals if kept_shape is None else vals.reshape(result_shape), idx)
 
 
 def cpu_values_entry(x, axes, *, kind, tie, index_dtype, kept_shape, result_shape, pair):
@@ -387,4 +396,8 @@ def cpu_values_entry(x, axes, *, kind, tie, index_dtype, kept_shape, result_shap
                                     index_dtype=index_dtype, result_shape=result_shape)
     if idx_entry is None:
         return None
-    return functools.partial(_run_values, (idx_entry, axes, kept_shape, result_shape, pair))
+    one = len(axes) == x.ndim
+    gather = _one_contiguous if one and x.flags.c_contiguous else winners
+    shapes = (None, None) if one and math.prod(result_shape) == 1 and len(result_shape) == 0 \
+        else (kept_shape, result_shape)
+    return functools.partial(_run_values, (idx_entry, gather, axes, *shapes, pair))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from cupyops.core.annotations import ArrayT, Axis, Device, IndexDType
 from cupyops.core.operator import Operator
 from cupyops.core.workspace import Workspace
+from cupyops.ops.nonzero import bench as _bench
 from cupyops.ops.nonzero import checks as _checks
 from cupyops.ops.nonzero import dask as _dask
 from cupyops.ops.nonzero.calls import (argwhere_call, count_nonzero_call, nonzero_call,
@@ -47,12 +48,13 @@ def nonzero_coordinates(x: ArrayT, /, *, size: int | None = None, fill_value: in
 
 OPERATORS = (
     Operator(argwhere, argwhere_call, families=FAMILIES, dask=_dask.argwhere,
-             selftest=_checks.argwhere_calls, examples=_checks.ARGWHERE_EXAMPLES),
+             selftest=_checks.argwhere_calls, bench=_bench.ARGWHERE_BENCH,
+             examples=_checks.ARGWHERE_EXAMPLES),
     Operator(nonzero, nonzero_call, families=FAMILIES, dask=_dask.nonzero,
-             selftest=_checks.nonzero_calls, array_api=True),
+             selftest=_checks.nonzero_calls, bench=_bench.NONZERO_BENCH, array_api=True),
     Operator(count_nonzero, count_nonzero_call, families=FAMILIES, dask=_dask.count_nonzero,
-             selftest=_checks.count_calls, array_api=True),
+             selftest=_checks.count_calls, bench=_bench.COUNT_BENCH, array_api=True),
     Operator(nonzero_coordinates, nonzero_coordinates_call, families=FAMILIES,
              dask=_dask.nonzero_coordinates, selftest=_checks.coordinates_calls,
-             examples=_checks.COORDINATES_EXAMPLES),
+             bench=_bench.COORDINATES_BENCH, examples=_checks.COORDINATES_EXAMPLES),
 )
