@@ -91,14 +91,19 @@ def _result(xp, x, offsets, rows, state):
     idx = np.where(empty, call.empty_index, idx).astype(call.index_dtype)
     if not values:
         return xp.asarray(idx)
-    y = x.reshape(x.shape[0], -1)
-    flat = rows.reshape(rows.shape[0], -1)
+    y = _as_rows(x)
+    flat = _as_rows(rows)
     vals = y[np.where(flat < 0, 0, flat), np.arange(flat.shape[1])] if y.size else \
         np.empty(flat.shape, x.dtype)
     vals = np.where(empty.reshape(flat.shape), _numpy.empty_value(x.dtype, kind), vals) \
         if empty.any() else vals
     vals = np.asarray(vals, x.dtype).reshape(idx.shape)
     return ValuesIndices(xp.asarray(vals), xp.asarray(idx))
+
+
+def _as_rows(a):
+    """``a`` as (len, prod(rest)): also when a dimension is 0."""
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
 
 
 def _deliver(res, call, values):

@@ -84,12 +84,13 @@ def _beats(new, old, kind, tie):
     return gt | eq if tie == "last" else gt
 
 
-def _finish(parts, first, starts, *, kind, tie, n_segments, call_state, dtype):
-    """The output block: indices (and values) of segments ``first:first + n_segments``."""
+def _finish(parts, first, starts, *, kind, tie, n_segments, call_state, dtype, trailing):
+    """The output block: indices (and values) of segments ``first:first + n_segments``
+    (``trailing``: the block's extents after axis 0)."""
     relative, empty_index, index_dtype, values = call_state
     best = _fold(parts, first, kind=kind, tie=tie, n_segments=n_segments)
     if best is None:
-        shape = (n_segments,) + (parts[0][0]["i"].shape[1:] if parts else ())
+        shape = (n_segments,) + tuple(trailing)
         best = {"i": np.full(shape, -1, np.int64), "r": np.zeros(shape, dtype)}
     rows = best["i"]
     empty = rows < 0
@@ -169,8 +170,9 @@ def _graph(x, o, kind, tie, device, opname, call_state):
         for t in trailing:
             deps = [(pname, j) + t for j in range(k, min(k_end, K - 1) + 1)] if seg1 > seg0 \
                 else []
+            extents = tuple(x.chunks[d + 1][j] for d, j in enumerate(t))
             folds[(fname, k) + t] = (_finish_task, deps, seg0, starts, kind, tie, seg1 - seg0,
-                                     call_state, x.dtype)
+                                     call_state, x.dtype, extents)
     hlg = HighLevelGraph({pname: parts, fname: folds, **x.dask.layers},
                          {pname: {x.name}, fname: {pname}, **x.dask.dependencies})
     chunks = (tuple(int(first[k + 1] - first[k]) for k in range(K)),) + x.chunks[1:]
@@ -182,6 +184,6 @@ def _partial_task(c, local, c0, s_lo, kind, tie, device, opname):
     return _partial(c, local, int(c0), kind=kind, tie=tie, device=device, opname=opname), s_lo
 
 
-def _finish_task(parts, first, starts, kind, tie, n_segments, call_state, dtype):
+def _finish_task(parts, first, starts, kind, tie, n_segments, call_state, dtype, trailing):
     return _finish(parts, first, starts, kind=kind, tie=tie, n_segments=n_segments,
-                   call_state=call_state, dtype=dtype)
+                   call_state=call_state, dtype=dtype, trailing=trailing)
