@@ -265,7 +265,7 @@ def {name}({params}):
     k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
     if hit is not None:
         return hit(x, {workspace}, {arrays})
-    return _road(_OP, k, x, {workspace}, ({args},), ({arrays},))
+    return _road(_OP, k, x, {workspace}, ({args},), ({arrays}))
 """
 
 
