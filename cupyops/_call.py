@@ -229,7 +229,18 @@ def _other_library(op, lib, x, args):
         if op.dask is None:
             raise TypeError(f"{op.name}: Dask arrays are not supported")
         return _dask.call(op.dask, x, kw, PUBLIC)
-    return _dlpack.call(PUBLIC[op.name], lib, x, kw)
+    fn = PUBLIC[op.name]
+    if op.positional:          # (the adapter passes keywords: its positional-only ones by place)
+        fn = _positional(fn, op.positional)
+    return _dlpack.call(fn, lib, x, kw)
+
+
+def _positional(fn, names):
+    """``fn`` called with keywords, those in ``names`` passed by position after x."""
+    def call(x, **kw):
+        return fn(x, *[kw.pop(n) for n in names], **kw)
+    call.__name__ = fn.__name__
+    return call
 
 
 # --------------------------------------------------------------------------- the public functions

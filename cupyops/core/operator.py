@@ -114,7 +114,8 @@ class Operator:
 
     __slots__ = ("name", "spec", "road", "families", "dask", "selftest", "bench", "tuple_args",
                  "array_args",
-                 "array_api", "doc", "examples", "params", "key_args", "defaults", "annotations")
+                 "array_api", "doc", "examples", "params", "positional", "key_args", "defaults",
+                 "annotations")
 
     def __init__(self, spec, road, *, families=(), dask=None, selftest=None, bench=None,
                  tuple_args=("axis",), array_args=(), array_api=False, examples=(), doc=""):
@@ -131,6 +132,9 @@ class Operator:
         self.selftest = selftest
         self.bench = bench
         self.params = tuple(names[1:])
+        #: positional-only parameters after x (a segment's offsets)
+        self.positional = tuple(n for n in self.params if sig.parameters[n].kind
+                                is inspect.Parameter.POSITIONAL_ONLY)
         self.key_args = tuple(n for n in self.params if n not in CONTROL_ARGS)
         self.tuple_args = tuple(a for a in tuple_args if a in self.key_args)
         self.array_args = tuple(array_args)
