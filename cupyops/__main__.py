@@ -7,47 +7,14 @@ import sys
 
 import numpy as np
 
-# The worked examples of DirectML's operator reference pages (DML_ARGMIN_OPERATOR_DESC,
-# DML_ARGMAX_OPERATOR_DESC, DML_ACTIVATION_HARDMAX1_OPERATOR_DESC,
-# DML_NONZERO_COORDINATES_OPERATOR_DESC), as cupyops calls: (label, call, expected)
-_M = [[1, 2, 3], [3, 0, 4], [2, 5, 2]]
-_H = [[[12, 0], [-101, 11]], [[3, 234], [0, -101]]]
-_NZ = [[[[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]]]]
-
-
 def seed_examples():
-    import cupyops as co
-    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
-    return [
-        ("argmin axes (0,)", lambda d: co.argmin(f32(_M), 0, keepdims=True, device=d), [[0, 1, 2]]),
-        ("argmin axes (1,)", lambda d: co.argmin(f32(_M), 1, keepdims=True, device=d), [[0], [1], [0]]),
-        ("argmin axes (0,1)", lambda d: co.argmin(f32(_M), (0, 1), keepdims=True, device=d), [[4]]),
-        ("argmax axes (0,)", lambda d: co.argmax(f32(_M), 0, keepdims=True, device=d), [[1, 2, 1]]),
-        ("argmax axes (1,)", lambda d: co.argmax(f32(_M), 1, keepdims=True, device=d), [[2], [2], [1]]),
-        ("argmax axes (0,1)", lambda d: co.argmax(f32(_M), (0, 1), keepdims=True, device=d), [[7]]),
-        ("argmin [1,2,3,2,1] first", lambda d: co.argmin(f32([1, 2, 3, 2, 1]), device=d), 0),
-        ("argmin [1,2,3,2,1] last", lambda d: co.argmin(f32([1, 2, 3, 2, 1]), tie="last", device=d), 4),
-        ("argmax [3,2,1,2,3] first", lambda d: co.argmax(f32([3, 2, 1, 2, 3]), device=d), 0),
-        ("argmax [3,2,1,2,3] last", lambda d: co.argmax(f32([3, 2, 1, 2, 3]), tie="last", device=d), 4),
-        ("hardmax axes (1,)", lambda d: co.hardmax(f32(_H), 1, device=d),
-         [[[1, 0], [0, 1]], [[1, 1], [0, 0]]]),
-        ("hardmax axes (0,)", lambda d: co.hardmax(f32(_H), 0, device=d),
-         [[[1, 0], [0, 1]], [[0, 1], [1, 0]]]),
-        ("hardmax axes (0,2)", lambda d: co.hardmax(f32(_H), (0, 2), device=d),
-         [[[0, 0], [0, 1]], [[0, 1], [0, 0]]]),
-        ("nonzero_coordinates count", lambda d: co.nonzero_coordinates(f32(_NZ), device=d)[1], 4),
-        ("nonzero_coordinates coords", lambda d: co.nonzero_coordinates(f32(_NZ), device=d)[0],
-         [[0, 0, 0, 0], [0, 0, 0, 3], [0, 0, 1, 1], [0, 0, 1, 3]]),
-        ("argwhere sorted {1,0},{1,2},{0,5}",
-         lambda d: co.argwhere(_nz2(), device=d),
-         [[0, 5], [1, 0], [1, 2]]),
-    ]
+    """The worked examples of DirectML's operator reference pages, from the operators'
+    descriptors: ``[(label, call(device), expected)]``."""
+    import functools
 
-
-def _nz2():
-    a = np.zeros((2, 6), np.float32)   # nonzeros set out of order: {1,0}, {1,2}, {0,5}
-    a[1, 0], a[1, 2], a[0, 5] = 1, 2, 3
-    return a
+    from cupyops import _call
+    return [(f"{op.name} {label}", functools.partial(call, _call.PUBLIC[op.name]), expected)
+            for op in _call.OPERATORS for label, call, expected in op.examples]
 
 
 def _to_numpy(a):
@@ -92,7 +59,7 @@ def demo(device=None) -> int:
     print()
     n = len(seed_examples())
     print(f"all {n} examples give the results of DirectML's operator reference pages "
-          "(argmin, argmax, hardmax, nonzero coordinates); docs/api.md has the rules"
+          "and the spec; docs/api.md has the rules"
           if not failures else f"{failures} of {n} example(s) differ from DirectML's reference pages")
     return 1 if failures else 0
 

@@ -27,32 +27,20 @@ tests' planner options have no key. Entries hold what is derived from a layout, 
 """
 from __future__ import annotations
 
-import functools
-from typing import Literal, TypeVar
+import inspect
 
 import numpy as np
 
+from cupyops import ops as _ops
 from cupyops.core.arrays import library_of_type
 from cupyops.core.fastread import env_reader, numpy_data_ptr
 from cupyops.core.lru import LRU
 from cupyops.core.placement import force_64bit
-from cupyops.core.workspace import Workspace
+from cupyops.core.trace import planner_options_set
 from cupyops.interop import dask as _dask
 from cupyops.interop import dlpack as _dlpack
-from cupyops.ops.argreduce import calls as _argreduce
-from cupyops.ops.argreduce import plan as _argreduce_plan
-from cupyops.ops.nonzero import calls as _nonzero
 
-__all__ = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
-           "count_nonzero", "nonzero_coordinates", "key", "layout_class", "clear", "PUBLIC",
-           "ArrayT", "Tie"]
-
-#: an array of any supported library (NumPy, CuPy, torch, JAX, Dask, ...), or an array-like;
-#: results have the input's array type (array-likes give NumPy arrays)
-ArrayT = TypeVar("ArrayT")
-Tie = Literal["first", "last"]
-Axis = "int | tuple[int, ...] | None"
-Device = "str | None"
+__all__ = ["key", "lookup", "layout_class", "clear", "PUBLIC", "OPERATORS", "public_function"]
 
 _ndarray = np.ndarray
 _tuple = tuple
@@ -121,11 +109,11 @@ def key(x, device, workspace, out, *args):
             if workspace is not None:
                 return None
             return (*args, x.shape, x.strides, x.dtype, device, env, *kinds)
-        if _argreduce_plan.PLAN_OPTIONS:
+        if planner_options_set():
             return None
         return (args, kinds, x.shape, x.strides, x.dtype, (device, env, _env_simt_cxx()),
                 type(workspace), numpy_data_ptr(x) % 32, force_64bit.get())
-    if library_of_type(t) != "cupy" or _argreduce_plan.PLAN_OPTIONS:
+    if library_of_type(t) != "cupy" or planner_options_set():
         return None
     return (args, kinds, t, x.shape, x.strides, x.dtype, device, type(workspace),
             x.data.ptr % 32, x.data.device_id, force_64bit.get())
@@ -203,23 +191,15 @@ def clear() -> None:
     _served_once.clear()
 
 
-class _Op:
-    """A public function's full road: ``call(x, *args)`` and the names of ``args``."""
-
-    __slots__ = ("name", "call", "names")
-
-    def __init__(self, name, call, names):
-        self.name, self.call, self.names = name, call, names
-
-
-def _road(op, k, x, workspace, args):
-    """Steps 2 and 3 of the module docstring, after a miss."""
+def _road(op, k, x, workspace, args, arrays=()):
+    """Steps 2 and 3 of the module docstring, after a miss. ``arrays``: the operator's array
+    arguments besides x, which its entries take at each call."""
     if k is not None:
         if x.flags.c_contiguous:
             ck = layout_class(k)
             first = None if ck is None else _classes.get(ck)
             if first is not None:
-                served = first(x, workspace, _second_call(k))
+                served = first(x, workspace, _second_call(k), *arrays)
                 if served is not None:
                     res, entry = served
                     if entry is not None:
@@ -229,7 +209,7 @@ def _road(op, k, x, workspace, args):
         lib = library_of_type(type(x))
         if lib not in (None, "numpy", "cupy"):
             return _other_library(op, lib, x, args)
-    res, entry, cls = op.call(x, *args)
+    res, entry, cls = op.road(x, *args)
     if k is not None and entry is not None:
         try:
             _entries.put(k, entry)
@@ -244,228 +224,136 @@ def _road(op, k, x, workspace, args):
 
 def _other_library(op, lib, x, args):
     """A Dask array, or a DLPack array of another library (see the module docstring)."""
-    fn = PUBLIC[op.name]
-    kw = dict(zip(op.names, args))
+    kw = dict(zip(op.params, args))
     if lib == "dask":
-        return _dask.call(fn, x, kw, PUBLIC)
+        if op.dask is None:
+            raise TypeError(f"{op.name}: Dask arrays are not supported")
+        return _dask.call(op.dask, x, kw, PUBLIC)
+    fn = PUBLIC[op.name]
+    if op.positional:          # (the adapter passes keywords: its positional-only ones by place)
+        fn = _positional(fn, op.positional)
     return _dlpack.call(fn, lib, x, kw)
 
 
-# --------------------------------------------------------------------------- argmax / argmin
+def _positional(fn, names):
+    """``fn`` called with keywords, those in ``names`` passed by position after x."""
+    def call(x, **kw):
+        return fn(x, *[kw.pop(n) for n in names], **kw)
+    call.__name__ = fn.__name__
+    return call
 
-def argmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie = "first",
-           dtype=None, out=None, device: Device = None,
-           workspace: Workspace | None = None) -> ArrayT:
-    """Index of the largest element over ``axis`` (row-major index within the reduced axes).
 
-    ``tie="first"`` returns the smallest index among equal maxima, ``"last"`` the largest. NaN
-    (complex: a NaN in either part) and NaT count as the maximum. Complex values order on
-    (real, imag). ``dtype`` is the index dtype: any integer dtype the group's last index fits.
-    ``workspace``: a :class:`cupyops.Workspace` for the kernel path's scratch (CUDA-graph
-    capture; docs/api.md).
-    """
-    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
-            and (device is None or device == "cpu")):
+# --------------------------------------------------------------------------- the public functions
+#
+# Each public function is generated once from its operator's descriptor (cupyops/ops/*/api.py):
+# the descriptor's signature, with a body that builds the call's key inline for the NumPy path
+# (NumPy input, device "cpu" by argument or environment, no out= or workspace=, no tuple
+# argument: a flat tuple of the arguments, the layout, the device, the environment's device and
+# the arguments' types; a hit is not moved to the LRU's recent end, so the lookup is one hash),
+# then the general lookup, then the road. A function call per key would cost the inline key its
+# sub-microsecond budget, so the code is generated (exec, here and in core/structs.py only).
+
+_TEMPLATE = """\
+def {name}({params}):
+    if type(x) is _ndarray{plain} and (device is None or device == "cpu"):
         try:
-            hit = _entry_peek(("argmax", axis, keepdims, tie, dtype, x.shape, x.strides,
-                               x.dtype, device, _env_device() if device is None else None,
-                               type(axis), type(keepdims), type(tie), type(dtype)))
+            hit = _entry_peek((_NAME, {keyvals}x.shape, x.strides, x.dtype, device,
+                               _env_device() if device is None else None{keytypes}))
         except TypeError:      # an unhashable argument: the full road says what is wrong
             hit = None
         if hit is not None:
             return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "argmax", axis, keepdims, tie, dtype)
+    k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
     if hit is not None:
-        return hit(x, workspace)
-    return _road(_ARGMAX, k, x, workspace, (axis, keepdims, tie, dtype, out, device, workspace))
+        return hit(x, {workspace})
+    return _road(_OP, k, x, {workspace}, ({args},))
+"""
 
-
-def argmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie = "first",
-           dtype=None, out=None, device: Device = None,
-           workspace: Workspace | None = None) -> ArrayT:
-    """Index of the smallest element over ``axis``; NaN counts as the minimum. See argmax."""
-    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
-            and (device is None or device == "cpu")):
-        try:
-            hit = _entry_peek(("argmin", axis, keepdims, tie, dtype, x.shape, x.strides,
-                               x.dtype, device, _env_device() if device is None else None,
-                               type(axis), type(keepdims), type(tie), type(dtype)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "argmin", axis, keepdims, tie, dtype)
+# Operators with array arguments besides x (their descriptor's ``array_args``): no inline key
+# (the general key holds each array's layout, _ArrayLayout), and entries get the arrays.
+_TEMPLATE_ARRAYS = """\
+def {name}({params}):
+    k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
     if hit is not None:
-        return hit(x, workspace)
-    return _road(_ARGMIN, k, x, workspace, (axis, keepdims, tie, dtype, out, device, workspace))
+        return hit(x, {workspace}, {arrays})
+    return _road(_OP, k, x, {workspace}, ({args},), ({arrays}))
+"""
 
 
-def nanargmax(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie = "first",
-              dtype=None, out=None, device: Device = None,
-              workspace: Workspace | None = None) -> ArrayT:
-    """argmax that skips NaN (NaT is not skipped, as in NumPy). A group of only NaN is
-    ``ValueError("All-NaN slice encountered")``; on the kernel path that costs one host read of
-    a flag the same single pass sets. Arguments as argmax."""
-    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
-            and (device is None or device == "cpu")):
-        try:
-            hit = _entry_peek(("nanargmax", axis, keepdims, tie, dtype, x.shape, x.strides,
-                               x.dtype, device, _env_device() if device is None else None,
-                               type(axis), type(keepdims), type(tie), type(dtype)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "nanargmax", axis, keepdims, tie, dtype)
-    if hit is not None:
-        return hit(x, workspace)
-    return _road(_NANARGMAX, k, x, workspace,
-                 (axis, keepdims, tie, dtype, out, device, workspace))
+class _ArrayLayout:
+    """An array argument as a key holds it: its type, shape, strides, dtype and device, not
+    its values (hashable, and no tuple: the key's type check reads it as one argument)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __eq__(self, other):
+        return type(other) is _ArrayLayout and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
 
 
-def nanargmin(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False, tie: Tie = "first",
-              dtype=None, out=None, device: Device = None,
-              workspace: Workspace | None = None) -> ArrayT:
-    """argmin that skips NaN; see nanargmax."""
-    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
-            and (device is None or device == "cpu")):
-        try:
-            hit = _entry_peek(("nanargmin", axis, keepdims, tie, dtype, x.shape, x.strides,
-                               x.dtype, device, _env_device() if device is None else None,
-                               type(axis), type(keepdims), type(tie), type(dtype)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "nanargmin", axis, keepdims, tie, dtype)
-    if hit is not None:
-        return hit(x, workspace)
-    return _road(_NANARGMIN, k, x, workspace,
-                 (axis, keepdims, tie, dtype, out, device, workspace))
+def _layout(a):
+    """The key's part for an array argument: an _ArrayLayout for a NumPy or CuPy array,
+    anything else as it is (a list is unhashable: no key, the full road decides)."""
+    t = type(a)
+    if t is _ndarray:
+        return _ArrayLayout((t, a.shape, a.strides, a.dtype))
+    if library_of_type(t) == "cupy":
+        return _ArrayLayout((t, a.shape, a.strides, a.dtype, a.data.device_id))
+    return a
 
 
-def hardmax(x: ArrayT, /, axis: Axis = -1, *, tie: Tie = "first", out=None,
-            device: Device = None, workspace: Workspace | None = None) -> ArrayT:
-    """One-hot of the element ``argmax(..., tie=tie)`` picks in each group spanned by ``axis``.
-
-    The output has x's shape and dtype (``True`` at the chosen place for bool). ``workspace``:
-    see argmax.
-    """
-    if (type(x) is _ndarray and out is None and workspace is None and type(axis) in _PLAIN
-            and (device is None or device == "cpu")):
-        try:
-            hit = _entry_peek(("hardmax", axis, tie, x.shape, x.strides, x.dtype, device,
-                               _env_device() if device is None else None, type(axis), type(tie)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "hardmax", axis, tie)
-    if hit is not None:
-        return hit(x, workspace)
-    return _road(_HARDMAX, k, x, workspace, (axis, tie, out, device, workspace))
+def _parameters(op) -> str:
+    """The signature's parameters as source, defaults as names bound in the namespace."""
+    out, kind = [], None
+    for p in inspect.signature(op.spec).parameters.values():
+        if kind is inspect.Parameter.POSITIONAL_ONLY and p.kind is not kind:
+            out.append("/")
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and kind is not p.kind:
+            out.append("*")
+        kind = p.kind
+        out.append(p.name if p.default is p.empty else f"{p.name}=_default_{p.name}")
+    return ", ".join(out)
 
 
-# --------------------------------------------------------------------------- nonzero family
-
-def count_nonzero(x: ArrayT, /, axis: Axis = None, *, keepdims: bool = False,
-                  device: Device = None) -> ArrayT:
-    """Number of elements with ``x != 0`` over ``axis`` (int64, as the array API asks)."""
-    if type(x) is _ndarray and type(axis) in _PLAIN and (device is None or device == "cpu"):
-        try:
-            hit = _entry_peek(("count_nonzero", axis, keepdims, x.shape, x.strides, x.dtype,
-                               device, _env_device() if device is None else None, type(axis),
-                               type(keepdims)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, None, None, "count_nonzero", axis, keepdims)
-    if hit is not None:
-        return hit(x, None)
-    return _road(_COUNT_NONZERO, k, x, None, (axis, keepdims, device))
-
-
-def argwhere(x: ArrayT, /, *, dtype=None, device: Device = None) -> ArrayT:
-    """Coordinates of the nonzero elements, shape (count, ndim), in ascending row-major order."""
-    if type(x) is _ndarray and (device is None or device == "cpu"):
-        try:
-            hit = _entry_peek(("argwhere", dtype, x.shape, x.strides, x.dtype, device,
-                               _env_device() if device is None else None, type(dtype)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, None, None, "argwhere", dtype)
-    if hit is not None:
-        return hit(x, None)
-    return _road(_ARGWHERE, k, x, None, (dtype, device))
+def public_function(op):
+    """The public function of the descriptor ``op``: its signature, annotations, docstring
+    (``__wrapped__`` is the descriptor's signature function, whose source they are)."""
+    keys = op.key_args
+    plain = "".join(f" and type({a}) in _PLAIN" for a in op.tuple_args)
+    if op.takes("out"):
+        plain = " and out is None" + plain
+    if op.takes("workspace"):
+        plain = " and workspace is None" + plain
+    src = (_TEMPLATE_ARRAYS if op.array_args else _TEMPLATE).format(
+        name=op.name, params=_parameters(op), plain=plain,
+        keyvals="".join(f"{a}, " for a in keys),
+        keytypes="".join(f", type({a})" for a in keys),
+        lookupvals="".join(f", _layout({a})" if a in op.array_args else f", {a}" for a in keys),
+        args=", ".join(op.params), arrays="".join(f"{a}, " for a in op.array_args),
+        workspace="workspace" if op.takes("workspace") else "None",
+        out="out" if op.takes("out") else "None")
+    namespace = {"_ndarray": _ndarray, "_PLAIN": _PLAIN, "_entry_peek": _entry_peek,
+                 "_layout": _layout, "_env_device": _env_device, "_lookup": lookup,
+                 "_road": _road, "_OP": op,
+                 "_NAME": op.name, **{f"_default_{n}": v for n, v in op.defaults.items()}}
+    exec(compile(src, f"<cupyops public function {op.name}>", "exec"), namespace)
+    fn = namespace[op.name]
+    fn.__doc__ = op.spec.__doc__
+    fn.__module__ = "cupyops"
+    fn.__qualname__ = op.name
+    fn.__annotations__ = dict(op.annotations)
+    fn.__wrapped__ = op.spec
+    fn.__signature__ = inspect.signature(op.spec)
+    return fn
 
 
-def nonzero(x: ArrayT, /, *, device: Device = None) -> tuple[ArrayT, ...]:
-    """Array API nonzero: a tuple of ndim 1-D int64 index arrays, in row-major order."""
-    if type(x) is _ndarray and (device is None or device == "cpu"):
-        try:
-            hit = _entry_peek(("nonzero", x.shape, x.strides, x.dtype, device,
-                               _env_device() if device is None else None))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, None, None, "nonzero")
-    if hit is not None:
-        return hit(x, None)
-    return _road(_NONZERO, k, x, None, (device,))
-
-
-def nonzero_coordinates(x: ArrayT, /, *, size: int | None = None, fill_value: int = 0,
-                        dtype=None, out=None, device: Device = None,
-                        workspace: Workspace | None = None) -> tuple[ArrayT, ArrayT]:
-    """DirectML's NonZeroCoordinates: returns ``(coords, count)``.
-
-    ``size=None`` gives exactly ``count`` rows. ``size=k`` always gives ``k`` rows: the first
-    ``min(count, k)`` are coordinates, the rest ``fill_value``; no host synchronisation is needed,
-    and ``count`` is a 0-d int64 array on the input's device.
-
-    ``out=(coords, count)`` (``size=k`` only) receives the result; with it and a ``workspace``
-    the GPU call allocates nothing and never synchronises: the CUDA-graph capture form.
-    """
-    if (type(x) is _ndarray and out is None and workspace is None
-            and (device is None or device == "cpu")):
-        try:
-            hit = _entry_peek(("nonzero_coordinates", size, fill_value, dtype, x.shape,
-                               x.strides, x.dtype, device,
-                               _env_device() if device is None else None, type(size),
-                               type(fill_value), type(dtype)))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
-        if hit is not None:
-            return hit(x, None)
-    k, hit = lookup(x, device, workspace, out, "nonzero_coordinates", size, fill_value, dtype)
-    if hit is not None:
-        return hit(x, workspace)
-    return _road(_NONZERO_COORDINATES, k, x, workspace,
-                 (size, fill_value, dtype, out, device, workspace))
-
-
-_REDUCE_ARGS = ("axis", "keepdims", "tie", "dtype", "out", "device", "workspace")
-_ARGMAX = _Op("argmax", functools.partial(_argreduce.argreduce_call, "max", False),
-              _REDUCE_ARGS)
-_ARGMIN = _Op("argmin", functools.partial(_argreduce.argreduce_call, "min", False),
-              _REDUCE_ARGS)
-_NANARGMAX = _Op("nanargmax", functools.partial(_argreduce.argreduce_call, "max", True),
-                 _REDUCE_ARGS)
-_NANARGMIN = _Op("nanargmin", functools.partial(_argreduce.argreduce_call, "min", True),
-                 _REDUCE_ARGS)
-_HARDMAX = _Op("hardmax", _argreduce.hardmax_call, ("axis", "tie", "out", "device", "workspace"))
-_COUNT_NONZERO = _Op("count_nonzero", _nonzero.count_nonzero_call,
-                     ("axis", "keepdims", "device"))
-_ARGWHERE = _Op("argwhere", _nonzero.argwhere_call, ("dtype", "device"))
-_NONZERO = _Op("nonzero", _nonzero.nonzero_call, ("device",))
-_NONZERO_COORDINATES = _Op("nonzero_coordinates", _nonzero.nonzero_coordinates_call,
-                           ("size", "fill_value", "dtype", "out", "device", "workspace"))
-
+#: every operator's descriptor (cupyops.ops.operators)
+OPERATORS = _ops.operators()
 #: the public functions by name (the interop layer calls them on chunks and views)
-PUBLIC = {f.__name__: f for f in (argmax, argmin, nanargmax, nanargmin, hardmax, argwhere,
-                                  nonzero, count_nonzero, nonzero_coordinates)}
+PUBLIC = {op.name: public_function(op) for op in OPERATORS}
 _dask.use_public(PUBLIC)

@@ -73,7 +73,7 @@ def layouts(dtype, rng):
     big = aligned(values((9, 33, 40), dtype, rng))
     row = aligned(values((1, 1025), dtype, rng))
     out = {
-        "C": base, "F": np.asfortranarray(base), "sliced": base[1:5, ::2, 1:],
+        "C": base, "F": aligned(base.T).T, "sliced": base[1:5, ::2, 1:],
         "neg": base[::-1, :, ::-2], "perm": base.transpose(2, 0, 1),
         "bcast": np.broadcast_to(base[:, :1, :], (6, 7, 4)),
         "big": big, "bigT": big.transpose(1, 2, 0), "row": row, "rowT": row.T,

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -68,6 +69,8 @@ def test_inputs_are_deterministic():
 
 
 def test_numpy_compositions_agree_with_brute_force():
+    from cupyops.ops.argreduce import bench as ar
+    from cupyops.ops.nonzero import bench as nz
     rng = np.random.default_rng(0)
     x = rng.integers(0, 3, (3, 4, 5, 2)).astype(np.int8)       # many ties
     for axes in [(0,), (2,), (3,), (1, 2), (0, 3), (0, 1, 2, 3)]:
@@ -78,15 +81,15 @@ def test_numpy_compositions_agree_with_brute_force():
             hit = moved == ext
             first = np.argmax(hit, axis=-1)
             last = hit.shape[-1] - 1 - np.argmax(hit[..., ::-1], axis=-1)
-            got_first = peers.argreduce_composition(np, x, axes, kind, "first")
-            got_last = peers.argreduce_composition(np, x, axes, kind, "last")
+            got_first = ar.argreduce_composition(np, x, axes, kind, "first")
+            got_last = ar.argreduce_composition(np, x, axes, kind, "last")
             assert np.array_equal(got_first, first.reshape(got_first.shape))
             assert np.array_equal(got_last, last.reshape(got_last.shape))
-    h = peers.hardmax_numpy(x, 1, "last")
-    idx = peers.argreduce_composition(np, x, (1,), "max", "last")
+    h = ar.hardmax_numpy(x, 1, "last")
+    idx = ar.argreduce_composition(np, x, (1,), "max", "last")
     assert np.array_equal(np.argmax(h[..., ::1] * (np.arange(4)[None, :, None, None] + 1), axis=1), idx)
-    assert np.array_equal(peers.hardmax_onehot(np, x, 1, "last"), h)
-    coords, count = peers.nonzero_coordinates_composition(np, x, x.size)
+    assert np.array_equal(ar.hardmax_onehot(np, x, 1, "last"), h)
+    coords, count = nz.nonzero_coordinates_composition(np, x, x.size)
     assert coords.shape == (x.size, 4) and count == np.count_nonzero(x)
     assert np.array_equal(coords[:count], np.argwhere(x)) and np.all(coords[count:] == 0)
 
@@ -187,6 +190,47 @@ def test_cold_start_cpu():
         if _has("cupyops.ops.argreduce.numpy_path"):
             assert c["argmax_first_s"] > 0
     assert "precompile_s" in cold[2]
+
+
+def test_cold_table_columns_come_from_the_descriptors():
+    header, rows = bench.cold_table([{"scenario": "s", "import_s": 0.1, "argmax_first_s": 0.2,
+                                      "argmax_second_s": 0.001, "argwhere_first_s": 0.3,
+                                      "argwhere_second_s": 0.0, "argwhere_error": "E",
+                                      "process_s": 1.0}])
+    assert header == ["scenario", "import s", "precompile s", "argmax 1st s", "argmax 2nd s",
+                      "argwhere 1st s", "process s", "note"]
+    assert rows == [["s", "0.100", "-", "0.200", "0.0010", "0.300", "1.00", "E"]]
+
+
+def test_a_new_operator_is_benchmarked_from_its_descriptor(monkeypatch):
+    """An operator the registry lists gets its cases, its call, its peers and its --help line
+    from its descriptor alone: the benchmark names no operator."""
+    import cupyops
+    import cupyops.ops
+    from cupyops.core.operator import Bench, BenchCase, Operator
+
+    def doubled(x, /, *, device=None):
+        """Twice x."""
+    desc = Operator(doubled, None, bench=Bench(
+        lambda sizes, dtype: [BenchCase("plain", sizes["nz"], {}, order=1)],
+        lambda f, case, device: (lambda x: f(x, device=device)),
+        lambda xp, case: (lambda x: x + x)))
+    registry = cupyops.ops.operators() + (desc,)
+    monkeypatch.setattr(cupyops.ops, "operators", lambda: registry)
+    monkeypatch.setattr(cupyops, "doubled", lambda x, device=None: 2 * x, raising=False)
+    ids = [c.id for c in bench.make_cases("tiny", ["float32"])]
+    at = ids.index("doubled/plain/float32")       # order 1: with the second density's cases
+    assert ids[at - 1:at + 2] == ["nonzero_coordinates/d=0.1 size=n/float32",
+                                  "doubled/plain/float32", "argwhere/d=0.5/float32"]
+    case = bench.make_cases("tiny", ["float32"])[at]
+    recs = {r["peer"]: r for r in bench.run_case(case, "cpu", "tiny", 0.001, True)}
+    assert recs["numpy"]["ok"] and recs["numpy"]["ratio"] > 0
+    assert recs["onnxruntime"]["peer_status"] in ("n/a: no ONNX composition for doubled",
+                                                  "n/a: onnxruntime is not installed "
+                                                  "(pip install onnxruntime onnx)")
+    assert recs["torch"]["peer_status"] in ("n/a: no torch composition for doubled",
+                                            "n/a: torch not installed")
+    assert re.search(r"\n  doubled +Twice x\.\n", bench.build_parser().format_help())
 
 
 def test_command_line_entry(tmp_path):

@@ -46,8 +46,13 @@ def test_device_names():
     assert parse_device_name("cuda:1") == ("cuda", 1)
     with pytest.raises(ValueError):
         parse_device_name("cuda:x")
+    assert parse_device_name(0) == ("cuda", 0) == parse_device_name(np.int64(0))
     with pytest.raises(TypeError):
-        parse_device_name(0)
+        parse_device_name(True)
+    with pytest.raises(TypeError):
+        parse_device_name(1.0)
+    with pytest.raises(ValueError):
+        parse_device_name(-2)
 
 
 # --------------------------------------------------------------------------- what asarray takes

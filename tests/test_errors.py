@@ -189,9 +189,30 @@ def test_out_overlapping_input_refused():
 @pytest.mark.parametrize("op", ALL_OPS)
 def test_device_errors(op, x, monkeypatch):
     raises_untouched(x, ValueError, "device must be", lambda: _call(op, x, device="tpu"))
-    raises_untouched(x, TypeError, "device must be", lambda: _call(op, x, device=3))
+    raises_untouched(x, TypeError, "device must be", lambda: _call(op, x, device=3.5))
+    raises_untouched(x, TypeError, "device must be", lambda: _call(op, x, device=True))
+    raises_untouched(x, ValueError, "GPU number", lambda: _call(op, x, device=-1))
     monkeypatch.setenv("CUPYOPS_DEVICE", "quantum")
     raises_untouched(x, ValueError, "CUPYOPS_DEVICE", lambda: _call(op, x))
+
+
+@pytest.mark.parametrize("name", ["CUDA", " cuda ", 0, "cuda:0", "SIMT", "Cpu"])
+def test_one_device_parser_serves_every_entry_point(name):
+    """precompile and the functions read device names alike (issue 34: precompile took 0 and
+    refused "CUDA", argmax the other way round)."""
+    from cupyops.core.devices import parse_device_name
+    kind, _ = parse_device_name(name)
+    x = np.arange(6.0)
+    outcomes = []
+    for call in (lambda: cupyops.argmax(x, device=name),
+                 lambda: cupyops.precompile(dtypes=[np.float64], device=name)):
+        try:
+            call()
+            outcomes.append("ran")
+        except RuntimeError as exc:      # the device is not available here: the same message
+            outcomes.append(str(exc).split(" asks for")[1])
+    assert outcomes[0] == outcomes[1] or "ran" in outcomes[0] and "ran" in outcomes[1], outcomes
+    assert kind in ("cuda", "simt", "cpu")
 
 
 def test_import_does_not_import_cupy_or_compile():
@@ -261,7 +282,7 @@ def test_axis_error_names_the_op_once(op, x):
 
 
 def test_out_dtype_error_lists_every_accepted_dtype(x):
-    from cupyops.core.dtypes import INTEGER_DTYPES as INDEX_DTYPES
+    from cupyops.ops.argreduce.rules import INDEX_DTYPES
     names = [d.name for d in INDEX_DTYPES]
     assert len(names) >= 4
     for kw in ({}, {"dtype": np.int32}):

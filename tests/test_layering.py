@@ -1,8 +1,11 @@
 """The package's shape, read from the source with ``ast`` (docs/design.md, "Layers"):
 
 * ``core`` imports nothing from ``ops``, ``interop``, ``bench`` or ``tools``;
-* an op folder imports ``core``, ``simt`` and itself only, and only it names its kernels'
-  entry points;
+* an op folder imports ``core``, ``simt``, itself and the shared Dask helpers
+  (``interop.dask``) only, and only it names its kernels' entry points;
+* no module outside ``ops/`` names an operator (the operators' names come from their
+  descriptors, ``cupyops.ops.operators()``), but for the public re-exports in
+  ``cupyops/__init__.py`` and the measurement tools listed in :data:`NAMES_OPS_ON_PURPOSE`;
 * ``interop`` imports the public functions (``cupyops``), ``_call`` and ``core`` only;
 * no runtime module imports ``bench`` or ``tools``;
 * no import cycle, function-level imports included; the longest chain of imports between
@@ -10,13 +13,15 @@
 * at most 8 modules directly in ``cupyops/``;
 * no private attribute of another module or library is read outside ``core/fastread.py``
   (an object's ``_`` attributes only through ``self`` / ``cls``), and no code is generated
-  with ``exec`` outside ``core/structs.py``;
+  with ``exec`` outside ``core/structs.py`` (the struct packers) and ``_call.py`` (the public
+  functions, from their descriptors);
 * no function outside ``simt/`` runs past 80 lines;
 * the public functions carry their annotations, and ``py.typed`` ships.
 """
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pathlib
 import re
@@ -29,10 +34,29 @@ PKG = pathlib.Path(cupyops.__file__).parent
 ROOT = PKG.parent
 LAYERS = ("core", "ops", "interop", "bench", "tools", "simt")
 FAST_READS = "cupyops.core.fastread"
-GENERATED_CODE = {"cupyops.core.structs"}
-#: the kernels' entry points, by op folder (their families' names too)
-ENTRY_POINTS = {"argreduce": ("argreduce_row", "argreduce_col", "argreduce_finish"),
-                "nonzero": ("nonzero_tiles", "count_nonzero_axes")}
+GENERATED_CODE = {"cupyops.core.structs", "cupyops._call"}
+#: the op folders (the registration in cupyops/ops/__init__.py)
+OP_FOLDERS = tuple(cupyops.ops.FAMILIES)
+#: the operators, from their descriptors
+OPERATORS = tuple(op.name for op in cupyops.ops.operators())
+
+
+def _entry_points() -> dict:
+    """The kernels' entry points by op folder: every name expression's function name, over
+    the kernel families the folder's operators use (its api's FAMILIES)."""
+    from cupyops.core import modules
+    out = {}
+    for folder in OP_FOLDERS:
+        names = set()
+        for name in importlib.import_module(f"cupyops.ops.{folder}.api").FAMILIES:
+            fam = modules.get_family(name)
+            for dt in fam.dtypes:
+                names.update(e.split("<")[0].strip() for e in fam.expressions_for(dt))
+        out[folder] = tuple(sorted(names))
+    return out
+
+
+ENTRY_POINTS = _entry_points()
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -103,12 +127,17 @@ def test_core_knows_no_operator():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("op", ["argreduce", "nonzero"])
+@pytest.mark.parametrize("op", OP_FOLDERS)
 def test_op_folder_imports_core_simt_and_itself(op):
     own = f"ops.{op}"
     bad = [(m, i) for m in GRAPH if layer(m) == own for i in GRAPH[m]
-           if layer(i) not in ("core", "simt", own) and i != "cupyops.ops"]
+           if layer(i) not in ("core", "simt", own) and i not in ("cupyops.ops",
+                                                                  "cupyops.interop.dask")]
     assert not bad, bad
+
+
+def test_every_op_folder_has_entry_points():
+    assert all(ENTRY_POINTS[f] for f in OP_FOLDERS), ENTRY_POINTS
 
 
 @pytest.mark.parametrize("op", sorted(ENTRY_POINTS))
@@ -246,8 +275,77 @@ def test_no_function_runs_past_80_lines():
     assert not long, long
 
 
-PUBLIC = ["argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
-          "count_nonzero", "nonzero_coordinates"]
+PUBLIC = list(OPERATORS)
+
+
+def test_the_public_functions_are_the_descriptors():
+    assert list(cupyops._call.PUBLIC) == PUBLIC
+    assert all(getattr(cupyops, name) is cupyops._call.PUBLIC[name] for name in PUBLIC)
+    assert set(PUBLIC) <= set(cupyops.__all__)
+
+
+#: measurement tools that time or model chosen calls of named operators (their cases are
+#: measurements, not the operators' descriptions), with why
+NAMES_OPS_ON_PURPOSE = {
+    "cupyops.bench.overhead": "times the call overhead of chosen calls",
+    "cupyops.bench.issue_rate": "models chosen kernels' issue rates",
+    "cupyops.bench.threads_check": "times chosen full-size calls on 1 and N threads",
+    "cupyops.bench.dask_bench": "times chosen Dask graphs",
+    "cupyops.bench.traffic": "the traffic goals of the kernel families",
+    "cupyops.bench.exec_savings": "times the struct packer of chosen launches",
+    "cupyops.bench.gpu_events": "times chosen kernels with CUDA events",
+}
+
+
+def _docstrings(tree) -> set:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+#: a module path into an op folder (a folder may share its name with an operator)
+_FOLDER_PATH = re.compile(r"cupyops[./]ops[./]\w+")
+
+
+def names_of_ops(mod: str) -> list:
+    """Where ``mod`` names an operator in code: a string (not a docstring) holding an
+    operator's name as a word, or an identifier or attribute that is an operator's name."""
+    tree = ast.parse(SOURCES[mod].read_text())
+    docs = _docstrings(tree)
+    word = re.compile(r"\b(" + "|".join(sorted(OPERATORS, key=len, reverse=True)) + r")\b")
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docs and word.search(_FOLDER_PATH.sub("", node.value)):
+            out.append(f"{mod}:{node.lineno} {node.value[:40]!r}")
+        elif isinstance(node, ast.Name) and node.id in OPERATORS:
+            out.append(f"{mod}:{node.lineno} {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in OPERATORS:
+            out.append(f"{mod}:{node.lineno} .{node.attr}")
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in OPERATORS:
+            out.append(f"{mod}:{node.lineno} def {node.name}")
+    return out
+
+
+def test_no_module_outside_ops_names_an_operator():
+    bad = [r for m in SOURCES if layer(m) not in ("simt",) and not layer(m).startswith("ops.")
+           and m not in ("cupyops", "cupyops.ops") and m not in NAMES_OPS_ON_PURPOSE
+           for r in names_of_ops(m)]
+    assert not bad, bad
+
+
+def test_the_check_finds_a_named_operator(tmp_path):
+    name = OPERATORS[0]
+    SOURCES["_probe"] = tmp_path / "probe.py"
+    try:
+        SOURCES["_probe"].write_text(f"def f(co):\n    return co.{name}, {name!r}\n")
+        assert len(names_of_ops("_probe")) == 2
+    finally:
+        del SOURCES["_probe"]
 
 
 @pytest.mark.parametrize("name", PUBLIC)

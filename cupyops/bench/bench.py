@@ -62,8 +62,8 @@ import numpy as np
 from . import peers, traffic
 # the cases (cupyops/bench/cases.py), also read as bench.make_cases, bench.make_input, ...
 from .cases import (  # noqa: F401
-    DECODE_DTYPES, DECODE_SHAPES, DENSITIES, DTYPES, SIZES, Case, cupy_like_simt_allocations,
-    cupyops_call, decode_cases, make_cases, make_input)
+    DTYPES, SIZES, Case, benchmarked, cupy_like_simt_allocations, cupyops_call, make_cases,
+    make_input)
 from .cases import aligned_empty as _aligned_empty  # noqa: F401
 from .cases import nonzero_values as _nonzero_values  # noqa: F401
 from .cases import random_values as _values  # noqa: F401
@@ -363,7 +363,6 @@ x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
 if device == "cuda":
     import cupy
     x = cupy.asarray(x); cupy.cuda.Device().synchronize()
-dev = None if device == "cuda" else device
 
 def sync():
     if device == "cuda":
@@ -378,8 +377,11 @@ if what == "precompile":
     except Exception as exc:
         out["precompile_s"] = None
         out["precompile_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-for name, call in (("argmax", lambda: cupyops.argmax(x, axis=-1, device=dev)),
-                   ("argwhere", lambda: cupyops.argwhere(x > 0 if device != "cuda" else x, device=dev))):
+from cupyops.ops import operators
+for op in operators():
+    if op.bench is None or op.bench.cold is None:
+        continue
+    name, call = op.name, op.bench.cold(getattr(cupyops, op.name), x, device)
     t0 = time.perf_counter()
     try:
         call(); sync()
@@ -596,20 +598,28 @@ def wide_traffic_table(records):
     return header, rows
 
 
+def cold_names():
+    """The operators the cold-start table times: those with a cold-start call
+    (``Bench.cold``), in the registry's order."""
+    return [op.name for op in benchmarked() if op.bench.cold is not None]
+
+
 def cold_table(cold):
-    header = ["scenario", "import s", "precompile s", "argmax 1st s", "argmax 2nd s",
-              "argwhere 1st s", "process s", "note"]
+    names = cold_names()
+    # the first and second call of the first operator, the first call of the others
+    cols = [(f"{n} 1st s", f"{n}_first_s", ".3f") for n in names]
+    cols[1:1] = [(f"{n} 2nd s", f"{n}_second_s", ".4f") for n in names[:1]]
+    header = ["scenario", "import s", "precompile s"] + [c[0] for c in cols] + \
+        ["process s", "note"]
+    errors = ["error", "precompile_error"] + [f"{n}_error" for n in names]
     rows = []
     for c in cold:
-        note = "; ".join(str(c[k]) for k in ("error", "precompile_error", "argmax_error",
-                                             "argwhere_error") if c.get(k))
+        note = "; ".join(str(c[k]) for k in errors if c.get(k))
         pre = c.get("precompile_s") if "precompile_s" in c else "-"
         rows.append([c["scenario"], _fmt_num(c.get("import_s"), ".3f"),
-                     pre if pre == "-" else _fmt_num(pre, ".3f"),
-                     _fmt_num(c.get("argmax_first_s"), ".3f"),
-                     _fmt_num(c.get("argmax_second_s"), ".4f"),
-                     _fmt_num(c.get("argwhere_first_s"), ".3f"),
-                     _fmt_num(c.get("process_s"), ".2f"), note or ""])
+                     pre if pre == "-" else _fmt_num(pre, ".3f")]
+                    + [_fmt_num(c.get(key), fmt) for _, key, fmt in cols]
+                    + [_fmt_num(c.get("process_s"), ".2f"), note or ""])
     return header, rows
 
 
@@ -924,10 +934,21 @@ OPTIONS = (
 )
 
 
+def operators_epilog() -> str:
+    """--help's list of the benchmarked operators (a case id starts with one), each with its
+    descriptor's documentation line."""
+    ops = benchmarked()
+    width = max(len(op.name) for op in ops)
+    return "operators (the first part of a case id):\n" + "\n".join(
+        f"  {op.name.ljust(width)}  {op.doc}" for op in ops)
+
+
 def build_parser(options=OPTIONS):
     """The argparse parser of ``options``."""
     p = argparse.ArgumentParser(prog="python -m cupyops bench",
-                                description="cupyops benchmark (cupyops/bench/bench.py; docs/performance.md)")
+                                description="cupyops benchmark (cupyops/bench/bench.py; docs/performance.md)",
+                                epilog=operators_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     groups = {}
     for opt in options:
         where = p

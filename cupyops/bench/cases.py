@@ -11,15 +11,14 @@ import zlib
 
 import numpy as np
 
-__all__ = ["DTYPES", "DENSITIES", "SIZES", "Case", "make_cases", "DECODE_SHAPES",
-           "DECODE_DTYPES", "decode_cases", "aligned_empty", "random_values", "nonzero_values",
-           "make_input", "cupyops_call", "cupy_like_simt_allocations"]
+__all__ = ["DTYPES", "SIZES", "Case", "benchmarked", "make_cases", "aligned_empty",
+           "random_values", "nonzero_values", "make_input", "bench_of", "cupyops_call",
+           "cupy_like_simt_allocations"]
 
 DTYPES = ("float32", "float16", "int8", "bool")
-DENSITIES = (0.001, 0.1, 0.5)
 
-# Shapes per size mode: 2-D (last/first/all axes, nonzero), 4-D (middle axes of argmax/argmin),
-# 3-D (middle axis of hardmax).
+# Shapes per size mode, by kind (2-D, 4-D, 3-D, and nz for the density cases): each operator's
+# cases (cupyops.core.operator.Bench.cases) choose among them.
 SIZES = {
     "tiny":  {"2d": (32, 128), "4d": (4, 16, 16, 4), "3d": (8, 32, 16), "nz": (64, 64)},
     "small": {"2d": (256, 1024), "4d": (8, 64, 64, 8), "3d": (32, 128, 64), "nz": (256, 1024)},
@@ -49,52 +48,28 @@ class Case:
         return f"{self.op}/{self.case}/{self.dtype.name}"
 
 
+def benchmarked():
+    """The descriptors of the operators that have benchmark cases, in the registry's order."""
+    from cupyops.ops import operators
+    return [op for op in operators() if op.bench is not None]
+
+
 def make_cases(mode, dtypes=DTYPES):
-    sz = SIZES[mode]
+    """Every operator's cases (``Operator.bench.cases``) in each of ``dtypes``, by their
+    ``order`` within a dtype, then the cases in dtypes of their own (``extra_cases``)."""
+    sizes = SIZES[mode]
+    ops = benchmarked()
     cases = []
     for dt in dtypes:
         dt = np.dtype(dt)
-        for op in ("argmax", "argmin"):
-            for layout, shape, axes in (("last", sz["2d"], (1,)), ("first", sz["2d"], (0,)),
-                                        ("middle", sz["4d"], (1, 2)), ("all", sz["2d"], (0, 1))):
-                for tie in ("first", "last"):
-                    cases.append(Case(op, f"{layout} tie={tie}", dt, shape,
-                                      {"axes": axes, "tie": tie, "layout": layout}))
-        for layout, shape, axes in (("last", sz["2d"], (1,)), ("middle", sz["3d"], (1,))):
-            for tie in ("first", "last"):
-                cases.append(Case("hardmax", f"{layout} tie={tie}", dt, shape,
-                                  {"axes": axes, "tie": tie, "layout": layout}))
-        for d in DENSITIES:
-            cases.append(Case("argwhere", f"d={d}", dt, sz["nz"], {"density": d}))
-            cases.append(Case("nonzero", f"d={d}", dt, sz["nz"], {"density": d}))
-            cases.append(Case("count_nonzero", f"d={d}", dt, sz["nz"], {"density": d}))
-            cases.append(Case("nonzero_coordinates", f"d={d} size=n", dt, sz["nz"],
-                              {"density": d, "size": "n"}))
-    cases += decode_cases()
+        ordered = [(bc.order, Case(op.name, bc.case, dt, bc.shape, bc.params))
+                   for op in ops for bc in op.bench.cases(sizes, dt)]
+        cases += [c for _, c in sorted(ordered, key=lambda oc: oc[0])]   # (a stable sort)
+    for op in ops:
+        if op.bench.extra_cases is not None:
+            cases += [Case(op.name, bc.case, dt, bc.shape, bc.params)
+                      for dt, bc in op.bench.extra_cases()]
     return cases
-
-
-#: greedy decoding: argmax over the last axis of (batch, vocabulary) logits
-DECODE_SHAPES = ((1, 131072), (128, 131072))
-DECODE_DTYPES = ("bfloat16", "float16", "float32")
-
-
-def decode_cases():
-    """The decode case in bfloat16 (when ml_dtypes is installed), float16 and float32, whatever
-    --dtypes says; select them with --cases decode."""
-    out = []
-    for name in DECODE_DTYPES:
-        if name == "bfloat16":
-            from cupyops.core import dtypes as _bf16
-            dt = _bf16.dtype()
-            if dt is None:
-                continue
-        else:
-            dt = np.dtype(name)
-        for shape in DECODE_SHAPES:
-            out.append(Case("argmax", f"decode {shape[0]}x{shape[1]}", dt, shape,
-                            {"axes": (1,), "tie": "first", "layout": "decode"}))
-    return out
 
 
 def aligned_empty(shape, dtype, align=256):
@@ -155,27 +130,20 @@ def make_input(case, seed=0):
     return x
 
 
+def bench_of(case):
+    """The benchmark functions of ``case``'s operator (cupyops.core.operator.Bench)."""
+    from cupyops.ops import operator
+    bench = operator(case.op).bench
+    if bench is None:
+        raise ValueError(f"{case.op} has no benchmark cases (its descriptor's bench is None)")
+    return bench
+
+
 def cupyops_call(case, device):
-    import cupyops as co
-    p = case.params
-    op = case.op
-    dev = None if device == "cuda" else device
-    if op in ("argmax", "argmin"):
-        f = co.argmax if op == "argmax" else co.argmin
-        axes = p["axes"]
-        axis = None if len(axes) == len(case.shape) else (axes[0] if len(axes) == 1 else axes)
-        return lambda x: f(x, axis=axis, tie=p["tie"], device=dev)
-    if op == "hardmax":
-        return lambda x: co.hardmax(x, axis=p["axes"][0], tie=p["tie"], device=dev)
-    if op == "argwhere":
-        return lambda x: co.argwhere(x, device=dev)
-    if op == "nonzero":
-        return lambda x: co.nonzero(x, device=dev)
-    if op == "count_nonzero":
-        return lambda x: co.count_nonzero(x, device=dev)
-    if op == "nonzero_coordinates":
-        return lambda x: co.nonzero_coordinates(x, size=x.size if p.get("size") else None, device=dev)
-    raise ValueError(op)
+    """``fn(x)``: the call ``case`` times, on ``device`` ("cpu", "simt" or "cuda")."""
+    import cupyops
+    return bench_of(case).call(getattr(cupyops, case.op), case,
+                               None if device == "cuda" else device)
 
 
 @contextlib.contextmanager

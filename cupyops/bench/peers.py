@@ -2,14 +2,14 @@
 
 Each peer builder returns ``(fn, to_ours)`` for a case, or raises :class:`PeerUnavailable`:
 ``fn(x)`` computes the result the peer's way (this is what is timed) and ``to_ours(result)``
-turns it into cupyops' result format for the correctness check (not timed).
+turns it into cupyops' result format for the correctness check (not timed). What each peer
+writes for an operator is in the operator's descriptor (``Operator.bench``, the op folder's
+``bench.py``); this module holds what every operator shares:
 
-* ``numpy``: the NumPy composition (``np.argmax``; tie "last" as argmax of a flipped view mapped
-  back; several axes as moveaxis + reshape, then argmax; hardmax as argmax + put_along_axis;
-  ``np.argwhere`` / ``np.nonzero`` / ``np.count_nonzero``).
-* ``onnxruntime``: tiny one-operator ONNX models (ArgMax/ArgMin with select_last_index, Hardmax,
-  NonZero) built with ``onnx.helper``, run single-threaded on the CPU.
-* ``torch`` on the CPU (when installed): the same compositions with PyTorch, on as many
+* ``numpy``: the NumPy composition (``Bench.compose`` with NumPy).
+* ``onnxruntime``: a tiny one-operator ONNX model (``Bench.onnx``'s nodes, built with
+  ``onnx.helper``), run single-threaded on the CPU.
+* ``torch`` on the CPU (when installed): the PyTorch composition (``Bench.torch``), on as many
   threads as cupyops uses in the run.
 * ``cupy`` and ``torch`` on a GPU: the same compositions with those libraries.
 """
@@ -20,96 +20,16 @@ import math
 
 import numpy as np
 
+from cupyops.core.operator import PeerUnavailable
 
-class PeerUnavailable(Exception):
-    """The peer cannot run this case (not installed, dtype not supported, ...)."""
+from .cases import bench_of
 
-
-# --------------------------------------------------------------------------------------------
-# array-module compositions (NumPy and CuPy share them)
-# --------------------------------------------------------------------------------------------
-
-def _kept_reduced(ndim, axes):
-    return [i for i in range(ndim) if i not in axes], list(axes)
-
-
-def argreduce_composition(xp, x, axes, kind, tie):
-    """What a NumPy / CuPy user writes for argmax/argmin over ``axes`` with a tie rule."""
-    f = xp.argmax if kind == "max" else xp.argmin
-    nd = x.ndim
-    if len(axes) == nd:
-        flat = x.reshape(-1)
-        if tie == "first":
-            return f(flat)
-        return flat.size - 1 - f(flat[::-1])
-    if len(axes) == 1:
-        a = axes[0]
-        if tie == "first":
-            return f(x, axis=a)
-        n = x.shape[a]
-        flipped = xp.flip(x, axis=a)
-        return n - 1 - f(flipped, axis=a)
-    kept, red = _kept_reduced(nd, axes)
-    moved = xp.moveaxis(x, red, list(range(nd - len(red), nd)))
-    kept_shape = tuple(x.shape[i] for i in kept)
-    flat = moved.reshape(kept_shape + (-1,))
-    if tie == "first":
-        return f(flat, axis=-1)
-    n = flat.shape[-1]
-    return n - 1 - f(flat[..., ::-1], axis=-1)
-
-
-def hardmax_numpy(x, axis, tie):
-    """argmax (with the tie rule) + put_along_axis into zeros."""
-    idx = argreduce_composition(np, x, (axis,), "max", tie)
-    out = np.zeros_like(x)
-    np.put_along_axis(out, np.expand_dims(idx, axis), np.ones((), x.dtype), axis)
-    return out
-
-
-def hardmax_onehot(xp, x, axis, tie):
-    """argmax (with the tie rule) + one-hot by comparison with an arange (CuPy users)."""
-    idx = argreduce_composition(xp, x, (axis,), "max", tie)
-    n = x.shape[axis]
-    shape = [1] * x.ndim
-    shape[axis] = n
-    ar = xp.arange(n).reshape(shape)
-    return (ar == xp.expand_dims(idx, axis)).astype(x.dtype)
-
-
-def nonzero_coordinates_composition(xp, x, size, fill_value=0):
-    """argwhere, then padded / cut to ``size`` rows (what a NumPy user writes for DirectML's
-    fixed-size form)."""
-    c = xp.argwhere(x)
-    count = c.shape[0]
-    if size is None:
-        return c, count
-    out = xp.full((size, x.ndim), fill_value, dtype=c.dtype)
-    k = min(size, count)
-    out[:k] = c[:k]
-    return out, count
+__all__ = ["PeerUnavailable", "numpy_peer", "cupy_peer", "torch_peer", "torch_cpu_peer",
+           "onnxruntime_peer", "to_numpy", "numpy_result", "CPU_PEERS", "GPU_PEERS"]
 
 
 def _compose(xp, case):
-    p = case.params
-    op = case.op
-    if op in ("argmax", "argmin"):
-        kind = op[3:]
-        return lambda x: argreduce_composition(xp, x, p["axes"], kind, p["tie"])
-    if op == "hardmax":
-        if xp is np:
-            return lambda x: hardmax_numpy(x, p["axes"][0], p["tie"])
-        return lambda x: hardmax_onehot(xp, x, p["axes"][0], p["tie"])
-    if op == "argwhere":
-        return xp.argwhere
-    if op == "nonzero":
-        return xp.nonzero
-    if op == "count_nonzero":
-        return xp.count_nonzero
-    if op == "nonzero_coordinates":
-        size = p.get("size")
-        return lambda x: nonzero_coordinates_composition(xp, x, None if size is None else x.size)
-    raise PeerUnavailable(f"no composition for {op}")
+    return bench_of(case).compose(xp, case)
 
 
 def numpy_peer(case):
@@ -138,12 +58,13 @@ def to_numpy(r):
 
 
 def numpy_result(case, r):
-    """A result in cupyops' format as NumPy, for the comparisons: (coordinates, count) for
-    nonzero_coordinates, a tuple of arrays for nonzero, else an array (CuPy and torch results
-    are copied to the host first)."""
+    """A result in cupyops' format as NumPy, for the comparisons: a tuple of arrays, an array,
+    or the operator's own form (``Bench.as_numpy``). CuPy and torch results are copied to the
+    host first."""
     r = to_numpy(r)
-    if case.op == "nonzero_coordinates":
-        return (np.asarray(r[0]), int(np.asarray(r[1])))
+    as_numpy = bench_of(case).as_numpy
+    if as_numpy is not None:
+        return as_numpy(r)
     if isinstance(r, tuple):
         return tuple(np.asarray(v) for v in r)
     return np.asarray(r)
@@ -173,54 +94,10 @@ def _torch_composition(case):
         import torch
     except ImportError as exc:
         raise PeerUnavailable("torch not installed") from exc
-    p = case.params
-    op = case.op
-
-    def argred(x, axes, kind, tie):
-        f = torch.argmax if kind == "max" else torch.argmin
-        nd = x.ndim
-        if len(axes) == 1:
-            a = axes[0]
-            if tie == "first":
-                return f(x, dim=a)
-            return x.shape[a] - 1 - f(torch.flip(x, (a,)), dim=a)
-        kept, red = _kept_reduced(nd, axes)
-        flat = x.permute(*kept, *red).reshape(*[x.shape[i] for i in kept], -1)
-        if tie == "first":
-            return f(flat, dim=-1)
-        return flat.shape[-1] - 1 - f(torch.flip(flat, (-1,)), dim=-1)
-
-    if op in ("argmax", "argmin"):
-        def fn(x):
-            return argred(x, p["axes"], op[3:], p["tie"])
-    elif op == "hardmax":
-        a = p["axes"][0]
-
-        def fn(x):
-            idx = argred(x, (a,), "max", p["tie"])
-            return torch.zeros_like(x).scatter_(a, idx.unsqueeze(a), 1)
-    elif op == "argwhere":
-        def fn(x):
-            return torch.argwhere(x)
-    elif op == "nonzero":
-        def fn(x):
-            return torch.nonzero(x, as_tuple=True)
-    elif op == "count_nonzero":
-        def fn(x):
-            return torch.count_nonzero(x)
-    elif op == "nonzero_coordinates":
-        size = p.get("size")
-
-        def fn(x):
-            c = torch.argwhere(x)
-            if size is None:
-                return c, c.shape[0]
-            out = torch.zeros((x.numel(), x.ndim), dtype=c.dtype, device=x.device)
-            out[:c.shape[0]] = c
-            return out, c.shape[0]
-    else:
-        raise PeerUnavailable(f"no torch composition for {op}")
-    return fn
+    compose = bench_of(case).torch
+    if compose is None:
+        raise PeerUnavailable(f"no torch composition for {case.op}")
+    return compose(torch, case)
 
 
 def torch_peer(case):
@@ -257,69 +134,19 @@ def _onnx_type(dtype):
         raise PeerUnavailable(f"no ONNX type for {dtype}") from None
 
 
-def _dims(rank):
-    return [f"d{i}" for i in range(rank)]
-
-
 def _ort_model(case):
     """(model, output adapter) for ``case``: a tiny graph of what an ONNX user would write."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper
 
-    p = case.params
-    op = case.op
-    shape = list(case.shape)
-    nd = len(shape)
     t = _onnx_type(case.dtype)
-    nodes, inits = [], []
-    x_in = helper.make_tensor_value_info("x", t, shape)
-    if op in ("argmax", "argmin"):
-        onnx_op = "ArgMax" if op == "argmax" else "ArgMin"
-        axes = p["axes"]
-        last = 1 if p["tie"] == "last" else 0
-        if len(axes) == 1:
-            nodes.append(helper.make_node(onnx_op, ["x"], ["y"], axis=axes[0], keepdims=0,
-                                          select_last_index=last))
-        else:   # moveaxis + reshape, then one ArgMax
-            kept, red = _kept_reduced(nd, axes)
-            src = "x"
-            if kept and (kept + red) != list(range(nd)):
-                nodes.append(helper.make_node("Transpose", ["x"], ["xt"], perm=kept + red))
-                src = "xt"
-            new_shape = [shape[i] for i in kept] + [-1]
-            inits.append(helper.make_tensor("shp", TensorProto.INT64, [len(new_shape)], new_shape))
-            nodes.append(helper.make_node("Reshape", [src, "shp"], ["xr"]))
-            nodes.append(helper.make_node(onnx_op, ["xr"], ["y"], axis=len(kept), keepdims=0,
-                                          select_last_index=last))
-        y_out = helper.make_tensor_value_info("y", TensorProto.INT64, _dims(nd - len(axes)))
-        adapt = np.asarray
-    elif op == "hardmax":
-        if p["tie"] != "first":
-            raise PeerUnavailable("ONNX Hardmax has no tie='last'")
-        nodes.append(helper.make_node("Hardmax", ["x"], ["y"], axis=p["axes"][0]))
-        y_out = helper.make_tensor_value_info("y", t, shape)
-        adapt = np.asarray
-    elif op in ("argwhere", "nonzero"):
-        if op == "argwhere":
-            nodes.append(helper.make_node("NonZero", ["x"], ["nz"]))
-            nodes.append(helper.make_node("Transpose", ["nz"], ["y"], perm=[1, 0]))
-            adapt = np.asarray
-        else:
-            nodes.append(helper.make_node("NonZero", ["x"], ["y"]))
-            adapt = lambda r: tuple(np.asarray(r))  # noqa: E731
-        y_out = helper.make_tensor_value_info("y", TensorProto.INT64, _dims(2))
-    elif op == "count_nonzero":
-        zero = np.zeros((), case.dtype)
-        inits.append(helper.make_tensor("zero", t, [], [zero.item()]))
-        nodes += [helper.make_node("Equal", ["x", "zero"], ["eq"]),
-                  helper.make_node("Not", ["eq"], ["ne"]),
-                  helper.make_node("Cast", ["ne"], ["ne64"], to=TensorProto.INT64),
-                  helper.make_node("ReduceSum", ["ne64"], ["y"], keepdims=0)]
-        y_out = helper.make_tensor_value_info("y", TensorProto.INT64, [])
-        adapt = np.asarray
-    else:
-        raise PeerUnavailable(f"no ONNX composition for {op}")
-    graph = helper.make_graph(nodes, f"cupyops_bench_{op}", [x_in], [y_out], initializer=inits)
+    build = bench_of(case).onnx
+    if build is None:
+        raise PeerUnavailable(f"no ONNX composition for {case.op}")
+    nodes, inits, y_out, adapt = build(case, t)
+    x_in = helper.make_tensor_value_info("x", t, list(case.shape))
+    graph = helper.make_graph(nodes, f"cupyops_bench_{case.op}", [x_in], [y_out],
+                              initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)

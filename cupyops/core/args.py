@@ -1,7 +1,7 @@
 """The common argument rules (docs/api.md), shared by every operator and by the Dask layer:
-dtypes, axes, index dtypes, ties, bools, ``out=`` and the fixed-size form's
-``size`` / ``fill_value``. Each takes the operator's name for its messages and knows nothing
-else about it."""
+value dtypes, axes, index dtypes (from the operator's own set), ties, bools and ``out=``. Each
+takes the operator's name for its messages and knows nothing else about it; an operator's own
+rules live in its folder (``cupyops/ops/<family>/rules.py``)."""
 from __future__ import annotations
 
 import operator
@@ -10,8 +10,7 @@ import sys
 import numpy as np
 
 from cupyops.core.arrays import is_cupy_array
-from cupyops.core.dtypes import (DATETIME_NAMES, DIRECTML_INDEX_DTYPES, INTEGER_DTYPES,
-                                 VALUE_DTYPES)
+from cupyops.core.dtypes import DATETIME_NAMES, VALUE_DTYPES
 from cupyops.core.arrays import check_cupy_alignment
 
 TIES = ("first", "last")
@@ -36,7 +35,8 @@ def check_value_dtype(x, opname, datetime=False, allowed=VALUE_DTYPES):
                     f"dtypes are {names}")
 
 
-def check_index_dtype(dtype, argname="dtype", opname="", allowed=INTEGER_DTYPES):
+def check_index_dtype(dtype, allowed, argname="dtype", opname=""):
+    """An index dtype among ``allowed`` (the operator's set); None gives int64."""
     if dtype is None:
         return np.dtype(np.int64)
     try:
@@ -137,37 +137,3 @@ def check_out(out, x, shape, dtype, opname, accepted=None):
         if cupy.may_share_memory(x, out):
             raise ValueError(f"{opname}: out overlaps the input x")
     return out
-
-
-def check_size_fill(size, fill_value, index_dtype, opname):
-    """nonzero_coordinates' ``size`` (None or a non-negative int) and ``fill_value`` (an int
-    that ``index_dtype`` holds), normalised to Python ints; the Dask path checks the same."""
-    if size is not None:
-        if isinstance(size, (bool, np.bool_)):
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}")
-        try:
-            size = operator.index(size)
-        except TypeError:
-            raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
-        if size < 0:
-            raise ValueError(f"{opname}: size must be non-negative, got {size}")
-    if isinstance(fill_value, (bool, np.bool_)):
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
-    try:
-        fill_value = operator.index(fill_value)
-    except TypeError:
-        raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}") from None
-    info = np.iinfo(index_dtype)
-    if not info.min <= fill_value <= info.max:
-        raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
-                         f"[{info.min}, {info.max}]")
-    return size, fill_value
-
-
-def check_coordinate_dtype(x, dtype, opname):
-    index_dtype = check_index_dtype(dtype, "dtype", opname, DIRECTML_INDEX_DTYPES)
-    longest = max(x.shape, default=0)
-    if not index_fits(longest, index_dtype):
-        raise ValueError(f"{opname}: a dimension of length {longest} is too long for index dtype "
-                         f"{index_dtype} (its maximum is {np.iinfo(index_dtype).max})")
-    return index_dtype

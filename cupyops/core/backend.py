@@ -112,9 +112,11 @@ class Backend:
     props: DeviceProps
     device_id: int
 
-    def read_scalar(self, arr) -> int:
+    def read_scalar(self, arr, capture_hint: str = "") -> int:
         """The value of a one-element device array on the host (under ``dry_run``: the count the
-        dry run was given, nothing read)."""
+        dry run was given, nothing read). During CUDA-graph capture, which cannot hold a host
+        read, a ``ValueError`` ending with the caller's ``capture_hint`` (what to capture
+        instead)."""
         _trace.record_d2h()
         dry = _dry_run_state.get()
         if dry is not None:
@@ -122,7 +124,7 @@ class Backend:
             return dry.count
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
-        return self._read_one(arr)
+        return self._read_one(arr, capture_hint)
 
     def __init__(self):
         self._kernels: dict = {}
@@ -314,7 +316,7 @@ class Backend:
         out[...] = fill
         return out
 
-    def _read_one(self, arr) -> int:
+    def _read_one(self, arr, capture_hint: str = "") -> int:
         """Read a one-element array to the host as an int."""
         raise NotImplementedError
 
@@ -322,16 +324,15 @@ class Backend:
         """Zero ``arr`` in stream order (scratch that must start at zero, on every call)."""
         arr.fill(0)
 
-    def read_flag(self, arr, what: str) -> bool:
-        """Read a one-element flag the kernels set (nanarg*'s all-NaN flag) to the host. In a
-        dry run, 0; during CUDA-graph capture, a ``ValueError`` (a capture cannot hold a host
-        read) naming ``what`` needs it."""
+    def read_flag(self, arr, what: str, why: str, capture_hint: str) -> bool:
+        """Read a one-element flag the kernels set to the host. In a dry run, 0; during
+        CUDA-graph capture, a ``ValueError`` (a capture cannot hold a host read) naming
+        ``what`` needs it, ``why``, and the caller's ``capture_hint``."""
         if _dry_run_state.get() is not None:
             return False
         if self.stream_capturing():
-            raise ValueError(f"{what} reads a flag to the host after its kernel (to raise on an "
-                             "all-NaN group), which CUDA-graph capture cannot hold; capture "
-                             "argmax/argmin, or check for NaN outside the graph")
+            raise ValueError(f"{what} reads a flag to the host after its kernel ({why}), which "
+                             f"CUDA-graph capture cannot hold; {capture_hint}")
         return bool(self.read_scalar(arr))
 
     def stream_key(self) -> int:
@@ -371,7 +372,7 @@ class SimtBackend(Backend):
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
         return self._checked(expr, unchecked, raw)
 
-    def _read_one(self, arr) -> int:
+    def _read_one(self, arr, capture_hint: str = "") -> int:
         return int(np.asarray(arr).reshape(()))
 
     def asarray_input(self, x):
@@ -489,13 +490,11 @@ class CupyBackend(Backend):
         except Exception:  # pragma: no cover - CuPy without capture support
             return False
 
-    def _read_one(self, arr) -> int:
+    def _read_one(self, arr, capture_hint: str = "") -> int:
         """``int(arr.get())``: the one implicit synchronisation the library makes."""
         if self.stream_capturing():
-            raise ValueError("this call reads a count to the host (the exact-size nonzero "
-                             "forms: argwhere, nonzero, nonzero_coordinates(size=None)), which "
-                             "CUDA-graph capture cannot hold; capture nonzero_coordinates("
-                             "size=k) instead")
+            raise ValueError("this call reads a value to the host after its kernel, which "
+                             f"CUDA-graph capture cannot hold; {capture_hint}")
         with self._scope():
             return int(arr.get().reshape(()))
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 #: How to get CuPy: cupyops is not on a package index, so from the checkout, with a CUDA extra.
 CUPY_INSTALL_HINT = ("install cupyops with the CuPy extra for your CUDA version, from the "
                      "checkout: pip install '.[cuda13]' (CUDA 13) or pip install '.[cuda12]' "
@@ -121,18 +123,26 @@ DEVICES = ("cpu", "cuda", "simt")
 
 
 def parse_device_name(device, argname="device"):
-    """Return (kind, device_id or None) from "cpu", "cuda", "cuda:N", "simt" or a cupy Device."""
+    """``(kind, device id or None)`` from "cpu", "cuda", "cuda:N", "simt" (any case, spaces
+    around), an int N (the GPU N, as torch takes it) or a ``cupy.cuda.Device``: the one parser
+    of every entry point (the public functions, precompile, the command line, Dask)."""
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(device, cupy.cuda.Device):
         return "cuda", int(device.id)
+    if isinstance(device, (int, np.integer)) and not isinstance(device, (bool, np.bool_)):
+        if device < 0:
+            raise ValueError(f"{argname} must be a GPU number >= 0, got {device}")
+        return "cuda", int(device)
     if not isinstance(device, str):
-        raise TypeError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
+        raise TypeError(f"{argname} must be None, one of {DEVICES}, 'cuda:N', a GPU number or a "
+                        f"cupy.cuda.Device, got {device!r}")
     name = device.strip().lower()
     if name in DEVICES:
         return name, None
     if name.startswith("cuda:") and name[5:].isdigit():
         return "cuda", int(name[5:])
-    raise ValueError(f"{argname} must be None, one of {DEVICES} or 'cuda:N', got {device!r}")
+    raise ValueError(f"{argname} must be None, one of {DEVICES}, 'cuda:N', a GPU number or a "
+                     f"cupy.cuda.Device, got {device!r}")
 
 
 def default_device() -> str:

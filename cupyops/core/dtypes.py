@@ -74,8 +74,3 @@ VALUE_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
 DATETIME_NAMES = ("datetime64", "timedelta64")
-#: index dtypes of argmin / argmax / nanargmin / nanargmax: every integer dtype (as CuPy)
-INTEGER_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64, np.int8,
-                                             np.int16, np.uint8, np.uint16))
-#: DirectML's four index dtypes (the coordinates of the nonzero family)
-DIRECTML_INDEX_DTYPES = INTEGER_DTYPES[:4]

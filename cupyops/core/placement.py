@@ -167,11 +167,6 @@ def deliver_all(results, outs):
 
 # --------------------------------------------------------------------------- reusable runners
 
-#: the NumPy path's compositions of NumPy routines serve inputs of at most this many elements
-#: where they would copy (larger ones keep the chunked paths, whose extra memory is bounded)
-CPU_SMALL = 4096
-
-
 def entry_prep(placement, x, kx):
     """``(True, prep)`` where the kernel-path runner of a call on ``x`` can serve later calls
     on arrays laid out like it: ``prep(x)`` gives the array the kernels read (None: x itself,

@@ -23,25 +23,16 @@ __all__ = ["precompile"]
 
 
 def _resolve_device(device):
-    """-> (backend name, device id or None) ; None for "cpu". For an explicit ``device``:
+    """-> (backend name, device id or None); None for "cpu". For an explicit ``device``, read
+    by the one device parser of every entry point (cupyops.core.devices.parse_device_name):
     :func:`precompile` resolves ``device=None`` first, as every function does
     (``$CUPYOPS_DEVICE``, else "cpu")."""
-    if device is None or device == "cuda":
-        return "cuda", None
-    if isinstance(device, str):
-        if device == "simt":
-            return "simt", 0
-        if device == "cpu":
-            return None, None
-        if device.startswith("cuda:"):
-            return "cuda", int(device[5:])
-        raise ValueError(f"unknown device {device!r}; expected 'cuda', 'cuda:N', 'simt' or 'cpu'")
-    if isinstance(device, (int, np.integer)):
-        return "cuda", int(device)
-    dev_id = getattr(device, "id", None)      # cupy.cuda.Device
-    if isinstance(dev_id, int):
-        return "cuda", dev_id
-    raise TypeError(f"device must be None, a str, an int or a cupy.cuda.Device, got {device!r}")
+    kind, dev_id = _devices.parse_device_name(device)
+    if kind == "cpu":
+        return None, None
+    if kind == "simt":
+        return "simt", 0
+    return "cuda", dev_id
 
 
 def precompile(families=None, dtypes=None, *, device=None, max_workers: int | None = None):

@@ -92,3 +92,18 @@ def dry_running(count: int = 1):
         yield rec
     finally:
         dry_run_state.reset(token)
+
+
+# --------------------------------------------------------------------------- planner options
+
+#: modules whose ``PLAN_OPTIONS`` dict tests fill to force a plan (an op's planner registers
+#: itself); while any is set, no call has a key, so nothing planned that way is kept
+PLANNER_OPTION_HOLDERS: list = []
+
+
+def planner_options_set() -> bool:
+    """Whether a test has set any planner's options (see :data:`PLANNER_OPTION_HOLDERS`)."""
+    for holder in PLANNER_OPTION_HOLDERS:
+        if holder.PLAN_OPTIONS:
+            return True
+    return False

@@ -3,41 +3,37 @@ searching functions in it.
 
 The base namespace is array-api-compat's for the arrays (``array_api_compat.numpy`` for NumPy,
 ``array_api_compat.cupy``, ``array_api_compat.torch``, and ``array_api_strict`` itself). The
-namespace returned holds cupyops' ``argmax``, ``argmin``, ``nonzero`` and ``count_nonzero``
-(the array API's signatures are subsets of ours) and the extensions ``nanargmax``,
-``nanargmin``, ``hardmax``, ``argwhere`` and ``nonzero_coordinates``; every other name is the
-base namespace's. One namespace object per base, made on first use.
+namespace returned holds every public operator of cupyops (those the array API defines take
+its signatures as subsets of ours; the others are extensions); every other name is the base
+namespace's. One namespace object per base, made on first use.
 """
 from __future__ import annotations
 
 import types
 
-__all__ = ["array_namespace", "FUNCTIONS"]
-
-#: the names cupyops provides in the namespace; everything else comes from the base
-FUNCTIONS = ("argmax", "argmin", "nonzero", "count_nonzero", "nanargmax", "nanargmin",
-             "hardmax", "argwhere", "nonzero_coordinates")
+__all__ = ["array_namespace"]
 
 _CACHE: dict = {}
 
 
 class CupyopsNamespace(types.ModuleType):
-    """A module-like namespace: cupyops' FUNCTIONS, then the base namespace's names."""
+    """A module-like namespace: cupyops' functions, then the base namespace's names."""
 
     def __init__(self, base, functions):
         super().__init__(f"cupyops.array_namespace[{base.__name__}]",
-                         f"{base.__name__} with cupyops' {', '.join(FUNCTIONS)}")
+                         f"{base.__name__} with cupyops' {', '.join(functions)}")
         self.__base__ = base
-        for name in FUNCTIONS:
-            setattr(self, name, functions[name])
+        self.__cupyops__ = tuple(functions)
+        for name, fn in functions.items():
+            setattr(self, name, fn)
 
     def __getattr__(self, name):   # only for names not set above
-        if name in ("__path__", "__file__", "__base__"):   # not a package, no file of its own
+        if name in ("__path__", "__file__", "__base__", "__cupyops__"):   # not a package, no file of its own
             raise AttributeError(name)
         return getattr(self.__base__, name)
 
     def __dir__(self):
-        return sorted(set(dir(self.__base__)) | set(FUNCTIONS))
+        return sorted(set(dir(self.__base__)) | set(self.__cupyops__))
 
     def __repr__(self):
         return f"<cupyops array namespace over {self.__base__.__name__}>"
@@ -45,10 +41,8 @@ class CupyopsNamespace(types.ModuleType):
 
 def array_namespace(arrays, api_version, functions):
     """The array-API namespace of ``arrays`` (NumPy, CuPy, torch, array_api_strict, ... as
-    array-api-compat knows them) whose argmax, argmin, nonzero and count_nonzero (plus
-    nanargmax, nanargmin, hardmax, argwhere, nonzero_coordinates) are cupyops'; every other
-    name is the library's own. Arrays of different libraries are a ``TypeError``.
-    ``functions``: cupyops' public functions by name."""
+    array-api-compat knows them) holding cupyops' public ``functions`` (by name); every other
+    name is the library's own. Arrays of different libraries are a ``TypeError``."""
     try:
         import array_api_compat
     except ImportError:

@@ -23,6 +23,8 @@ import sys
 import time
 import typing
 
+from cupyops import ops as _ops
+
 __all__ = ["STEPS", "Step", "plan_text", "main"]
 
 #: the default total budget: the GPU machine's 15 minutes include its start-up and a rerun
@@ -30,6 +32,9 @@ DEFAULT_BUDGET = 300
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 CHECKOUT = PACKAGE.parent
 _SMALL = "--dtypes=bool,uint8,int64,float16,float32,complex128"
+#: Nsight Compute's kernel filter: every kernel of the op folders (kernel names start with or
+#: hold their family's name)
+_KERNELS_REGEX = "regex:" + "|".join(_ops.FAMILIES)
 
 
 class Step(typing.NamedTuple):
@@ -99,8 +104,8 @@ STEPS = (
                                 "{out}/bench-cuda-full.json", "--quiet"),
          what="bench cuda --full"),
     Step("ncu-dram", 120, ("ncu", "--metrics", "dram__throughput.avg.pct_of_peak_sustained_"
-                           "elapsed,gpu__time_duration.sum", "--kernel-name", "regex:argreduce|"
-                           "nonzero|count_nonzero", "--launch-skip", "10", "--launch-count", "40")
+                           "elapsed,gpu__time_duration.sum", "--kernel-name", _KERNELS_REGEX,
+                           "--launch-skip", "10", "--launch-count", "40")
          + _py("-m", "cupyops.bench.gpu_events", "--repeat", "3"), ("ncu",),
          "Nsight Compute's DRAM throughput of the main kernels"),
 )

@@ -24,8 +24,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import re
@@ -48,8 +46,6 @@ __all__ = [
 
 #: Architectures the checks must cover whatever else NVRTC offers.
 REQUIRED_ARCHS = (75, 80, 86, 89, 90, 100, 120)
-
-_FAMILY_MODULES = ("cupyops.ops.argreduce.family", "cupyops.ops.nonzero.family")
 
 
 class NvrtcError(RuntimeError):
@@ -584,13 +580,11 @@ def occupancy(registers: int, block_size: int, arch: int, shared_static: int = 0
 # --------------------------------------------------------------------------------------------
 
 def load_family_modules() -> list:
-    """Import the op modules that register the kernel families (those that exist)."""
-    loaded = []
-    for name in _FAMILY_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
-            loaded.append(name)
-    return loaded
+    """Register every operator's kernel families (importing the operators' descriptors,
+    cupyops.ops.operators, imports their launch code, which registers them); returns the
+    families' names."""
+    from cupyops import ops
+    return sorted({family for op in ops.operators() for family in op.families})
 
 
 @dataclasses.dataclass

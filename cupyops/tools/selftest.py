@@ -23,11 +23,13 @@ import typing
 
 import numpy as np
 
+from cupyops import ops as _ops
+
 __all__ = ["main", "run", "OPS", "input_dtypes", "Case"]
 
-OPS = ("argmax", "argmin", "nanargmax", "nanargmin", "hardmax", "argwhere", "nonzero",
-       "count_nonzero", "nonzero_coordinates")
-ARGREDUCE = OPS[:5]
+#: the operators' names, in the registry's order: each operator's descriptor gives its calls
+#: and references (its ``selftest``)
+OPS = tuple(op.name for op in _ops.operators() if op.selftest is not None)
 
 
 def input_dtypes() -> list:
@@ -121,130 +123,13 @@ def cases(dtype, rng, quick: bool) -> list:
     return out
 
 
-# --------------------------------------------------------------------------- references
-
-def _comparable(x):
-    """(values NumPy orders as the spec does, NaN/NaT mask)."""
-    dt = x.dtype
-    if dt.kind in "mM":
-        return x.view(np.int64), np.isnat(x)
-    if dt.kind == "V":                                  # bfloat16: exact float32 widening
-        f = (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-        return f, np.isnan(f)
-    if dt.kind in "fc":
-        return x, np.isnan(x)
-    return (x.astype(np.uint8) if dt.kind == "b" else x), np.zeros(x.shape, bool)
-
-
-def _groups(x, axes):
-    """x as (groups, group size) with the reduced axes last, in increasing axis order."""
-    kept = [i for i in range(x.ndim) if i not in axes]
-    y = np.transpose(x, kept + list(axes))
-    return y.reshape(int(np.prod([x.shape[i] for i in kept])), -1)
-
-
-def _pick(v, nan, kind, tie, skip_nan):
-    """Index per row of the extreme (NaN the extreme unless skipped), tie first or last."""
-    rows = np.arange(v.shape[0])
-    valid = ~nan
-    if skip_nan and not valid.any(1).all():
-        raise ValueError("All-NaN slice encountered")
-    filler = v[rows, valid.argmax(1)][:, None]        # a valid value of the row
-    filled = np.where(valid, v, filler)
-    m = (filled.max if kind == "max" else filled.min)(axis=1, keepdims=True)
-    hit = (filled == m) & valid
-    if not skip_nan:
-        any_nan = nan.any(1, keepdims=True)
-        hit = np.where(any_nan, nan, hit)
-    first = hit.argmax(1)
-    last = hit.shape[1] - 1 - hit[:, ::-1].argmax(1)
-    return (first if tie == "first" else last), rows
-
-
-def ref_argreduce(x, op, axis, tie, keepdims=False, dtype=np.int64):
-    axes = tuple(range(x.ndim)) if axis is None else tuple(
-        sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
-    kept = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    if not axes:
-        return np.zeros(x.shape, dtype)
-    if any(x.shape[a] == 0 for a in axes):
-        raise ValueError("attempt to get argmax of an empty sequence")
-    if 0 in kept:
-        res = np.zeros(kept, dtype)
-        return res.reshape([1 if i in axes else n for i, n in enumerate(x.shape)]) \
-            if keepdims else res
-    v, nan = _comparable(x)
-    skip = op.startswith("nan") and x.dtype.kind not in "mM"
-    idx, _ = _pick(_groups(v, axes), _groups(nan, axes), op[-3:], tie, skip)
-    res = idx.astype(dtype).reshape(kept)
-    return res.reshape([1 if i in axes else n for i, n in enumerate(x.shape)]) if keepdims \
-        else res
-
-
-def ref_hardmax(x, axis, tie):
-    axes = tuple(range(x.ndim)) if axis is None else tuple(
-        sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
-    if x.size == 0:
-        return np.zeros(x.shape, x.dtype)
-    if not axes:
-        return np.ones(x.shape, x.dtype)
-    v, nan = _comparable(x)
-    idx, rows = _pick(_groups(v, axes), _groups(nan, axes), "max", tie, False)
-    onehot = np.zeros(_groups(v, axes).shape, bool)
-    onehot[rows, idx] = True
-    kept = [i for i in range(x.ndim) if i not in axes]
-    shaped = onehot.reshape([x.shape[i] for i in kept] + [x.shape[i] for i in axes])
-    back = np.transpose(shaped, np.argsort(kept + list(axes)))
-    return back.astype(x.dtype) if x.dtype.kind != "V" else _bf16_ones(back, x.dtype)
-
-
-def _bf16_ones(mask, dt):
-    return (mask.astype(np.uint16) * np.uint16(0x3F80)).view(dt)
-
-
-def nonzero_mask(x):
-    if x.dtype.kind in "mM":
-        return x.view(np.int64) != 0
-    if x.dtype.kind == "V":
-        return (x.view(np.uint16) & 0x7FFF) != 0
-    return x != 0
-
-
 # --------------------------------------------------------------------------- the calls
 
 def _calls(op, case, rng):
-    """[(label, kwargs, expected)] for one op on one input."""
-    x, axis = case.x, case.axes
-    if op in ARGREDUCE[:4]:
-        out = []
-        if x.ndim == 0 and axis not in (None, 0, -1):
-            return out
-        for tie, keep, dt in (("first", False, np.int64), ("last", True, np.int32),
-                              ("last", False, np.uint8 if x.size <= 255 else np.uint32)):
-            kw = dict(axis=axis, tie=tie, keepdims=keep, dtype=dt)
-            out.append((f"axis={axis} tie={tie} dtype={np.dtype(dt)}", kw, _expect(
-                lambda: ref_argreduce(x, op, axis, tie, keep, dt))))
-        return out
-    if op == "hardmax":
-        if x.dtype.kind in "mM":
-            return []
-        return [(f"axis={axis} tie={t}", dict(axis=axis, tie=t),
-                 _expect(lambda t=t: ref_hardmax(x, axis, t))) for t in ("first", "last")]
-    mask = nonzero_mask(x)
-    if op == "count_nonzero":
-        return [(f"axis={axis}", dict(axis=axis, keepdims=k),
-                 np.count_nonzero(mask, axis=axis, keepdims=k).astype(np.int64))
-                for k in (False, True)]
-    coords = np.argwhere(mask)
-    if op == "argwhere":
-        return [("int32", dict(dtype=np.int32), coords.astype(np.int32))]
-    if op == "nonzero":
-        return [] if x.ndim == 0 else [("", {}, np.nonzero(mask))]
-    k = int(rng.integers(0, max(1, len(coords) + 2)))
-    filled = np.full((k, x.ndim), -1, np.int64)
-    filled[:min(k, len(coords))] = coords[:k]
-    return [("exact", dict(dtype=np.uint32), (coords.astype(np.uint32), len(coords))),
-            (f"size={k}", dict(size=k, fill_value=-1), (filled, len(coords)))]
+    """[(label, kwargs, expected)] for one op (a name) on one input: the operator's selftest
+    calls (cupyops/ops/<family>/checks.py), each reference run here."""
+    return [(c.label, c.kwargs, _expect(c.reference))
+            for c in _ops.operator(op).selftest(case, rng)]
 
 
 class _Raises(typing.NamedTuple):
@@ -276,9 +161,17 @@ def _same(got, want) -> bool:
     got = np.asarray(got)
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
-    if want.dtype.kind == "V":
-        return np.array_equal(got.view(np.uint16), want.view(np.uint16))
-    return np.array_equal(got, want)
+    return np.array_equal(_bits(got), _bits(want))
+
+
+def _bits(a):
+    """``a``'s elements as unsigned integers of their bits (values compare bit for bit: NaN
+    payloads and the sign of zero count; complex as two halves)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind in "biu" and a.dtype.isnative:
+        return a
+    size = a.dtype.itemsize // 2 if a.dtype.kind == "c" else a.dtype.itemsize
+    return a.view(np.dtype(f"u{size}"))
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -331,7 +224,7 @@ def sweep(device: str, quick: bool, ops, dtypes, tally: Tally, seed: int = 0):
                         fn = getattr(cupyops, op)          # looked up at each call
                         with recording() as trace:
                             ok = _check(fn, x, dev, kw, want)
-                        tally.plan_cases.update(getattr(p, "case", "nonzero")
+                        tally.plan_cases.update(getattr(p, "case", type(p).__name__)
                                                 for p in trace.plans)
                         tally.add(op, dtype, ok is True, f"{what}: {ok}")
 

@@ -251,7 +251,9 @@ def run(state, x, workspace=None, out=None):
         if finish is not None:
             launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem)
         # read before another call on this stream re-zeroes the flag
-        if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax"):
+        if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an all-NaN "
+                                          "group", "capture argmax/argmin, or check for NaN "
+                                          "outside the graph"):
             raise ValueError("All-NaN slice encountered")
     return res if reshape is None else res.reshape(reshape)
 

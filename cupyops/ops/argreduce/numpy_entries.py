@@ -23,11 +23,14 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import threads as _threads
 from cupyops.core.arrays import readable
-from cupyops.core.placement import CPU_SMALL
 from cupyops.ops.argreduce import numpy_blocks as _blocks
 from cupyops.ops.argreduce import numpy_path as _numpy
 
-__all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "fast_layout"]
+#: NumPy's own compositions serve inputs of at most this many elements where they would
+#: copy (larger ones keep the chunked routines, whose extra memory is bounded)
+CPU_SMALL = 4096
+
+__all__ = ["cpu_argreduce_entry", "cpu_hardmax_entry", "cpu_values_entry", "fast_layout", "winners"]
 
 _INTP = np.dtype(np.intp)
 #: several axes (not all) of an input of at most this many elements: NumPy's composition (its
@@ -344,3 +347,57 @@ def cpu_hardmax_entry(x, axes, *, tie):
     if layout is None:
         return None
     return functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype))
+
+
+# ------------------------------------------------------------------------------ values
+
+def winners(x, axes, indices):
+    """The elements of ``x`` at ``indices`` (row-major over the sorted reduced ``axes``, in
+    the kept shape): a fresh array of x's dtype holding them bit for bit (NaN payloads, the
+    sign of zero). Fancy indexing of the winners alone: no pass over ``x``."""
+    if len(axes) == x.ndim:           # one group: its coordinates by divmod, a basic index
+        i, coords = int(indices), []
+        for n in reversed(x.shape):
+            i, c = divmod(i, n)
+            coords.append(c)
+        return np.copy(x[tuple(reversed(coords)) + (np.newaxis,)]).reshape(())
+    kept = [i for i in range(x.ndim) if i not in axes]
+    coords = np.unravel_index(np.asarray(indices, np.intp), [x.shape[a] for a in axes])
+    index, j = [], 0
+    for i in range(x.ndim):
+        if i in axes:
+            index.append(coords[j])
+            j += 1
+        else:
+            k = kept.index(i)
+            index.append(np.arange(x.shape[i]).reshape(
+                [-1 if m == k else 1 for m in range(len(kept))]))
+    return x[tuple(index)]
+
+
+def _one_contiguous(x, axes, index):
+    """The winner of the one group of a C-contiguous x: a 0-d copy of its element."""
+    return np.ndarray((), x.dtype, x, int(index) * x.itemsize).copy()
+
+
+def _run_values(state, x, workspace):
+    indices_entry, gather, axes, kept_shape, result_shape, pair = state
+    idx = indices_entry(x, None)
+    vals = gather(x, axes, idx if kept_shape is None else idx.reshape(kept_shape))
+    return pair(vals if kept_shape is None else vals.reshape(result_shape), idx)
+
+
+def cpu_values_entry(x, axes, *, kind, tie, index_dtype, kept_shape, result_shape, pair):
+    """``entry(x, workspace)`` of max_and_argmax / min_and_argmin over ``axes`` (sorted,
+    non-empty) for inputs laid out as ``x`` (non-empty, rules checked): argmax's entry, then
+    the winners read from x (one element a group). ``pair(values, indices)`` makes the
+    result."""
+    idx_entry = cpu_argreduce_entry(x, axes, kind=kind, skip_nan=False, tie=tie,
+                                    index_dtype=index_dtype, result_shape=result_shape)
+    if idx_entry is None:
+        return None
+    one = len(axes) == x.ndim
+    gather = _one_contiguous if one and x.flags.c_contiguous else winners
+    shapes = (None, None) if one and math.prod(result_shape) == 1 and len(result_shape) == 0 \
+        else (kept_shape, result_shape)
+    return functools.partial(_run_values, (idx_entry, gather, axes, *shapes, pair))

@@ -60,9 +60,11 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import typing
 
 from cupyops.core import layout as _layout
+from cupyops.core import trace as _trace
 from cupyops.core.dtypes import element_alignment
 from cupyops.core.layout import Dim
 
@@ -806,8 +808,10 @@ _ZEROS = tuple((0,) * n for n in range(MAX_DIMS))
 # ------------------------------------------------------------------------- plan of an array
 
 #: extra keywords for the planners (tests set e.g. ``min_split_elements=0`` to split small
-#: inputs across blocks); empty in normal use.
+#: inputs across blocks); empty in normal use. While it is set, no call has a key
+#: (cupyops.core.trace.planner_options_set).
 PLAN_OPTIONS: dict = {}
+_trace.PLANNER_OPTION_HOLDERS.append(sys.modules[__name__])
 
 
 def plan_for(shape, strides, dtype, address, axes, props, *, hardmax, force_64bit,

@@ -9,7 +9,19 @@ import typing
 import numpy as np
 
 from cupyops.core import args as _args
-from cupyops.core.dtypes import INTEGER_DTYPES
+
+
+#: index dtypes of argmin / argmax / nanargmin / nanargmax: every integer dtype (as CuPy)
+INDEX_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64, np.int8,
+                                           np.int16, np.uint8, np.uint16))
+
+
+class ValuesIndices(typing.NamedTuple):
+    """What max_and_argmax / min_and_argmin return: the extremes and their indices (the
+    fields of ``torch.max(x, dim)``'s result)."""
+
+    values: object
+    indices: object
 
 
 class ArgreduceCall(typing.NamedTuple):
@@ -25,15 +37,22 @@ class ArgreduceCall(typing.NamedTuple):
     out_kept: object       # out as the kept shape (keepdims: a view), or None
 
 
-def argreduce_rules(x, opname, axis, keepdims, tie, dtype, out) -> ArgreduceCall:
-    """Check an argmin/argmax/nanarg* call on ``x`` (a NumPy or CuPy array)."""
+def argreduce_args(x, opname, axis, keepdims, tie, dtype):
+    """The rules of an argmin/argmax/nanarg* call that read no extent of ``x`` (a NumPy, CuPy
+    or Dask array): ``(axes, keepdims, index dtype)``."""
     _args.check_value_dtype(x, opname, datetime=True)
     axes = _args.normalize_axes(axis, x.ndim, opname, zero_d=True)
     keepdims = _args.check_bool(keepdims, "keepdims", opname)
     _args.check_tie(tie, opname)
-    if dtype is None and getattr(out, "dtype", None) in INTEGER_DTYPES:
+    index_dtype = _args.check_index_dtype(dtype, INDEX_DTYPES, "dtype", opname)
+    return axes, keepdims, index_dtype
+
+
+def argreduce_rules(x, opname, axis, keepdims, tie, dtype, out) -> ArgreduceCall:
+    """Check an argmin/argmax/nanarg* call on ``x`` (a NumPy or CuPy array)."""
+    if dtype is None and getattr(out, "dtype", None) in INDEX_DTYPES:
         dtype = out.dtype  # with dtype=None, out's dtype is the result dtype
-    index_dtype = _args.check_index_dtype(dtype, "dtype", opname)
+    axes, keepdims, index_dtype = argreduce_args(x, opname, axis, keepdims, tie, dtype)
     shape = tuple(x.shape)
     kept_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
     result_shape = tuple(1 if i in axes else n for i, n in enumerate(shape)) \
@@ -52,7 +71,7 @@ def argreduce_rules(x, opname, axis, keepdims, tie, dtype, out) -> ArgreduceCall
 def check_group(shape, axes, index_dtype, opname) -> None:
     """An empty reduced axis is NumPy's error; a group whose last index the index dtype cannot
     hold is a ValueError before any work."""
-    kind = opname.replace("nan", "").replace("arg", "")
+    kind = "max" if opname.endswith("max") else "min"
     if any(shape[a] == 0 for a in axes):
         raise ValueError(f"attempt to get arg{kind} of an empty sequence ({opname}: reduced axes "
                          f"{axes} of shape {shape})")
@@ -63,20 +82,26 @@ def check_group(shape, axes, index_dtype, opname) -> None:
 
 
 def _out_dtypes_accepted(dtype, index_dtype) -> str:
-    names = _args.dtype_names(INTEGER_DTYPES)
+    names = _args.dtype_names(INDEX_DTYPES)
     if dtype is None:
         return f"one of {names} (with dtype=None, out's dtype is the result dtype)"
     return (f"{index_dtype}, as dtype={index_dtype.name} was given (with dtype=None, out may "
             f"have any of {names})")
 
 
+def hardmax_args(x, axis, tie) -> tuple:
+    """The rules of a hardmax call that read no extent of ``x`` (NumPy, CuPy or Dask): its
+    sorted axes."""
+    _args.check_value_dtype(x, "hardmax")
+    axes = _args.normalize_axes(axis, x.ndim, "hardmax", zero_d=True)
+    _args.check_tie(tie, "hardmax")
+    return axes
+
+
 def hardmax_rules(x, axis, tie, out) -> tuple:
     """Check a hardmax call on ``x``: ``(axes, out)``."""
-    opname = "hardmax"
-    _args.check_value_dtype(x, opname)
-    axes = _args.normalize_axes(axis, x.ndim, opname, zero_d=True)
-    _args.check_tie(tie, opname)
+    axes = hardmax_args(x, axis, tie)
     if out is not None:
-        out = _args.check_out(out, x, x.shape, x.dtype, opname,
+        out = _args.check_out(out, x, x.shape, x.dtype, "hardmax",
                               f"{x.dtype}, x's dtype (hardmax's result has it)")
     return axes, out

@@ -16,6 +16,7 @@ from cupyops.core.workspace import check_workspace
 from cupyops.ops.nonzero import launch as _launch
 from cupyops.ops.nonzero import numpy_entries as _entries
 from cupyops.ops.nonzero import numpy_path as _numpy
+from cupyops.ops.nonzero import rules as _rules
 
 __all__ = ["count_nonzero_call", "argwhere_call", "nonzero_call", "nonzero_coordinates_call",
            "family_class", "count_class", "coordinates_class", "coordinates_runner"]
@@ -24,20 +25,25 @@ _I64 = np.dtype(np.int64)
 
 
 def _enter(x, device, opname):
-    """``(x as given, x as the nonzero test reads it, placement)``: datetime64 and timedelta64
-    as their int64 bits (NaT, INT64_MIN, is nonzero; the epoch is zero)."""
+    """``(x as given, x as the nonzero test reads it, placement)``."""
     x, placement = _place.place(x, device)
     _args.check_value_dtype(x, opname, datetime=True)
-    return x, (_dtypes.datetime_as_int64(x) if x.dtype.kind in "mM" else x), placement
+    return x, _int64_bits(x), placement
+
+
+def _int64_bits(x):
+    """x as the nonzero test reads it: datetime64 and timedelta64 as their int64 bits (NaT,
+    INT64_MIN, is nonzero; the epoch is zero)."""
+    return _dtypes.datetime_as_int64(x) if x.dtype.kind in "mM" else x
 
 
 # ------------------------------------------------------------------------------ count_nonzero
 
 def count_nonzero_call(x, axis, keepdims, device):
     opname = "count_nonzero"
-    x0, x, placement = _enter(x, device, opname)
-    axes = _args.normalize_axes(axis, x.ndim, opname)
-    keepdims = _args.check_bool(keepdims, "keepdims", opname)
+    x, placement = _place.place(x, device)
+    axes, keepdims = _rules.count_args(x, axis, keepdims)
+    x0, x = x, _int64_bits(x)
     _place.require_available(placement)
     shape = tuple(x.shape)
     kept_shape = tuple(n for i, n in enumerate(shape) if i not in axes)
@@ -104,7 +110,7 @@ def _kernel_coordinates(x, x0, placement, opname, index_dtype, workspace=None, o
 def argwhere_call(x, dtype, device):
     opname = "argwhere"
     x0, x, placement = _enter(x, device, opname)
-    index_dtype = _args.check_coordinate_dtype(x, dtype, opname)
+    index_dtype = _rules.check_coordinate_dtype(x, dtype, opname)
     _place.require_available(placement)
     xp = _place.array_module(placement)
     with _place.device_context(placement):
@@ -123,10 +129,9 @@ def argwhere_call(x, dtype, device):
 
 def nonzero_call(x, device):
     opname = "nonzero"
-    x0, x, placement = _enter(x, device, opname)
-    if x.ndim == 0:
-        raise ValueError("nonzero: x is 0-d; the array API does not define nonzero for 0-d arrays "
-                         "(use argwhere, or x.reshape(1))")
+    x, placement = _place.place(x, device)
+    _rules.check_nonzero_input(x)
+    x0, x = x, _int64_bits(x)
     _place.require_available(placement)
     index_dtype = _I64
     xp = _place.array_module(placement)
@@ -147,12 +152,12 @@ def nonzero_coordinates_call(x, size, fill_value, dtype, out, device, workspace)
     opname = "nonzero_coordinates"
     x0, x, placement = _enter(x, device, opname)
     dtype = _coordinates_out_rules(out, size, dtype, opname)
-    index_dtype = _args.check_coordinate_dtype(x, dtype, opname)
-    size, fill_value = _args.check_size_fill(size, fill_value, index_dtype, opname)
+    index_dtype = _rules.check_coordinate_dtype(x, dtype, opname)
+    size, fill_value = _rules.check_size_fill(size, fill_value, index_dtype, opname)
     if out is not None:
         out = (_args.check_out(out[0], x, (size, x.ndim), index_dtype,
                                f"{opname} (out[0], coords)",
-                               f"one of {_args.dtype_names(_dtypes.DIRECTML_INDEX_DTYPES)}"
+                               f"one of {_args.dtype_names(_rules.COORDINATE_DTYPES)}"
                                if dtype is None else None),
                _args.check_out(out[1], x, (), _I64, f"{opname} (out[1], count)"))
     workspace = check_workspace(workspace, placement, opname)
@@ -187,7 +192,7 @@ def _coordinates_out_rules(out, size, dtype, opname):
     if size is None:
         raise ValueError(f"{opname}: out= needs size=k: the exact-size result's shape is not "
                          f"known before the count is read")
-    if dtype is None and getattr(out[0], "dtype", None) in _dtypes.DIRECTML_INDEX_DTYPES:
+    if dtype is None and getattr(out[0], "dtype", None) in _rules.COORDINATE_DTYPES:
         return out[0].dtype
     return dtype
 

@@ -35,6 +35,10 @@ __all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "count
            "exact_runner", "fixed_runner", "rows_of"]
 
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
+#: what the exact-size forms say during CUDA-graph capture, which cannot hold their count read
+_CAPTURE_HINT = ("the exact-size nonzero forms (argwhere, nonzero, nonzero_coordinates("
+                 "size=None)) read the count to size their output; capture "
+                 "nonzero_coordinates(size=k) instead")
 _NAME = FAMILY.name
 _record_plan = _trace.record_plan
 _holder_for = _workspace.holder_for
@@ -184,7 +188,7 @@ def _exact_run(state, x, workspace=None, stats=None):
                 coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
         scan = backend.launcher(_NAME, dtype, scan_expr)
         scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
-        count = backend.read_scalar(count_dev)               # the one device-to-host read
+        count = backend.read_scalar(count_dev, _CAPTURE_HINT)   # the one device-to-host read
         out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
         if count:
             p = place if rows else place.get(count)

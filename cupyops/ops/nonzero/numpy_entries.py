@@ -27,8 +27,11 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import threads as _threads
 from cupyops.core.arrays import readable
-from cupyops.core.placement import CPU_SMALL
 from cupyops.ops.nonzero import numpy_path as _numpy
+
+#: NumPy's own compositions serve inputs of at most this many elements where they would
+#: copy (larger ones keep the chunked routines, whose extra memory is bounded)
+CPU_SMALL = 4096
 
 __all__ = ["cpu_count_entry", "cpu_argwhere_entry", "cpu_nonzero_entry",
            "cpu_coordinates_entry"]

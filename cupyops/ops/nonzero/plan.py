@@ -98,6 +98,8 @@ class CoordinatePlan(typing.NamedTuple):
     :data:`_new_coordinate_plan`: a first call of a new layout builds one in a tenth of a
     frozen dataclass's time.)"""
 
+    case = "coordinates"      # (the plan case, as the selftest and the trace name it)
+
     shape: tuple
     strides: tuple            # bytes
     itemsize: int
@@ -305,6 +307,8 @@ def _coordinate_dims(shape) -> tuple:
 
 class CountPlan(typing.NamedTuple):
     """How ``count_nonzero_axes`` runs (a named tuple, as :class:`CoordinatePlan`)."""
+
+    case = "count"            # (the plan case, as the selftest and the trace name it)
 
     shape: tuple
     strides: tuple            # bytes
