@@ -15,6 +15,8 @@ from cupyops.core.dtypes import (DATETIME_NAMES, DIRECTML_INDEX_DTYPES, INTEGER_
 from cupyops.core.arrays import check_cupy_alignment
 
 TIES = ("first", "last")
+#: the largest array dimension and array size in bytes (NumPy's and CuPy's ``intp``)
+_MAX_INTP = int(np.iinfo(np.intp).max)
 
 
 def dtype_names(dtypes) -> str:
@@ -56,8 +58,8 @@ def index_fits(n_positions: int, dt: np.dtype) -> bool:
 
 def normalize_axes(axis, ndim, opname, zero_d=False):
     """None → every axis; int or tuple of ints → sorted tuple of distinct non-negative axes.
-    ``zero_d``: a 0-d input takes axis 0 or -1 (and nothing else) and reduces nothing, as
-    NumPy's argmax does (argmin/argmax/hardmax)."""
+    ``zero_d``: a 0-d input takes axis 0 or -1 (once, and nothing else) and reduces nothing,
+    as NumPy's argmax does (argmin/argmax/hardmax)."""
     if axis is None:
         return tuple(range(ndim))
     if zero_d and ndim == 0:
@@ -71,6 +73,8 @@ def normalize_axes(axis, ndim, opname, zero_d=False):
             if a not in (0, -1):
                 raise np.exceptions.AxisError(a, 0, msg_prefix=opname)
         else:
+            if isinstance(axis, tuple) and len(axis) > 1:    # 0 and -1 name the same axis
+                raise ValueError(f"{opname}: axis {axis!r} repeats an axis")
             return ()
     items = axis if isinstance(axis, tuple) else (axis,)
     if isinstance(axis, list):
@@ -151,6 +155,9 @@ def check_size_fill(size, fill_value, index_dtype, opname):
             raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
         if size < 0:
             raise ValueError(f"{opname}: size must be non-negative, got {size}")
+        if size > _MAX_INTP:
+            raise ValueError(f"{opname}: size must be at most {_MAX_INTP} (the largest array "
+                             f"dimension), got {size}")
     if isinstance(fill_value, (bool, np.bool_)):
         raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
     try:
@@ -162,6 +169,24 @@ def check_size_fill(size, fill_value, index_dtype, opname):
         raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
                          f"[{info.min}, {info.max}]")
     return size, fill_value
+
+
+def check_size_memory(size, ndim, index_dtype, opname, memory=None, where="this machine"):
+    """nonzero_coordinates' ``size=k`` against its ``(k, ndim)`` coordinates: within the largest
+    array (``intp``'s maximum in bytes, counted as NumPy does: a dimension of 0 as 1) and,
+    where ``memory`` is given, within that many bytes (the memory of ``where``). Checked
+    before anything is made."""
+    if size is None:
+        return
+    dt = np.dtype(index_dtype)
+    row = int(ndim) * dt.itemsize
+    what = f"{opname}: size={size} is too large: ({size}, {ndim}) {dt} coordinates"
+    if size * max(row, dt.itemsize) > _MAX_INTP:
+        raise ValueError(f"{what} are over the largest array ({_MAX_INTP} bytes); size must be "
+                         f"at most {_MAX_INTP // max(row, dt.itemsize)}")
+    if memory is not None and size * row > memory:
+        raise ValueError(f"{what} take {size * row} bytes, over the memory of {where} ({memory} "
+                         f"bytes); size must be at most {memory // row}")
 
 
 def check_coordinate_dtype(x, dtype, opname):
