@@ -25,6 +25,7 @@ import gc
 import itertools
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -190,7 +191,8 @@ def held(timeout: float, simt: bool) -> dict:
     _warm(simt)
     _modules._key_locks.setdefault(("simt", 0, "argreduce", np.dtype(np.float32)),
                                    threading.Lock())
-    entry = os.path.join(tempfile.mkdtemp(prefix="cupyops-fork-"), "entry.so")
+    folder = tempfile.mkdtemp(prefix="cupyops-fork-")
+    entry = os.path.join(folder, "entry.so")
     ready, done = threading.Event(), threading.Event()
     locks = list(every_lock())
 
@@ -212,6 +214,7 @@ def held(timeout: float, simt: bool) -> dict:
         err.seek(0)
         text = err.read()
     t.join()
+    shutil.rmtree(folder, ignore_errors=True)
     hung = code is None or "Timeout (" in text
     return {"forks": 1, "hangs": int(hung), "failures": int(code != 0 and not hung),
             "locks": len(locks), "seconds": round(time.monotonic() - t0, 2),
