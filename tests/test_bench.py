@@ -585,7 +585,8 @@ def test_threads_are_reported_and_set(tmp_path, capsys, monkeypatch):
         assert meta["torch_threads"] == 3 and torch.get_num_threads() == torch_before
         recs = json.loads(out.read_text())["records"]
         assert any(r["peer"] == "torch" and r["ratio"] for r in recs), recs
-    monkeypatch.setenv("CUPYOPS_NUM_THREADS", "1")
+    from cupyops.core import threads as T
+    monkeypatch.setattr(T._state, "env_value", 1)       # CUPYOPS_NUM_THREADS=1 at import
     assert bench.main(["--device", "cpu", "--tiny", "--cases", "^argmax/last tie=first/float32$",
                        "--no-cold", "--no-overhead", "--quiet", "--no-peers",
                        "--json", str(out)]) == 0

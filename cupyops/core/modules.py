@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import os
 import pathlib
 import posixpath
 import re
@@ -418,6 +419,17 @@ _modules: dict[tuple, object] = {}
 _functions: dict[tuple, object] = {}
 _key_locks: dict[tuple, threading.Lock] = {}
 _cache_lock = threading.Lock()
+
+
+def _new_locks_in_child():
+    """After ``fork``: a parent thread compiling under a key lock does not exist in the child,
+    so the child gets new locks (and compiles that module itself if it needs it)."""
+    global _cache_lock, _families_lock
+    _cache_lock, _families_lock = threading.Lock(), threading.Lock()
+    _key_locks.clear()
+
+
+os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def _key(backend_name: str, family_name: str, dtype, device_id) -> tuple:

@@ -5,6 +5,7 @@ Detection follows array-api-compat: look the input's type up in ``sys.modules`` 
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import contextlib
@@ -121,6 +122,33 @@ def from_kernel_result(res, placement):
             return tuple(r.get() for r in res)
         return res.get()
     return res
+
+
+def memory_bytes(placement) -> int | None:
+    """The memory a result of the placement must fit in, in bytes: the GPU's (and, for NumPy
+    input, the host's too: the result comes back) for "cuda", the host's physical memory
+    otherwise; None where the system does not say."""
+    host = _host_memory()
+    if placement.kind != "cuda":
+        return host
+    device_id = placement.device_id
+    if device_id is None:
+        device_id = import_cupy().cuda.runtime.getDevice()
+    gpu = _gpu_memory(device_id)
+    return gpu if placement.cupy_input or host is None else min(gpu, host)
+
+
+@functools.lru_cache(maxsize=1)
+def _host_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - another OS
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_memory(device_id: int) -> int:
+    return int(import_cupy().cuda.runtime.getDeviceProperties(device_id)["totalGlobalMem"])
 
 
 def device_context(placement):

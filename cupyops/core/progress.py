@@ -25,6 +25,15 @@ _lock = threading.Lock()
 _announced = False     # a call's compile has been announced in this process
 _batches = 0           # precompile batches running (their modules are announced as a batch)
 
+
+def _reset_in_child():
+    """After ``fork``: the batches other threads ran stay in the parent; a new lock."""
+    global _lock, _batches
+    _lock, _batches = threading.Lock(), 0
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
 _WHAT = {
     "simt": "compiling kernels for the CPU emulation of CUDA (device='simt') with the C++ "
             "compiler; first use only, cached on disk after that",
