@@ -607,7 +607,7 @@ def estimate_seconds(cases, bandwidth: float, repeats: int = 5) -> float:
 # output
 # --------------------------------------------------------------------------------------------
 
-def _f(v, spec, none="n/a"):
+def fmt_num(v, spec, none="n/a"):
     return none if v is None else format(v, spec)
 
 
@@ -628,15 +628,15 @@ def table_rows(records, peer_names=("cupy", "torch")) -> tuple:
         ratios, mets = [], []
         for p in peer_names:
             pr = (r.get("peers") or {}).get(p) or {}
-            ratios.append(_f(pr.get("ratio"), ".2f") + ("x" if pr.get("ratio") else "")
+            ratios.append(fmt_num(pr.get("ratio"), ".2f") + ("x" if pr.get("ratio") else "")
                           + ("" if pr.get("status", "ok") in ("ok",) or pr.get("ratio") is None
                              else " (!)"))
             if pr.get("met") is not None:
                 mets.append(pr["met"])
         rows.append([r["case"], {True: "yes", False: "NO", None: "?"}[r.get("ok")],
-                     _f(r["us_events"], ".1f"), _f(r["us_host"], ".1f"),
-                     _f(r["min_bytes"] / 1e6, ".1f"), _f(r.get("gbps"), ".0f"),
-                     _f(r.get("copy_fraction"), ".2f"),
+                     fmt_num(r["us_events"], ".1f"), fmt_num(r["us_host"], ".1f"),
+                     fmt_num(r["min_bytes"] / 1e6, ".1f"), fmt_num(r.get("gbps"), ".0f"),
+                     fmt_num(r.get("copy_fraction"), ".2f"),
                      "-" if goal is None else f">= {goal:.2f} {_verdict(r.get('copy_met'))}"]
                     + ratios + [_verdict(all(mets) if mets else None)])
     return header, rows
@@ -645,7 +645,7 @@ def table_rows(records, peer_names=("cupy", "torch")) -> tuple:
 def report_lines(records, host_rows=(), fmt=None) -> list:
     """Text (or, with ``fmt`` = a markdown formatter, Markdown) lines of the records, the
     geometric means and the host-cost rows."""
-    from cupyops.bench.bench import format_text
+    from cupyops.bench.tables import format_text
     fmt = fmt or format_text
     lines = [fmt(*table_rows(records)), ""]
     for g in geomeans(records):
@@ -713,7 +713,7 @@ def main(argv=None) -> int:
         doc["host_cost"] = host_cost(env, args.calls, args.repeats)
         print("\n".join(report_lines([], doc["host_cost"])[2:]))
     else:
-        doc["records"] = measure_cases(cases, env, args.repeats, progress=_progress)
+        doc["records"] = measure_cases(cases, env, args.repeats, progress=print_progress)
         print("\n".join(report_lines(doc["records"])))
     if args.json:
         with open(args.json, "w") as fh:
@@ -721,7 +721,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _progress(k, n, name):
+def print_progress(k, n, name):
     print(f"[{k + 1}/{n}] {name}", file=sys.stderr, flush=True)
 
 
