@@ -1099,11 +1099,10 @@ def large_scale(run) -> str:
 def plan_budget(run) -> None:
     """The run's estimate and deadline (``run.gpu["budget"]``); a cuda run whose estimate passes
     its deadline is refused before anything runs (BenchError)."""
-    from . import gpu_cases
     a = run.args
     deadline = a.deadline if a.deadline is not None else (
         gpu_bench.CUDA_DEADLINE_S if run.device == "cuda" and not a.compile_only else None)
-    large = gpu_cases.large_cases(large_scale(run)) if large_on(run) else []
+    large = gpu_bench.section_cases(large_scale(run)) if large_on(run) else []
     est = gpu_bench.estimate(0 if a.compile_only else len(run.cases), run.budget, a.repeat,
                              large, overhead=not a.no_overhead, host=bool(large))
     run.gpu["budget"] = {"estimate": est, "deadline_s": deadline or None,

@@ -75,9 +75,16 @@ def not_run(base: dict, why: str) -> dict:
                 ok=None, status=f"not run: {why}")
 
 
+def section_cases(scale) -> list:
+    """The GPU section's cases: gpu_events' kernel-memory cases (at their own sizes, left out
+    of a ``"tiny"`` rehearsal) and the large cases at ``scale``."""
+    from cupyops.bench import gpu_events
+    return (gpu_events.kernel_cases() if scale != "tiny" else []) + G.large_cases(scale)
+
+
 def large_section(env, scale, repeat, deadline: Deadline, quiet=False) -> dict:
-    """The large cases and the host cost on ``env``, within ``deadline``."""
-    cases = G.large_cases(scale)
+    """gpu_events' and the large cases, and the host cost, on ``env`` within ``deadline``."""
+    cases = section_cases(scale)
     recs = G.measure_cases(cases, env, max(5, repeat), deadline=deadline.at,
                            progress=None if quiet else G.print_progress)
     host = [] if deadline.passed() else G.host_cost(env, 1000 if env.events else 50,
