@@ -1175,6 +1175,8 @@ def _measure(run) -> None:
     if run.device == "cuda":
         run.copy_bw = copy_bandwidth()
         run.meta["copy_bandwidth_gbps"] = run.copy_bw / 1e9
+        from . import device_model
+        run.meta["device_spec"] = device_model.from_cupy(copy_bandwidth=run.copy_bw).as_dict()
     if args.compile_only:
         run.gpu["compile"] = gpu_bench.compile_section(
             run.cases, run.device, {} if args.no_peers else (

@@ -77,10 +77,10 @@ class GpuCase(typing.NamedTuple):
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * _dtype(self.dtype).itemsize
+        return math.prod(self.shape) * dtype_of(self.dtype).itemsize
 
 
-def _dtype(name):
+def dtype_of(name):
     if name == "bfloat16":
         from cupyops.core import dtypes as _dt
         dt = _dt.dtype()
@@ -103,7 +103,7 @@ def copy_goal_for(case: GpuCase) -> float | None:
 
 def shape_for(nbytes: int, dtype: str) -> tuple:
     """A square-ish 2-D shape of ``nbytes`` bytes of ``dtype`` (powers of two)."""
-    n = max(1, nbytes // _dtype(dtype).itemsize)
+    n = max(1, nbytes // dtype_of(dtype).itemsize)
     rows = 1 << (int(math.log2(n)) // 2)
     return (rows, n // rows)
 
@@ -111,7 +111,7 @@ def shape_for(nbytes: int, dtype: str) -> tuple:
 def uniform(xp, rng, shape, dtype):
     """Values in [-1, 1) as ``dtype`` (integers over their range), made on ``xp``'s device."""
     u = rng.random(shape, dtype=np.float32)
-    dt = _dtype(dtype)
+    dt = dtype_of(dtype)
     if dt.kind in "iu":
         lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
         return xp.floor(u * (hi - lo + 1) + lo).astype(dt)
@@ -123,13 +123,13 @@ def uniform(xp, rng, shape, dtype):
 def _bf16_from(xp, f32):
     """float32 -> bfloat16 by its top 16 bits (CuPy without bfloat16 casts works too)."""
     bits = (f32.view(np.uint32) >> 16).astype(np.uint16)
-    return bits.view(_dtype("bfloat16"))
+    return bits.view(dtype_of("bfloat16"))
 
 
 def mask(xp, rng, shape, dtype, density):
     """Zeros and ones of ``dtype`` at ``density``."""
     u = rng.random(shape, dtype=np.float32)
-    return (u < density).astype(_dtype(dtype))
+    return (u < density).astype(dtype_of(dtype))
 
 
 # --------------------------------------------------------------------------------------------
