@@ -449,10 +449,13 @@ def _inputs_for(args, measured) -> tuple:
     """(inputs, what they are): the carried file, or in a rehearsal prepared now for the
     bench's cases (tiny scale)."""
     inputs = _load(args.inputs)
-    if inputs is None and args.rehearse:
-        inputs = prepare(("large", "quick"), "tiny", _print_progress, only=set(measured),
-                         quick_mode="tiny")
-        return inputs, "prepared now on simt (rehearsal)"
+    missing = set(measured) - set((inputs or {}).get("cases") or {})
+    if args.rehearse and missing:
+        now = prepare(("large", "quick"), "tiny", _print_progress, only=missing,
+                      quick_mode="tiny")
+        if inputs is not None:
+            now["cases"].update(inputs["cases"])
+        return now, "prepared now on simt for the rehearsal's cases"
     if inputs is None:
         return {"cases": {}}, f"none ({args.inputs} missing: run gpu_model prepare before)"
     stale = inputs.get("source_hash") != source_hash()

@@ -171,7 +171,7 @@ STEPS = (
     Step("ncu-dram", 5, 60, 180, _NCU + _py("-m", "cupyops.bench.gpu_model", "ncu-pass",
                                             "--manifest", "{out}/ncu-manifest.json"), ("ncu",),
          "Nsight Compute's DRAM throughput of every GPU-section case's kernels",
-         rehearse=_py("-m", "cupyops.bench.gpu_model", "ncu-pass", "--rehearse", "--manifest",
+         _BENCH_CACHE, rehearse=_py("-m", "cupyops.bench.gpu_model", "ncu-pass", "--rehearse", "--manifest",
                       "{out}/ncu-manifest.json")),
     Step("model-table", 5, 15, 90, _py(*_MODEL_TABLE),
          what="the model table: predicted (device model) against measured time, DRAM "
