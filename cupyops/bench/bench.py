@@ -20,6 +20,13 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --dask                   the Dask section only (cupyops/bench/dask_bench.py)
     --issue-rate             add the SASS issue-rate model (cupyops/bench/issue_rate.py; needs
                              NVRTC + cuobjdump, the test extra) to the output and the JSON
+    --large / --no-large     the 256 MiB GPU cases and the host cost (cupyops/bench/gpu_cases.py;
+                             on by default on cuda; elsewhere --large rehearses them at
+                             --large-scale tiny on the device, NumPy arrays, host clock)
+    --deadline S             cuda: refuse a run whose estimate passes S seconds, stop timing at S
+                             (default 90 on cuda: cupyops/bench/gpu_bench.py)
+    --compile-only           cuda: the cold-compile section only (first calls, cold start)
+    --from-json PATH         no run: the tables of a run's JSON again (--markdown, --update-docs)
 
 What each device measures:
 
@@ -59,7 +66,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import peers, traffic
+from . import gpu_bench, peers, traffic
+from .tables import format_markdown, format_text  # noqa: F401  (also read as bench.format_*)
 # the cases (cupyops/bench/cases.py), also read as bench.make_cases, bench.make_input, ...
 from .cases import (  # noqa: F401
     DTYPES, SIZES, Case, benchmarked, cupy_like_simt_allocations, cupyops_call, make_cases,
@@ -196,6 +204,16 @@ def time_cuda(fns, budget, min_rounds=3, max_rounds=100, warmup=3):
     return best
 
 
+def _copier(nbytes):
+    """A callable copying ``nbytes`` bytes device to device on the current stream (it moves 2 x
+    ``nbytes``: a case's minimum bytes when given half of them)."""
+    import cupy
+    src, dst = cupy.ones(max(1, nbytes), cupy.uint8), cupy.ones(max(1, nbytes), cupy.uint8)
+    rt = cupy.cuda.runtime
+    return lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, rt.memcpyDeviceToDevice,
+                                  cupy.cuda.get_current_stream().ptr)
+
+
 def copy_bandwidth(nbytes=256 << 20):
     """Device-to-device copy bandwidth in bytes/s (read + write counted), CUDA events."""
     import cupy
@@ -326,14 +344,20 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
             except Exception as exc:
                 notes[name] = f"n/a: {_short_err(exc)}"
     calls = [lambda: ours(x)] + fns
+    if device == "cuda":        # the copy fraction's copy, timed with the others
+        calls.append(_copier(nbytes // 2))
     timer = time_cpu if device == "cpu" else time_cuda
     sets = [timer(calls, budget) for _ in range(max(1, repeat))]
     times = [float(np.median([t[i] for t in sets])) for i in range(len(calls))]
+    if device == "cuda":
+        base["copy_seconds"] = times.pop()
     seconds = times[0]
     base["seconds"] = seconds
     base["gbps"] = nbytes / seconds / 1e9 if seconds else None
     if copy_bw:
         base["pct_copy"] = 100 * (nbytes / seconds) / copy_bw
+    if base.get("copy_seconds") is not None and seconds:
+        base["copy_fraction"] = base["copy_seconds"] / seconds
     recs = []
     for name, t in zip(names, times[1:]):
         recs.append(dict(base, peer=name, peer_seconds=t, ratio=t / seconds,
@@ -486,20 +510,20 @@ def ratio_table(records, peer_names):
 
 
 def cuda_table(records, peer_names):
-    header = ["op", "case", "dtype", "shape", "ok", "us", "GB/s", "% copy"] + \
+    header = ["op", "case", "dtype", "shape", "ok", "us", "GB/s", "% copy", "copy frac"] + \
         [f"vs {p}" for p in peer_names]
     rows = []
     for (op, case, dt), recs in _group(records).items():
         r0 = recs[0]
-        if r0.get("status", "").startswith("unavailable"):
-            rows.append([op, case, dt, "x".join(map(str, r0["shape"])), "unavailable", "", "", ""]
-                        + ["-"] * len(peer_names))
+        if r0.get("status", "").startswith(("unavailable", "not run")):
+            rows.append([op, case, dt, "x".join(map(str, r0["shape"])),
+                         r0["status"].split(":")[0], "", "", "", ""] + ["-"] * len(peer_names))
             continue
         by_peer = {r.get("peer"): r for r in recs}
         rows.append([op, case, dt, "x".join(map(str, r0["shape"])),
                      {True: "yes", False: "NO"}.get(r0.get("ok"), "?"),
                      _fmt_num(r0["seconds"] * 1e6, ".1f"), _fmt_num(r0.get("gbps"), ".0f"),
-                     _fmt_num(r0.get("pct_copy"), ".0f")]
+                     _fmt_num(r0.get("pct_copy"), ".0f"), _fmt_num(r0.get("copy_fraction"), ".2f")]
                     + [_fmt_ratio(by_peer[p]["ratio"]) if p in by_peer else "n/a" for p in peer_names])
     return header, rows
 
@@ -621,20 +645,6 @@ def cold_table(cold):
                     + [_fmt_num(c.get(key), fmt) for _, key, fmt in cols]
                     + [_fmt_num(c.get("process_s"), ".2f"), note or ""])
     return header, rows
-
-
-def format_text(header, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
-              for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def format_markdown(header, rows):
-    esc = lambda c: str(c).replace("|", "\\|")  # noqa: E731
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def summary_lines(records, device, peer_names):
@@ -931,6 +941,18 @@ OPTIONS = (
             "1 vs 2 workers, bytes moved)"),
     _switch("--issue-rate", "add the SASS issue-rate model of every kernel instantiation "
             "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON"),
+    _switch("--large", "the large cases and host cost (default on cuda; elsewhere a rehearsal "
+            "at --large-scale tiny)", group="large"),
+    _switch("--no-large", "skip the large cases and the host cost", group="large"),
+    _opt("--large-scale", "size of the large cases (default full on cuda, tiny elsewhere)",
+         choices=("full", "small", "tiny"), default=None),
+    _opt("--deadline", "seconds the run must fit in: a longer estimate is refused, cases past "
+         "it are not run (default 90 on cuda, 0 = none)", type=float, default=None,
+         metavar="S"),
+    _switch("--compile-only", "cuda: the cold-compile section only (first calls of every case, "
+            "cupyops and peers apart; cold start)"),
+    _opt("--from-json", "measure nothing: print and write (--markdown, --update-docs) the "
+         "tables of a run's JSON", default=None, metavar="PATH"),
 )
 
 
@@ -1060,6 +1082,8 @@ class Run:
     cold: list = dataclasses.field(default_factory=list)
     overhead_rows: list = dataclasses.field(default_factory=list)
     issue_rate: dict | None = None
+    gpu: dict = dataclasses.field(default_factory=dict)      # gpu_bench's sections
+    deadline: gpu_bench.Deadline | None = None
 
     @property
     def peer_names(self) -> list:
@@ -1078,7 +1102,39 @@ def prepare(args, argv) -> Run:
     cases = select_cases(args, mode)
     check_plot(args)
     cases, skipped = drop_unsupported(cases, args)
-    return Run(args, argv, device, mode, budget, cases, skipped)
+    run = Run(args, argv, device, mode, budget, cases, skipped)
+    plan_budget(run)
+    return run
+
+
+def large_on(run) -> bool:
+    """The large section runs: on cuda unless --no-large, elsewhere with --large."""
+    a = run.args
+    return not a.no_large and (a.large or run.device == "cuda") and not a.compile_only
+
+
+def large_scale(run) -> str:
+    return run.args.large_scale or ("full" if run.device == "cuda" else "tiny")
+
+
+def plan_budget(run) -> None:
+    """The run's estimate and deadline (``run.gpu["budget"]``); a cuda run whose estimate passes
+    its deadline is refused before anything runs (BenchError)."""
+    a = run.args
+    deadline = a.deadline if a.deadline is not None else (
+        gpu_bench.CUDA_DEADLINE_S if run.device == "cuda" and not a.compile_only else None)
+    large = gpu_bench.section_cases(large_scale(run)) if large_on(run) else []
+    est = gpu_bench.estimate(0 if a.compile_only else len(run.cases), run.budget, a.repeat,
+                             large, overhead=not a.no_overhead, host=bool(large))
+    run.gpu["budget"] = {"estimate": est, "deadline_s": deadline or None,
+                         "device_model": "H200, 4.3 TB/s of copy"}
+    if deadline and run.device == "cuda" and est["total"] > deadline:
+        raise BenchError(f"the run is estimated at {est['total']:.0f} s on an H200 ("
+                         + ", ".join(f"{k} {v:.0f} s" for k, v in est.items() if k != "total")
+                         + f"), over its deadline of {deadline:.0f} s: time fewer cases "
+                         "(--cases, --dtypes), a smaller --budget or --repeat, or pass a longer "
+                         "--deadline; nothing was run")
+    run.deadline = gpu_bench.Deadline(deadline)
 
 
 def run_meta(run) -> dict:
@@ -1128,6 +1184,11 @@ def measure(run) -> None:
     asked; into ``run``."""
     with run_threads(run):
         _measure(run)
+    budget = run.gpu["budget"]
+    budget["elapsed_s"] = run.deadline.elapsed()
+    large = (run.gpu.get("large") or {}).get("records") or []
+    budget["not_run"] = sum(1 for r in run.records + large
+                            if str(r.get("status", "")).startswith("not run"))
 
 
 def _measure(run) -> None:
@@ -1135,12 +1196,48 @@ def _measure(run) -> None:
     if run.device == "cuda":
         run.copy_bw = copy_bandwidth()
         run.meta["copy_bandwidth_gbps"] = run.copy_bw / 1e9
+        from . import device_model
+        run.meta["device_spec"] = device_model.from_cupy(copy_bandwidth=run.copy_bw).as_dict()
+    if args.compile_only:
+        run.gpu["compile"] = gpu_bench.compile_section(
+            run.cases, run.device, {} if args.no_peers else (
+                peers.GPU_PEERS if run.device == "cuda" else {"numpy": peers.numpy_peer}),
+            _large_env(run), large_scale(run), cold_start if not args.no_cold else None)
+        return
+    _measure_cases(run)
+    if large_on(run):
+        run.gpu["large"] = gpu_bench.large_section(_large_env(run), large_scale(run),
+                                                   args.repeat, run.deadline, args.quiet)
+    if run.deadline.passed():
+        return
+    _measure_extras(run)
+
+
+def _large_env(run):
+    from . import gpu_cases
+    if run.device == "cuda":
+        return gpu_cases.cuda_env()
+    return gpu_cases.rehearsal_env(run.device)
+
+
+def _measure_cases(run) -> None:
+    args = run.args
     prog = Progress(len(run.cases), quiet=args.quiet)
     for i, case in enumerate(run.cases, 1):
+        if run.deadline.passed():
+            base = {"op": case.op, "case": case.case, "dtype": case.dtype.name,
+                    "shape": list(case.shape), "device": run.device, "mode": run.mode}
+            run.records.append(gpu_bench.not_run(base, "past the deadline"))
+            continue
         prog.update(i, f"{case.id} {'x'.join(map(str, case.shape))}")
         run.records += run_case(case, run.device, run.mode, run.budget, not args.no_peers,
                                 run.copy_bw, args.repeat)
     prog.done()
+
+
+def _measure_extras(run) -> None:
+    """The cold start, the overhead section and the issue-rate model, as asked."""
+    args = run.args
     if not args.no_cold:
         if not args.quiet:
             print("cold start (fresh processes) ...", file=sys.stderr)
@@ -1175,7 +1272,9 @@ def main_table(run):
                  "per launch)")
         return (*traffic_table(run.records), title)
     if run.device == "cuda":
-        title = f"CUDA, copy bandwidth {run.copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
+        bw = "n/a" if not run.copy_bw else f"{run.copy_bw / 1e9:.0f}"
+        title = (f"CUDA, copy bandwidth {bw} GB/s (ratio = peer time / cupyops time; copy frac = "
+                 "time of a copy moving the case's bytes / cupyops' time)")
         return (*cuda_table(run.records, run.peer_names), title)
     title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
     return (*ratio_table(run.records, run.peer_names), title)
@@ -1188,6 +1287,11 @@ def _missing_paths(run) -> list:
 def _skipped_lines(run) -> list:
     return [f"skipped {op} for {dt}: cupyops does not take it yet ({why})"
             for (op, dt), why in run.skipped.items()]
+
+
+def _gpu_sections(run) -> bool:
+    """The run has gpu_bench's sections (a cuda run, a large or compile rehearsal)."""
+    return run.device == "cuda" or bool(run.gpu.get("large") or run.gpu.get("compile"))
 
 
 def text_report(run, table) -> list:
@@ -1206,6 +1310,8 @@ def text_report(run, table) -> list:
     if not run.args.no_overhead:
         from . import overhead
         text += [""] + overhead.format_tables(run.overhead_rows)
+    if _gpu_sections(run):
+        text += [""] + gpu_bench.text_lines(run.gpu)
     ir = run.issue_rate
     if ir is not None and "unavailable" in ir:
         text += ["", f"issue-rate model unavailable: {ir['unavailable']}"]
@@ -1248,6 +1354,8 @@ def markdown_report(run, table) -> list:
     md += [f"- {line}" for line in _skipped_lines(run)]
     if run.cold:
         md += ["", "Cold start (fresh process each):", "", format_markdown(*cold_table(run.cold))]
+    if _gpu_sections(run):
+        md += [""] + gpu_bench.markdown_lines(run.gpu)
     if run.overhead_rows:
         from . import overhead
         md += ["", "```text"] + overhead.format_tables(run.overhead_rows) + ["```"]
@@ -1260,6 +1368,8 @@ def json_document(run) -> dict:
            "overhead": run.overhead_rows}
     if run.issue_rate is not None:
         doc["issue_rate"] = run.issue_rate
+    if _gpu_sections(run):
+        doc["gpu"] = run.gpu
     return doc
 
 
@@ -1291,6 +1401,8 @@ def main(argv=None) -> int:
         from . import dask_bench
         return dask_bench.main([a for a in words if a not in ("--dask", "--")])
     args = parse_args(words)
+    if args.from_json:
+        return _from_json(args, argv)
     try:
         run = prepare(args, argv)
         if args.list:
@@ -1310,6 +1422,25 @@ def main(argv=None) -> int:
         print()
         for what, path in written:
             print(f"wrote {what}: {os.path.abspath(path)}")
+    missed = run.gpu["budget"].get("not_run")
+    if missed:
+        print(f"bench: {missed} cases were not run: the run passed its deadline of "
+              f"{run.gpu['budget']['deadline_s']:.0f} s", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _from_json(args, argv) -> int:
+    """--from-json: the tables of a run's JSON printed and written again (nothing measured)."""
+    try:
+        run = gpu_bench.load_run(args.from_json, args, Run)
+    except (OSError, ValueError) as exc:
+        print(f"bench: cannot read --from-json {args.from_json}: {exc}", file=sys.stderr)
+        return 2
+    table = main_table(run)
+    print("\n".join(text_report(run, table)))
+    for what, path in write_outputs(run, table):
+        print(f"wrote {what}: {os.path.abspath(path)}")
     return 0
 
 

@@ -252,11 +252,12 @@ def gpu_full_calls(repeats=15):
 
 
 def run(device="cpu", repeats=15):
-    """Every overhead row for this machine: the kernel path on ``simt`` (and on ``cuda`` with
-    CuPy input when a GPU is there) and the CPU path."""
+    """Every overhead row for this machine: the kernel path on ``simt`` (or, for ``cuda``, on
+    ``cuda`` with CuPy input when a GPU is there: simt's compiles would spend the GPU's time)
+    and the CPU path."""
     from cupyops.core.devices import cuda_status, simt_status
     rows = []
-    if simt_status()[0]:
+    if simt_status()[0] and device != "cuda":   # (on a GPU machine: its time is the GPU's)
         rows += kernel_path("simt", repeats)
     if device == "cuda" and cuda_status()[0]:
         import cupy
