@@ -22,13 +22,14 @@ CONTROL_ARGS = ("out", "device", "workspace")
 
 
 class SelftestCall(typing.NamedTuple):
-    """One selftest call of an operator on one input: a label, the keywords, and the
-    reference (a function of no arguments computing the expected result from NumPy
-    primitives; an error it raises is the error the call must raise)."""
+    """One selftest call of an operator on one input: a label, the keywords, the reference (a
+    function of no arguments computing the expected result from NumPy primitives; an error it
+    raises is the error the call must raise), and positional arguments after x."""
 
     label: str
     kwargs: dict
     reference: typing.Callable
+    args: tuple = ()
 
 
 class BenchCase(typing.NamedTuple):

@@ -2,14 +2,15 @@
 LocalCluster (issue 32, part 6).
 
 ``python -m cupyops.tools.dask_check --chunks cupy [--json PATH]`` on a GPU machine: Dask arrays
-whose chunks are CuPy arrays (uneven chunks, every reduced layout), each public function of
-:data:`cupyops._call.PUBLIC` with its arguments of :data:`CALLS`, computed on the threaded
+whose chunks are CuPy arrays (uneven chunks, every reduced layout), each operator of
+:func:`cupyops.ops.operators` with the calls of its selftest, computed on the threaded
 scheduler and on a ``distributed.LocalCluster`` of one worker process, and compared with NumPy's
 composition of the same result. ``--chunks numpy --device simt`` is the rehearsal without a GPU
 (the very kernels on the CPU); ``--chunks numpy`` alone runs the NumPy path.
 
-A public function with no entry in :data:`CALLS` is a failure ("no reference"): a new op (e.g.
-``max_and_argmax``) adds its calls and NumPy reference there. Where distributed is missing or
+The calls and their NumPy references are each operator's own selftest calls (its descriptor's
+``selftest``), on three inputs (ties, NaN, a mask) and two axis forms, compared bit for bit; an
+operator with a Dask implementation but no selftest calls is a failure ("no reference"). Where distributed is missing or
 its cluster does not start (no wheel of a compiled need, a sandbox without sockets), the check
 runs the threaded scheduler only and says why (``CUPYOPS_DASK_NOTE`` from
 :mod:`cupyops.tools.gpu_wheels` too); exit status 0 only when every run check passed.
@@ -24,54 +25,40 @@ import time
 
 import numpy as np
 
-__all__ = ["CALLS", "references", "run_checks", "main"]
+__all__ = ["references", "calls_for", "run_checks", "main"]
 
 
-def _flip_last(x, axis, fn):
-    """NumPy's argmax/argmin with the last tie: over the flipped axis, mapped back."""
-    if axis is None:
-        return x.size - 1 - fn(x.reshape(-1)[::-1])
-    n = x.shape[axis]
-    return n - 1 - fn(np.flip(x, axis), axis=axis)
+class _Input:
+    """A selftest input (what an operator's ``selftest`` reads: ``x`` and ``axes``)."""
+
+    def __init__(self, x, axes):
+        self.x, self.axes = x, axes
 
 
-def _hardmax(x, axis):
-    out = np.zeros_like(x)
-    np.put_along_axis(out, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis)
-    return out
-
-
-def _coords(x, size):
-    c = np.argwhere(x)
-    out = np.zeros((size, x.ndim), c.dtype)
-    out[:min(size, len(c))] = c[:size]
-    return out, len(c)
-
-
-#: op -> [(label, keyword arguments, NumPy reference(x))]
-CALLS = {
-    "argmax": [("axis=None", {}, np.argmax),
-               ("axis=1", {"axis": 1}, lambda x: np.argmax(x, axis=1)),
-               ("axis=0 tie=last", {"axis": 0, "tie": "last"},
-                lambda x: _flip_last(x, 0, np.argmax))],
-    "argmin": [("axis=-1", {"axis": -1}, lambda x: np.argmin(x, axis=-1)),
-               ("axis=None tie=last", {"tie": "last"}, lambda x: _flip_last(x, None, np.argmin))],
-    "nanargmax": [("axis=1", {"axis": 1}, lambda x: np.nanargmax(x, axis=1))],
-    "nanargmin": [("axis=0", {"axis": 0}, lambda x: np.nanargmin(x, axis=0))],
-    "hardmax": [("axis=-1", {}, lambda x: _hardmax(x, -1)),
-                ("axis=0", {"axis": 0}, lambda x: _hardmax(x, 0))],
-    "count_nonzero": [("axis=None", {}, np.count_nonzero),
-                      ("axis=0", {"axis": 0}, lambda x: np.count_nonzero(x, axis=0))],
-    "argwhere": [("", {}, np.argwhere)],
-    "nonzero": [("", {}, np.nonzero)],
-    "nonzero_coordinates": [("size=50", {"size": 50}, lambda x: _coords(x, 50))],
-}
+def _inputs(rng):
+    """(name, host array, chunks): uneven chunks; ties (small integers), NaN (no all-NaN
+    group), a density of zeros for the nonzero family."""
+    a = rng.integers(0, 5, (37, 50)).astype(np.float32)
+    b = a.copy()
+    b[rng.random(b.shape) < 0.2] = np.nan
+    b[:, 0] = 1.0
+    m = (rng.random((37, 50)) < 0.3).astype(np.int8)
+    return [("values", a, (10, 17)), ("nan", b, (16, 23)), ("mask", m, (9, 21))]
 
 
 def references():
-    """The public functions the check covers and those it has no reference for."""
-    from cupyops._call import PUBLIC
-    return sorted(n for n in PUBLIC if n in CALLS), sorted(n for n in PUBLIC if n not in CALLS)
+    """The operators the check covers (each descriptor's Dask implementation and selftest
+    calls), and those with a Dask implementation but no selftest references."""
+    from cupyops import ops
+    have = [op.name for op in ops.operators() if op.dask is not None]
+    return (sorted(n for n in have if ops.operator(n).selftest is not None),
+            sorted(n for n in have if ops.operator(n).selftest is None))
+
+
+def calls_for(name, case, rng):
+    """The operator's selftest calls on one input: label, arguments, its NumPy reference."""
+    from cupyops import ops
+    return ops.operator(name).selftest(case, rng)
 
 
 def _host(x):
@@ -80,32 +67,6 @@ def _host(x):
     if hasattr(x, "get"):
         return x.get()
     return np.asarray(x)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
-                and all(_same(u, v) for u, v in zip(a, b)))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
-
-
-def _inputs(rng):
-    """(name, host array, chunks): uneven chunks; ties (small integers), NaN for nanarg*, a
-    density of zeros for the nonzero family."""
-    a = rng.integers(0, 5, (37, 50)).astype(np.float32)
-    b = a.copy()
-    b[rng.random(b.shape) < 0.2] = np.nan
-    b[:, 0] = 1.0                                      # no all-NaN group
-    m = (rng.random((37, 50)) < 0.3).astype(np.int8)
-    return {"values": (a, (10, 17)), "nan": (b, (16, 23)), "mask": (m, (9, 21))}
-
-
-def _input_for(op):
-    if op.startswith("nanarg"):
-        return "nan"
-    return "mask" if op in ("count_nonzero", "argwhere", "nonzero", "nonzero_coordinates") \
-        else "values"
 
 
 def _compute(lazy, client):
@@ -119,29 +80,43 @@ def _compute(lazy, client):
     return tuple(got) if isinstance(lazy, tuple) else got[0]
 
 
+def _check_one(fn, x, call, want, device, client) -> str:
+    """"pass", "MISMATCH" or "ERROR ..." of one call on the Dask array ``x``."""
+    from cupyops.tools.selftest import Raises, same
+    kw = dict(call.kwargs, device=device) if device else call.kwargs
+    try:
+        got = _host(_compute(fn(x, *call.args, **kw), client))
+    except Exception as exc:      # noqa: BLE001 - every outcome is judged
+        if isinstance(want, Raises) and isinstance(exc, want.error):
+            return "pass"
+        return f"ERROR {type(exc).__name__}: {str(exc)[:160]}"
+    if isinstance(want, Raises):
+        return f"MISMATCH: returned instead of raising {want.error.__name__}"
+    return "pass" if same(got, want) else "MISMATCH"
+
+
 def run_checks(chunks: str, device, scheduler, client=None) -> list:
-    """One row per op and call: computed on ``scheduler`` (``"threads"``, or ``"cluster"``
-    with ``client``) from chunks of ``chunks`` ("cupy" or "numpy"), against NumPy."""
+    """One row per operator, input and call: computed on ``scheduler`` (``"threads"``, or
+    ``"cluster"`` with ``client``) from chunks of ``chunks`` ("cupy" or "numpy"), against the
+    operator's own NumPy reference (its descriptor's selftest calls), bit for bit."""
     import dask.array as da
 
     import cupyops
+    from cupyops.tools.selftest import expect
     xp = __import__("cupy") if chunks == "cupy" else np
-    data = _inputs(np.random.default_rng(0))
+    rng = np.random.default_rng(0)
     rows = []
-    for op, calls in CALLS.items():
-        host, chunk = data[_input_for(op)]
-        x = da.from_array(host, chunks=chunk).map_blocks(xp.asarray, dtype=host.dtype)
-        for label, kw, ref in calls:
-            kw = dict(kw, device=device) if device else kw
-            t0 = time.perf_counter()
-            try:
-                got = _host(_compute(getattr(cupyops, op)(x, **kw), client))
-                ok = _same(got, _host(ref(host)))
-                status = "pass" if ok else "MISMATCH"
-            except Exception as exc:
-                status = f"ERROR {type(exc).__name__}: {str(exc)[:160]}"
-            rows.append({"op": op, "call": label, "scheduler": scheduler, "chunks": chunks,
-                         "status": status, "seconds": time.perf_counter() - t0})
+    for name in references()[0]:
+        fn = getattr(cupyops, name)
+        for input_name, host, chunk in _inputs(rng):
+            x = da.from_array(host, chunks=chunk).map_blocks(xp.asarray, dtype=host.dtype)
+            for axes in (None, 1):
+                for call in calls_for(name, _Input(host, axes), rng):
+                    t0 = time.perf_counter()
+                    status = _check_one(fn, x, call, expect(call.reference), device, client)
+                    rows.append({"op": name, "call": f"{input_name} {call.label}",
+                                 "scheduler": scheduler, "chunks": chunks, "status": status,
+                                 "seconds": time.perf_counter() - t0})
     return rows
 
 
@@ -190,7 +165,7 @@ def main(argv=None) -> int:
         return 2
     covered, missing = references()
     rows = [{"op": op, "call": "", "scheduler": "-", "chunks": args.chunks,
-             "status": "FAIL: no reference in cupyops/tools/dask_check.py CALLS"} for op in missing]
+             "status": "FAIL: no selftest references in its descriptor"} for op in missing]
     notes = [f"dask {dask.__version__} from {os.path.dirname(dask.__file__)}"]
     scheds = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if "threads" in scheds:
