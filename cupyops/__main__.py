@@ -59,7 +59,7 @@ def demo(device=None) -> int:
     print()
     n = len(seed_examples())
     print(f"all {n} examples give the results of DirectML's operator reference pages "
-          "; docs/api.md has the rules"
+          "(docs/api.md has the rules)"
           if not failures else f"{failures} of {n} example(s) differ from DirectML's reference pages")
     return 1 if failures else 0
 
