@@ -7,7 +7,7 @@ Each function returns ``(result, entry, class_entry)``:
 * ``entry(x, workspace)``: the same call on a later array of the same layout (the NumPy
   composition, or the kernel path's prepared launches), or None where none may (an input the
   call copied, NumPy input on "cuda", tests' planner options, the engine's own paths);
-* ``class_entry``: the first-call runner of the layout class (cupyops.ops.argreduce.first_call),
+* ``class_entry``: the first-call runner of the layout class (:func:`argreduce_class` below),
   or None.
 
 Whether and how long they are kept is cupyops._call's decision alone.

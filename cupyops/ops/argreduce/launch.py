@@ -98,7 +98,8 @@ def _partial_specs(plan, slots):
 class ArgreduceLaunches(typing.NamedTuple):
     """Everything one call does that follows from its layout and options: the plan, the
     kernels, the packed parameters and the scratch it carves. Built once per layout by
-    :func:`prepare` (cached per backend), run by :func:`execute` on any array of that layout.
+    :func:`prepare` for one layout (cupyops._call keeps the runner built from it), run by
+    :func:`execute` on any array of that layout.
     (A named tuple: a first call of a new layout builds one, in a third of a frozen
     dataclass's time.)"""
 
@@ -134,7 +135,8 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
             force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None):
     """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype) or
     hardmax (``out_dtype`` x's dtype) over ``axes`` of an array laid out like ``x`` (the
-    canonical array the kernels read): planned anew (cupyops._call keeps what it reuses)."""
+    canonical array the kernels read), planned for this call: nothing is kept here (cupyops._call
+    keeps the runners it reuses)."""
     out_dtype = np.dtype(out_dtype)
     vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
     plan = _plan(backend, x, axes, hardmax, force_64bit)
@@ -146,7 +148,7 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
 def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, tie: str,
                 out_dtype, nan_skip=False, narrow_out=False) -> "ArgreduceLaunches":
     """The launches of ``plan`` (of an input of ``shape`` and value dtype ``vdt`` over
-    ``axes``): kernels, checked configurations, packed parameters, scratch. Not cached (see
+    ``axes``): kernels, checked configurations, packed parameters, scratch; nothing kept here (see
     :func:`prepare`)."""
     main = (FAMILY, vdt, expression(ROW if plan.kernel == "row" else COL, vdt, plan.use_64bit))
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
@@ -202,7 +204,7 @@ def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
 def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
     ``launches`` bound once. ``entry=(prep, reshape)`` makes it a fast-path entry
-    (cupyops.ops.argreduce.numpy_entries.kernel_prep) in the same call: it records the plan as the slow path
+    (cupyops.core.placement.entry_prep gives ``prep``) in the same call: it records the plan as the slow path
     does, reads ``prep(x)`` (prep None: x) and returns the result reshaped to ``reshape``
     (None: as it is).
 

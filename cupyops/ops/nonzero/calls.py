@@ -224,7 +224,8 @@ def _empty_coordinates(x, xp, size, fill_value, index_dtype):
 # ------------------------------------------------------------------------------ first calls
 #
 # The first call of a new layout in a layout class seen before: count_nonzero, argwhere,
-# nonzero and nonzero_coordinates (see cupyops.ops.argreduce.first_call for the contract).
+# nonzero and nonzero_coordinates (see cupyops.ops.argreduce.calls, "first calls", for the
+# contract).
 #
 # The class entry re-plans the new shape through the family's own planners; its only shape rule
 # is a non-empty input whose longest dimension's last index fits the coordinate dtype.
