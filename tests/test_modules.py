@@ -316,12 +316,14 @@ def test_first_calls_name_declared_expressions():
     for fam in m.families().values():
         for dt in fam.dtypes:
             plans = fam.first_calls_for(dt)
-            assert plans and all(plans.values())
-    assert m.SELFTEST_FAMILY.first_calls_for(np.int8) == {
-        e: (e,) for e in m.SELFTEST_FAMILY.expressions_for(np.int8)}
+            assert plans and all(p.exprs for p in plans)
+            # every kernel is some first call's
+            assert {e for p in plans for e in p.exprs} == set(fam.expressions_for(dt))
+    assert m.SELFTEST_FAMILY.first_calls_for(np.int8) == tuple(
+        m.FirstCall("selftest", e, False, (e,)) for e in m.SELFTEST_FAMILY.expressions_for(np.int8))
     bad = m.KernelFamily(name="x", source="selftest.cu", dtypes=(np.int8,),
                          expressions=m.SELFTEST_FAMILY.expressions,
-                         first_calls=lambda dt: {"plan": ("nope<char>",)})
+                         first_calls=lambda dt: (m.FirstCall("x", "p", False, ("nope<char>",)),))
     with pytest.raises(ValueError, match="undeclared"):
         bad.first_calls_for(np.int8)
 

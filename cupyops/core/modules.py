@@ -43,7 +43,7 @@ from cupyops.core import dtypes as _bf16
 from cupyops.core import progress as _progress
 
 __all__ = [
-    "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "KernelCompileError",
+    "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "FirstCall", "KernelCompileError",
     "ctype", "name_expression", "register_family", "families", "get_family",
     "read_kernel_file", "inline_includes", "module_source", "compile_options",
     "get_module", "compiled_module", "get_function", "clear_cache", "register_module_factory",
@@ -128,7 +128,19 @@ def name_expression(template: str, *args) -> str:
 BlockSizes = Union[tuple, Callable[[str], tuple]]
 DynamicShared = Union[int, Callable[[np.dtype, str, int], int]]
 Grouping = Callable[[np.dtype, tuple], "tuple[tuple[str, ...], ...]"]
-FirstCalls = Callable[[np.dtype], "dict[str, tuple[str, ...]]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstCall:
+    """One plan kind's first call: the operators it serves (``ops``), the plan, whether it
+    indexes with 64 bits (inputs past 2**31 elements), and the name expressions it launches."""
+    ops: str
+    plan: str
+    wide: bool
+    exprs: tuple
+
+
+FirstCalls = Callable[[np.dtype], "tuple[FirstCall, ...]"]
 
 
 def one_module_per_expression(dtype, exprs: tuple) -> tuple:
@@ -153,8 +165,8 @@ class KernelFamily:
 
 Metadata for the NVRTC timing tool (``cupyops.tools.nvrtc_timing``), optional:
 
-    first_calls: ``dtype -> {plan label: expressions}``: the kernels a first call of each plan
-        kind launches (default: each expression alone).
+    first_calls: ``dtype -> tuple of FirstCall``: the kernels a first call of each plan kind
+        launches (default: each expression alone).
 
     Metadata for the compile checks (``cupyops.tools.nvrtc``), optional:
 
@@ -214,12 +226,12 @@ Metadata for the NVRTC timing tool (``cupyops.tools.nvrtc_timing``), optional:
         raise KeyError(f"kernel family {self.name!r} does not declare {expr!r} for dtype "
                        f"{_native(dtype)}; declared: {', '.join(self.expressions_for(dtype))}")
 
-    def first_calls_for(self, dtype) -> dict:
-        """``{plan label: expressions a first call of it launches}`` (each declared)."""
+    def first_calls_for(self, dtype) -> tuple:
+        """The :class:`FirstCall` of each plan kind (their expressions declared)."""
         exprs = self.expressions_for(dtype)
-        plans = ({e: (e,) for e in exprs} if self.first_calls is None
-                 else {k: tuple(v) for k, v in self.first_calls(_native(dtype)).items()})
-        unknown = sorted({e for v in plans.values() for e in v} - set(exprs))
+        plans = (tuple(FirstCall(self.name, e, False, (e,)) for e in exprs)
+                 if self.first_calls is None else tuple(self.first_calls(_native(dtype))))
+        unknown = sorted({e for p in plans for e in p.exprs} - set(exprs))
         if unknown:
             raise ValueError(f"kernel family {self.name!r}: first_calls({_native(dtype)}) names "
                              f"undeclared expressions {unknown}")

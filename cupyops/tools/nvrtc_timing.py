@@ -240,30 +240,59 @@ def _fmt(s: float, x: float) -> str:
     return f"{s:.2f} ({x:.1f}x)"
 
 
+def _plan_cost(plan, dt, after, fam_name, fixed):
+    """(seconds, x ref) of a first call of ``plan``: the fixed part and each module it builds."""
+    mods = {}
+    for e in plan.exprs:
+        rec = after.get((fam_name, dt, e))
+        if rec is None:
+            return None
+        mods[id(rec)] = rec
+    return (fixed[0] + sum(r["seconds"] for r in mods.values()),
+            fixed[1] + sum(r["ratio"] for r in mods.values()))
+
+
 def first_calls(records) -> list:
-    """Per family x dtype: the NVRTC a first call pays before (the family module) and after
-    (each plan kind's modules, worst and best), fixed part included. Rows of dicts."""
-    fixed_s, fixed_x = _fixed(records)
+    """Per family x operators x dtype: the NVRTC a first call paid before (the family x dtype
+    module) and pays now: the plan kind the family lists first (the common one) and the worst
+    over the plan kinds at each index width (the fixed part of a process included). Rows of
+    dicts: ``before``, ``first``, ``narrow``, ``wide``: (seconds, x ref, plan)."""
+    fixed = _fixed(records)
     before, after = _by_expr(records, "family"), _by_expr(records, "runtime")
     rows = []
     _nvrtc.load_family_modules()
     for fam in _modules.families().values():
         for dt in fam.dtypes:
-            plans = {}
-            for label, exprs in fam.first_calls_for(dt).items():
-                mods = {id(after[(fam.name, str(dt), e)]): after[(fam.name, str(dt), e)]
-                        for e in exprs if (fam.name, str(dt), e) in after}
-                if len(mods) and all((fam.name, str(dt), e) in after for e in exprs):
-                    plans[label] = (fixed_s + sum(m["seconds"] for m in mods.values()),
-                                    fixed_x + sum(m["ratio"] for m in mods.values()))
             old = before.get((fam.name, str(dt), fam.expressions_for(dt)[0]))
-            if not plans and old is None:
-                continue
-            worst = max(plans.items(), key=lambda kv: kv[1][1]) if plans else None
-            rows.append({"family": fam.name, "dtype": str(dt),
-                         "before": (fixed_s + old["seconds"], fixed_x + old["ratio"]) if old else None,
-                         "worst": worst, "best": min(plans.values(), key=lambda v: v[1]) if plans else None})
+            by_ops: dict = {}
+            for plan in fam.first_calls_for(dt):
+                cost = _plan_cost(plan, str(dt), after, fam.name, fixed)
+                if cost is None:
+                    continue
+                costs = by_ops.setdefault(plan.ops, {})
+                costs.setdefault("first", cost + (plan.plan,))     # the family lists it first
+                worst = costs.get(plan.wide)
+                if worst is None or cost[1] > worst[1]:
+                    costs[plan.wide] = cost + (plan.plan,)
+            for ops, costs in by_ops.items():
+                rows.append({"family": fam.name, "ops": ops, "dtype": str(dt),
+                             "before": (fixed[0] + old["seconds"], fixed[1] + old["ratio"])
+                             if old else None, "first": costs["first"],
+                             "narrow": costs.get(False), "wide": costs.get(True)})
     return rows
+
+
+def first_call_table(records) -> list:
+    """Markdown lines of :func:`first_calls`."""
+    lines = ["| operators | dtype | before s (x ref) | now, common plan s (x ref) | now, worst "
+             "plan, 32-bit indexing | now, worst plan, 64-bit indexing |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    cell = (lambda c: f"{_fmt(c[0], c[1])}, {c[2]}" if c else "-")
+    for r in first_calls(records):
+        lines.append(f"| {r['ops']} | {r['dtype']} | "
+                     f"{_fmt(*r['before']) if r['before'] else '-'} | {cell(r['first'])} | "
+                     f"{cell(r['narrow'])} | {cell(r['wide'])} |")
+    return lines
 
 
 def _totals(records) -> dict:
@@ -295,9 +324,10 @@ def module_table(records, dtypes=None) -> list:
     before, after = _by_expr(records, "family"), _by_expr(records, "runtime")
     lines = ["| family | dtype | before: module s (x ref) | kernel | after: kernel s (x ref) |",
              "| --- | --- | --- | --- | --- |"]
+    timed = {(r["family"], d) for r in records for d in r["dtypes"]}
     for fam in _modules.families().values():
-        names = [str(d) for d in fam.dtypes]
-        chosen = dtypes or (_size_order(names)[:3] + _size_order(names)[-3:])
+        names = [str(d) for d in fam.dtypes if (fam.name, str(d)) in timed]
+        chosen = dtypes or list(dict.fromkeys(_size_order(names)[:3] + _size_order(names)[-3:]))
         for dt in chosen:
             if dt not in names:
                 continue
@@ -322,14 +352,7 @@ def report(records, dtypes=None) -> str:
              f"A process's fixed part (NVRTC loaded, CuPy's empty compile): "
              f"{_fmt(fixed_s, fixed_x)}.", "", "### Per module and per kernel", ""]
     lines += module_table(records, dtypes)
-    lines += ["", "### First call (fixed part included)", "",
-              "| family | dtype | before s (x ref) | after, worst plan s (x ref) | worst plan | after, best plan s (x ref) |",
-              "| --- | --- | --- | --- | --- | --- |"]
-    for r in first_calls(records):
-        b = _fmt(*r["before"]) if r["before"] else "-"
-        w = _fmt(*r["worst"][1]) if r["worst"] else "-"
-        lines.append(f"| {r['family']} | {r['dtype']} | {b} | {w} | "
-                     f"{r['worst'][0] if r['worst'] else '-'} | {_fmt(*r['best']) if r['best'] else '-'} |")
+    lines += ["", "### First call (fixed part included)", ""] + first_call_table(records)
     tot = _totals(records)
     lines += ["", "### Every module for one architecture (what precompile compiles)", "",
               "| grouping | modules | NVRTC s (sum) | x ref (sum) |", "| --- | --- | --- | --- |"]

@@ -47,19 +47,21 @@ def expressions(dtype) -> tuple:
     return tuple(expression(k, dtype, b) for k in KERNELS for b in (False, True))
 
 
-def first_calls(dtype) -> dict:
+OPS = "argmin / argmax / nanarg* / hardmax"
+
+
+def first_calls(dtype) -> tuple:
     """The kernels a first call of each plan kind launches (for the NVRTC timing tool): row
     and decode plans the row kernel, column plans the column kernel, split plans either one and
     the finish, at each index width."""
-    plans = {}
-    for use_64bit in (False, True):
-        row, col, finish = (expression(k, dtype, use_64bit) for k in KERNELS)
-        width = INDEX_CTYPES[use_64bit]
-        plans[f"row or decode, I={width}"] = (row,)
-        plans[f"column, I={width}"] = (col,)
-        plans[f"split rows, I={width}"] = (row, finish)
-        plans[f"split columns, I={width}"] = (col, finish)
-    return plans
+    plans = []
+    for wide in (False, True):
+        row, col, finish = (expression(k, dtype, wide) for k in KERNELS)
+        plans += [_modules.FirstCall(OPS, "row or decode", wide, (row,)),
+                  _modules.FirstCall(OPS, "column", wide, (col,)),
+                  _modules.FirstCall(OPS, "split rows", wide, (row, finish)),
+                  _modules.FirstCall(OPS, "split columns", wide, (col, finish))]
+    return tuple(plans)
 
 
 def _block_sizes(expr: str) -> tuple:

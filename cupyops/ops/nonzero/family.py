@@ -61,17 +61,18 @@ def expressions(dtype) -> tuple:
                  for wide in (False, True))
 
 
-def first_calls(dtype) -> dict:
+def first_calls(dtype) -> tuple:
     """The kernel a first call of each plan kind launches (for the NVRTC timing tool): argwhere,
     nonzero and nonzero_coordinates the tile kernel (both passes), transposed for inputs read
     in memory order; count_nonzero its own."""
-    plans = {}
+    tiles = "argwhere / nonzero / nonzero_coordinates"
+    plans = []
     for wide in (False, True):
-        width = "64-bit" if wide else "32-bit"
-        plans[f"argwhere / nonzero, {width}"] = (expression(TILES, dtype, wide),)
-        plans[f"argwhere / nonzero, memory order, {width}"] = (expression(TILES_T, dtype, wide),)
-        plans[f"count_nonzero, {width}"] = (expression(COUNT, dtype, wide),)
-    return plans
+        plans += [_modules.FirstCall(tiles, "row-major order", wide, (expression(TILES, dtype, wide),)),
+                  _modules.FirstCall(tiles, "memory order (F, transposed)", wide,
+                                     (expression(TILES_T, dtype, wide),)),
+                  _modules.FirstCall("count_nonzero", "any", wide, (expression(COUNT, dtype, wide),))]
+    return tuple(plans)
 
 
 FAMILY = _modules.register_family(_modules.KernelFamily(
