@@ -136,3 +136,28 @@ def test_timing_report_from_records():
     assert "| family | 1 | 4.0 | 40 |" in text and "| runtime | 6 | 3.0 | 30 |" in text
     assert "runtime / family: 0.75 in seconds" in text
     json.dumps(recs)
+
+
+# ------------------------------------------------------------------------------------------
+# simt: one module a kernel, so the header every module includes is precompiled once
+# ------------------------------------------------------------------------------------------
+
+def test_simt_precompiled_header_and_its_fallback(tmp_path, monkeypatch):
+    from cupyops import simt  # noqa: F401
+    from cupyops.simt import _build
+    if not cupyops.available_devices().count("simt"):
+        pytest.skip("no C++ compiler for simt")
+    monkeypatch.setenv("CUPYOPS_SIMT_CACHE", str(tmp_path))
+    flags = [*_build.KERNEL_FLAGS, *_build.instrumentation_flags(), f"-I{_build.INCLUDE_DIR}"]
+    header = _build.precompiled_header(flags)
+    assert header.parent == tmp_path and (tmp_path / (header.name + ".gch")).stat().st_size > 0
+    assert "simt_cuda.h" in header.read_text()          # the stub: the same text without it
+    calls = []
+    monkeypatch.setattr(_build, "_run_compiler", lambda cmd, what: calls.append(cmd))
+    assert _build.precompiled_header(flags) == header and calls == []      # cached
+    assert sorted(p.name for p in tmp_path.iterdir() if ".tmp" in p.name or p.suffix == ".su") == []
+
+    def refuse(cmd, what):
+        raise _build.CompileError("no PCH here", log="")
+    monkeypatch.setattr(_build, "_run_compiler", refuse)
+    assert _build.precompiled_header(flags + ["-DOTHER"]) == _build.INCLUDE_DIR / "simt_cuda.h"

@@ -787,6 +787,11 @@ def render_table(rows, archs=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: blocks of docs/kernels.md that other generators write (``<!-- NAME:begin ... -->`` to
+#: ``<!-- NAME:end -->``): ``--table`` keeps them
+KEPT_BLOCKS = ("issue-rate", "nvrtc-timing")
+
+
 def _compare_ptx_main(families, dtypes, arch: int) -> int:
     t0, n, bad = time.perf_counter(), 0, {}
     for fam in ([_modules.get_family(f) for f in families] if families
@@ -837,12 +842,14 @@ def main(argv=None) -> int:
                          cache_dir=False if args.no_cache else None, progress=progress)
     text = render_table(rows, args.arch)
     if args.table:
-        # keep a block another generator owns (the issue-rate table of cupyops.bench.issue_rate)
+        # keep the blocks other generators own (the issue-rate tables of
+        # cupyops.bench.issue_rate, the NVRTC times of cupyops.tools.nvrtc_timing)
         old = Path(args.table).read_text() if Path(args.table).exists() else ""
-        begin, end = "<!-- issue-rate:begin", "<!-- issue-rate:end -->"
-        if begin in old and end in old:
-            kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
-            text = text.rstrip("\n") + "\n\n" + kept + "\n"
+        for owner in KEPT_BLOCKS:
+            begin, end = f"<!-- {owner}:begin", f"<!-- {owner}:end -->"
+            if begin in old and end in old:
+                kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
+                text = text.rstrip("\n") + "\n\n" + kept + "\n"
         Path(args.table).write_text(text)
         print(f"wrote {args.table}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
