@@ -51,9 +51,12 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
     cupyops does) for ``dtypes``
     (default: every dtype each family serves) on ``device``: ``None`` means what it means for
     every function (``$CUPYOPS_DEVICE``, else ``"cpu"``); ``"cuda"`` is CuPy's current device,
-    ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Returns
-    the ``(family, dtype)`` pairs made ready, in order. When compiling takes more than about a
-    second, one line on stderr says so (``CUPYOPS_PROGRESS=0`` silences it).
+    ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Each
+    module (one a kernel, :mod:`cupyops.core.modules`) is built once, in ``max_workers``
+    threads (default: the usable cores; ``CUPYOPS_PRECOMPILE_SERIAL=1`` forces one for CUDA).
+    Returns the ``(family, dtype)`` pairs made ready, in order. When compiling takes more than
+    about a second, one line on stderr says so, and on a terminal a counter follows the modules
+    (``CUPYOPS_PROGRESS=0`` silences both).
 
     Raises ``RuntimeError`` when the device is not available here (no CuPy, no GPU, no working
     C++ compiler: the same message as the functions give), ``KeyError`` for an unknown family,
