@@ -845,6 +845,29 @@ def stack_need(so_path) -> int:
         return 0
 
 
+def precompiled_header(flags: list[str]) -> Path:
+    """The header every kernel module includes (simt_cuda.h), precompiled by g++ for exactly
+    `flags` and cached: a module is one kernel (cupyops.core.modules), so the header's parse was
+    about half of a small module's compile.  The returned stub includes simt_cuda.h; g++ takes
+    the ``.gch`` beside it when its flags match and reads the stub (the same text) otherwise.
+    Falls back to simt_cuda.h itself when g++ makes no precompiled header."""
+    h = hashlib.sha256("\0".join([compiler(), *flags, support_digest()]).encode())
+    stub = f'#include "{INCLUDE_DIR / "simt_cuda.h"}"\n'
+
+    def build(tmp):
+        Path(tmp).write_text(stub)
+        with tempfile.TemporaryDirectory(prefix="cupyops-simt-pch-") as work:  # -fstack-usage's .su
+            gch = os.path.join(work, "simt_cuda.h.gch")
+            _run_compiler([compiler(), *flags, "-x", "c++-header", tmp, "-o", gch],
+                          "the precompiled simt_cuda.h")
+            return {".h.gch": Path(gch).read_bytes()}
+
+    try:
+        return _CACHE.entry(f"simt_cuda-{h.hexdigest()[:24]}", (".h", ".h.gch"), build)
+    except (CompileError, OSError):       # no PCH from this compiler: the plain header
+        return INCLUDE_DIR / "simt_cuda.h"
+
+
 def build_module(source: str, options, entries: list[str], name: str = "kernel", force: bool = False) -> Path:
     """Compile a kernel source (already assembled) into a cached, checked shared object (rebuilt
     with `force`)."""
@@ -863,8 +886,9 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel",
         src_path, obj, su = base + ".cpp", base + ".o", base + ".su"
         try:
             Path(src_path).write_text(full)
+            header = precompiled_header([*KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", *opts])
             cmd = [compiler(), *KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", "-include",
-                   str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", src_path, "-o", obj]
+                   str(header), *opts, "-x", "c++", "-c", src_path, "-o", obj]
             _run_compiler(cmd, f"kernel module {name!r}")
             frame = 0
             try:
