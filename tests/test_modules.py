@@ -505,7 +505,7 @@ def test_precompile_arguments(selftest_family):
         _precompile.precompile(["selftest"], [np.complex64], device="simt")
     with pytest.raises(ValueError):
         _precompile.precompile(device="tpu")
-    assert _precompile._resolve_device(None) == ("cuda", None)
+    assert _precompile._resolve_device("CUDA") == ("cuda", None)   # the one device parser
     assert _precompile._resolve_device("cuda:1") == ("cuda", 1)
     assert _precompile._resolve_device(2) == ("cuda", 2)
     assert _precompile._resolve_device("simt") == ("simt", 0)

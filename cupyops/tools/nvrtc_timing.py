@@ -52,7 +52,8 @@ __all__ = ["REFERENCE_SOURCE", "REFERENCE_EXPRESSIONS", "cupy_path_options", "pl
            "time_jobs", "worker", "report", "main"]
 
 REFERENCE_SOURCE = r"""
-// Reference module for NVRTC timings: a block argmax with a warp-shuffle combine.
+// Reference module for NVRTC timings: a block reduction to the largest element's index,
+// with a warp-shuffle combine.
 template <typename T>
 __device__ void ref_pick(T& best, long long& at, T v, long long i)
 {
