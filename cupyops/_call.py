@@ -193,7 +193,29 @@ def clear() -> None:
 
 def _road(op, k, x, workspace, args, arrays=()):
     """Steps 2 and 3 of the module docstring, after a miss. ``arrays``: the operator's array
-    arguments besides x, which its entries take at each call."""
+    arguments besides x, which its entries take at each call. Every error it raises starts
+    with the public function's name (:func:`_named`)."""
+    try:
+        return _miss(op, k, x, workspace, args, arrays)
+    except Exception as exc:
+        _named(exc, op.name)
+        raise
+
+
+def _named(exc, name) -> None:
+    """Put ``name: `` in front of ``exc``'s message where it is not there yet (a device's, an
+    array conversion's or a library's error). Only a message that is the exception's one
+    argument is rewritten; any other exception gets a note that names the function."""
+    prefix = f"{name}: "
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], str) and str(exc) == args[0]:
+        if not args[0].startswith(prefix):
+            exc.args = (prefix + args[0],)
+    elif not str(exc).startswith(prefix) and hasattr(exc, "add_note"):   # (Python >= 3.11)
+        exc.add_note(f"(raised by cupyops.{name})")
+
+
+def _miss(op, k, x, workspace, args, arrays):
     if k is not None:
         if x.flags.c_contiguous:
             ck = layout_class(k)
