@@ -1,4 +1,4 @@
-"""Command line: ``python -m cupyops demo``, ``bench``, ``selftest`` and ``gpucheck``."""
+"""Command line: ``python -m cupyops demo``, ``bench``, ``selftest``, ``gpucheck`` and ``info``."""
 from __future__ import annotations
 
 import argparse
@@ -95,12 +95,18 @@ def _gpucheck():
     return gpucheck_main
 
 
+def _info():
+    from .tools.info import main as info_main
+    return info_main
+
+
 #: commands whose options their own tool parses: the tool's main, looked up when run
-_TOOLS = {"bench": _bench, "selftest": _selftest, "gpucheck": _gpucheck}
+_TOOLS = {"bench": _bench, "selftest": _selftest, "gpucheck": _gpucheck, "info": _info}
 _TOOL_HELP = {
     "bench": "benchmark against the peers (cupyops/bench/; options: bench --help)",
     "selftest": "check every operator on a device against NumPy (options: selftest --help)",
     "gpucheck": "the offline acceptance run on a GPU machine (options: gpucheck --help)",
+    "info": "versions, devices, threads and where the caches are, with their sizes",
 }
 
 

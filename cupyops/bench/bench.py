@@ -421,11 +421,15 @@ print(json.dumps(out))
 
 
 def _cache_env(cache_dir):
+    from cupyops.core import caches
     env = dict(os.environ)
-    # every kernel cache we know of, pointed at one directory we control
+    # every kernel cache, pointed at one directory we control: CuPy's, and cupyops' root (a
+    # cache's own variable would win over the root: unset)
     env["CUPY_CACHE_DIR"] = str(cache_dir)
-    env["CUPYOPS_SIMT_CACHE"] = str(cache_dir / "simt")
     env["CUPYOPS_CACHE_DIR"] = str(cache_dir / "cupyops")
+    for cache in caches.CACHES.values():
+        if cache.variable:
+            env.pop(cache.variable, None)
     import cupyops
     site = str(Path(cupyops.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([site] + [p for p in [env.get("PYTHONPATH")] if p])

@@ -320,14 +320,15 @@ def compile_ptx(source: str, arch: int, options: tuple = (), name_expressions: t
 # --------------------------------------------------------------------------------------------
 
 def cache_root() -> Path:
-    """The checks' cache folder: ``$CUPYOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/cupyops``
-    (``~/.cache/cupyops``)."""
-    return Path(os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops"))
+    """The root of cupyops' caches (cupyops.core.caches.cache_root)."""
+    from cupyops.core import caches
+    return caches.cache_root()
 
 
 def default_cache_dir() -> Path:
-    return cache_root() / "nvrtc-checks"
+    """The checks' cache folder (cupyops.core.caches: ``nvrtc-checks``)."""
+    from cupyops.core import caches
+    return caches.cache_dir("nvrtc-checks")
 
 
 def cache_key(*parts: str) -> str:
