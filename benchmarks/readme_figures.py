@@ -4,13 +4,16 @@ simt device (``precompile(device="simt")``, a first simt call).
 
     python benchmarks/readme_figures.py                  # the first command and the cold compiles
     python benchmarks/readme_figures.py --second         # the test command too (10-25 min)
+    python benchmarks/readme_figures.py --second-install # its install only (pytest not run)
     python benchmarks/readme_figures.py --json out.json  # the figures as JSON as well
 
 It clones this checkout's HEAD (commit first: uncommitted changes are not measured) into a
 temporary folder, points HOME and XDG_CACHE_HOME there (so pip's cache, cupyops' caches and
 CuPy's start empty and are measured), takes the commands from the README's first ```sh block as
 .ci/run does, and runs them with the system's python3 (no virtual environment of yours on PATH).
-Downloads are the growth of pip's cache (pip keeps what it fetched). The machine's load average
+Downloads are what pip fetched: the growth of its cache (it keeps what it downloads over HTTP),
+plus the files it took from local indexes (``file://``, as on a machine with a package mirror),
+listed by ``pip install --dry-run --report`` of the same requirement. The machine's load average
 is recorded beside the times: on a shared machine they move with it.
 """
 from __future__ import annotations
@@ -95,7 +98,35 @@ def measure_command(cmd: str, clone: Path, home: Path, env: dict, name: str) -> 
     after = snapshot(clone, home)
     res["grew"] = {k: after[k] - before[k] for k in after}
     res["after"] = after
+    res["wheel_bytes"], res["wheels_unsized"] = wheel_sizes(cmd, clone)
     return res
+
+
+def wheel_sizes(cmd: str, clone: Path) -> tuple:
+    """(bytes, count of files not sized) of the distribution files ``cmd``'s ``pip install``
+    installs, from pip's report of the same requirement with everything reinstalled, run with
+    this process's pip settings (a local mirror's file:// URLs are sized on disk; files only
+    on an HTTP index are counted as not sized)."""
+    m = re.search(r"pip install (?:-q )?(?:-e )?(\S+)", cmd)
+    if not m:
+        return 0, None
+    spec = m.group(1).strip("'\"")
+    p = subprocess.run([str(clone / ".venv" / "bin" / "pip"), "install", "-q", "--dry-run",
+                        "--ignore-installed", "--report", "-", spec], cwd=clone,
+                       capture_output=True, text=True)
+    try:
+        items = json.loads(p.stdout)["install"]
+    except (ValueError, KeyError):
+        return 0, None
+    total = unsized = 0
+    for it in items:
+        url = (it.get("download_info") or {}).get("url", "")
+        path = Path(url[len("file://"):]) if url.startswith("file://") else None
+        if path is not None and path.is_file():
+            total += path.stat().st_size
+        elif path is None or not path.is_dir():      # (a directory: the checkout itself)
+            unsized += 1
+    return total, unsized
 
 
 def measure_cold(clone: Path, home: Path, env: dict) -> dict:
@@ -123,10 +154,11 @@ def summary(doc: dict) -> list:
     lines = [f"{doc['date']}, {doc['machine']}"]
     for name, r in doc["commands"].items():
         g = r["grew"]
+        down = g["pip_cache_bytes"] + r.get("wheel_bytes", 0)
         lines.append(f"{name}: {r['seconds'] / 60:.1f} min (rc {r['rc']}, load {r['load_before']:.1f}"
-                     f" -> {r['load_after']:.1f}); .venv {mb(g['venv_bytes'])}, downloads (pip's "
-                     f"cache) {mb(g['pip_cache_bytes'])}, cupyops' caches "
-                     f"{mb(g['cupyops_cache_bytes'])}, CuPy's {mb(g['cupy_cache_bytes'])}")
+                     f" -> {r['load_after']:.1f}); .venv {mb(g['venv_bytes'])}, downloads "
+                     f"{mb(down)} ({r.get('wheels_unsized')} files not sized), cupyops' caches {mb(g['cupyops_cache_bytes'])}, CuPy's "
+                     f"{mb(g['cupy_cache_bytes'])}")
     for label, r in doc.get("cold", {}).items():
         lines.append(f"cold {label}: {r['seconds']:.1f} s (rc {r['rc']}, load "
                      f"{r['load_before']:.1f}; cache {mb(r['cache_bytes'])})")
@@ -136,6 +168,8 @@ def summary(doc: dict) -> list:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--second", action="store_true", help="run the test command too (10-25 min)")
+    p.add_argument("--second-install", action="store_true",
+                   help="run the test command's install only, not the test suite")
     p.add_argument("--no-cold", action="store_true", help="skip the cold compiles")
     p.add_argument("--json", default=None, help="write the figures as JSON here")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
@@ -153,8 +187,10 @@ def main(argv=None) -> int:
     doc["commands"]["first command"] = measure_command(cmds[0], clone, home, env, "first")
     if not args.no_cold:
         doc["cold"] = measure_cold(clone, home, env)
-    if args.second:
-        doc["commands"]["second command"] = measure_command(cmds[1], clone, home, env, "second")
+    if args.second or args.second_install:
+        cmd = cmds[1] if args.second else cmds[1].rsplit(" && ", 1)[0]
+        doc["commands"]["second command" + ("" if args.second else ", its install")] = \
+            measure_command(cmd, clone, home, env, "second")
     print("\n".join(summary(doc)))
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1))
