@@ -147,7 +147,7 @@ def measure_cold(clone: Path, home: Path, env: dict) -> dict:
 
 
 def mb(n: int) -> str:
-    return f"{n / 1e6:.0f} MB"
+    return f"{n / 1e6:.1f} MB" if n < 10e6 else f"{n / 1e6:.0f} MB"
 
 
 def summary(doc: dict) -> list:
@@ -155,9 +155,12 @@ def summary(doc: dict) -> list:
     for name, r in doc["commands"].items():
         g = r["grew"]
         down = g["pip_cache_bytes"] + r.get("wheel_bytes", 0)
+        unsized = r.get("wheels_unsized")
         lines.append(f"{name}: {r['seconds'] / 60:.1f} min (rc {r['rc']}, load {r['load_before']:.1f}"
                      f" -> {r['load_after']:.1f}); .venv {mb(g['venv_bytes'])}, downloads "
-                     f"{mb(down)} ({r.get('wheels_unsized')} files not sized), cupyops' caches {mb(g['cupyops_cache_bytes'])}, CuPy's "
+                     + (f"{mb(down)}" if not unsized else f"at least {mb(down)} ({unsized} "
+                        "files on an HTTP index not sized)")
+                     + f", cupyops' caches {mb(g['cupyops_cache_bytes'])}, CuPy's "
                      f"{mb(g['cupy_cache_bytes'])}")
     for label, r in doc.get("cold", {}).items():
         lines.append(f"cold {label}: {r['seconds']:.1f} s (rc {r['rc']}, load "
