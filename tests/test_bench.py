@@ -626,7 +626,7 @@ def test_the_verdict_says_when_the_machine_was_too_busy():
     quiet = [dict(r, noise=0.01) for r in recs]
     assert "±1%: quiet enough to judge" in report.verdict_line(quiet, ["numpy"])
     busy_row = [{"verdict": "busy", "noise": 0.01}, {"verdict": "met", "noise": 0.01}]
-    assert "1 overhead goals within the noise" in report.verdict_line(quiet, ["numpy"], busy_row)
+    assert "1 overhead goal within the noise" in report.verdict_line(quiet, ["numpy"], busy_row)
 
 
 def test_peer_errors_are_printed_whole():

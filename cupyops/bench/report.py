@@ -85,7 +85,8 @@ def verdict_line(records, peer_names, overhead_rows=(), traffic=False) -> str:
     judged = "" if noise is None else f"timing noise ±{noise:.0%}"
     if (noise is not None and noise > BUSY_NOISE) or busy:
         why = [judged] if noise is not None and noise > BUSY_NOISE else []
-        why += [f"{len(busy)} overhead goals within the noise"] if busy else []
+        why += [f"{len(busy)} overhead goal{'s' if len(busy) > 1 else ''} within the noise"] \
+            if busy else []
         parts.append(f"the machine was too busy to judge ({', '.join(why)}): run it again "
                      "when it is quieter, or with --repeat 3")
     elif judged:

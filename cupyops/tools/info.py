@@ -145,7 +145,11 @@ def text_lines(rep: dict) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cupyops info", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m cupyops info",
+        description="What this installation is: the versions of cupyops and its dependencies, the "
+                    "devices found (and why one is missing), the default device, the NumPy path's "
+                    "threads, and where every cache is, with its size.")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     args = p.parse_args(argv)
     rep = report()
