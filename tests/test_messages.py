@@ -198,3 +198,19 @@ def test_all_nan_of_a_dask_array_names_the_group_of_x():
             cupyops.nanargmax(da.from_array(a, chunks=chunks), axis=1).compute()
         assert str(info.value) == "nanargmax: All-NaN slice encountered: x[2, :] holds only NaN", \
             chunks
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_a_cached_calls_error_carries_the_name(device):
+    """A layout served from the cache fails in its entry, not on the full road: a workspace too
+    small for it still names the function."""
+    from _devices import device_kw, to_device, workspace
+    x = to_device(np.random.default_rng(0).random((4, 300000)).astype(np.float32), device)
+    big, small = workspace(1 << 22, device), workspace(16, device)
+    for name, kw in (("argmax", {"axis": 1}), ("nonzero_coordinates", {"size": 10})):
+        fn = _call.PUBLIC[name]
+        fn(x, workspace=big, **kw, **device_kw(device))
+        fn(x, workspace=big, **kw, **device_kw(device))           # cached now
+        with pytest.raises(ValueError) as info:
+            fn(x, workspace=small, **kw, **device_kw(device))
+        assert str(info.value).startswith(f"{name}: workspace: this call needs"), str(info.value)
