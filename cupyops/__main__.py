@@ -1,5 +1,5 @@
-"""Command line: ``python -m cupyops demo``, ``precompile``, ``bench``, ``selftest`` and
-``gpucheck``."""
+"""Command line: ``python -m cupyops demo``, ``precompile``, ``bench``, ``selftest``,
+``gpucheck`` and ``info``."""
 from __future__ import annotations
 
 import argparse
@@ -132,14 +132,20 @@ def _gpucheck():
     return gpucheck_main
 
 
+def _info():
+    from .tools.info import main as info_main
+    return info_main
+
+
 #: commands whose options their own tool parses: the tool's main, looked up when run
 _TOOLS = {"precompile": _precompile, "bench": _bench, "selftest": _selftest,
-          "gpucheck": _gpucheck}
+          "gpucheck": _gpucheck, "info": _info}
 _TOOL_HELP = {
     "precompile": "compile the kernels ahead of the first calls (options: precompile --help)",
     "bench": "benchmark against the peers (cupyops/bench/; options: bench --help)",
     "selftest": "check every operator on a device against NumPy (options: selftest --help)",
     "gpucheck": "the offline acceptance run on a GPU machine (options: gpucheck --help)",
+    "info": "versions, devices, threads and where the caches are, with their sizes",
 }
 
 

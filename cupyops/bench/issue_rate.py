@@ -610,8 +610,9 @@ def model_function(instrs: list, itemsize: int, max_load_width: int | None = Non
 # --------------------------------------------------------------------------------------------
 
 def default_cache_dir() -> Path:
-    from cupyops.tools import nvrtc as _nvrtc
-    return _nvrtc.cache_root() / "sass"
+    """cupyops' ``sass`` cache (cupyops.core.caches)."""
+    from cupyops.core import caches
+    return caches.cache_dir("sass")
 
 
 def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),

@@ -59,9 +59,26 @@ def place(x, device):
         # subclasses (np.matrix, np.memmap, user subclasses) become a plain ndarray: a view, no
         # copy, for a subclass. A subclass's own methods (np.matrix.argmax keeps 2-D) then
         # never reach the NumPy path, and results are plain ndarrays.
-        x = np.asarray(x)
+        x = as_array(x)
     kind, dev_id, asked = resolve_device(device)
     return x, Placement(kind, False, dev_id, asked)
+
+
+def as_array(x) -> np.ndarray:
+    """``np.asarray(x)``, with errors that say what ``x`` was (the public function's name is
+    put in front by cupyops._call)."""
+    if x is None:
+        raise TypeError("x is None; expected an array (NumPy, CuPy, a DLPack array such as a "
+                        "torch tensor) or a nested sequence of numbers")
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        what = f"x (a {type(x).__module__}.{type(x).__qualname__})".replace("builtins.", "")
+        if "inhomogeneous" in str(exc):
+            raise ValueError(f"{what} is ragged: its nested sequences differ in length, so it "
+                             f"makes no array (NumPy: {exc})") from exc
+        cls = TypeError if isinstance(exc, TypeError) else ValueError
+        raise cls(f"{what} cannot be made an array (NumPy: {exc})") from exc
 
 
 def require_available(placement) -> None:

@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from cupyops.core import caches as _caches
+
 from . import _cache
 from ._errors import CompileError
 
@@ -69,13 +71,15 @@ def compiler_id() -> str:
     return _compiler_id_cache[cxx]
 
 
-_CACHE = _cache.Cache("CUPYOPS_SIMT_CACHE", lambda: Path.home() / ".cache" / "cupyops" / "simt", "cupyops.simt",
+_CACHE = _cache.Cache("CUPYOPS_SIMT_CACHE", lambda: _caches.cache_dir("simt"), "cupyops.simt",
                       "cupyops-simt")
 
 
 def cache_dir() -> Path:
-    """The folder of the cached libraries: $CUPYOPS_SIMT_CACHE (default ~/.cache/cupyops/simt),
-    or a private temporary folder when that one is unusable (with a one-time warning)."""
+    """The folder of the cached libraries: $CUPYOPS_SIMT_CACHE, else cupyops' cache folder's
+    ``simt`` (cupyops.core.caches: $CUPYOPS_CACHE_DIR, $XDG_CACHE_HOME/cupyops or
+    ~/.cache/cupyops), or a private temporary folder when that one is unusable (with a
+    one-time warning)."""
     return _CACHE.folder()
 
 

@@ -378,14 +378,15 @@ def compare_grouping_ptx(family, dtype, arch: int = 90) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def cache_root() -> Path:
-    """The checks' cache folder: ``$CUPYOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/cupyops``
-    (``~/.cache/cupyops``)."""
-    return Path(os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops"))
+    """The root of cupyops' caches (cupyops.core.caches.cache_root)."""
+    from cupyops.core import caches
+    return caches.cache_root()
 
 
 def default_cache_dir() -> Path:
-    return cache_root() / "nvrtc-checks"
+    """The checks' cache folder (cupyops.core.caches: ``nvrtc-checks``)."""
+    from cupyops.core import caches
+    return caches.cache_dir("nvrtc-checks")
 
 
 def cache_key(*parts: str) -> str:
