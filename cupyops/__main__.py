@@ -1,4 +1,5 @@
-"""Command line: ``python -m cupyops demo``, ``bench``, ``selftest`` and ``gpucheck``."""
+"""Command line: ``python -m cupyops demo``, ``precompile``, ``bench``, ``selftest``,
+``gpucheck`` and ``info``."""
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,7 @@ def demo(device=None) -> int:
     print()
     n = len(seed_examples())
     print(f"all {n} examples give the results of DirectML's operator reference pages "
-          "and the spec; docs/api.md has the rules"
+          "(docs/api.md has the rules)"
           if not failures else f"{failures} of {n} example(s) differ from DirectML's reference pages")
     return 1 if failures else 0
 
@@ -80,6 +81,42 @@ def main(argv=None) -> int:
     return demo(args.device)
 
 
+def precompile_main(argv=None) -> int:
+    """``python -m cupyops precompile [--device cuda|simt] [--dtypes ...] [--families ...]
+    [--workers N]``: :func:`cupyops.precompile` from the shell (Docker images, cluster start-up
+    scripts): compiles, or loads from the disk caches, every kernel module the choice needs."""
+    import time
+
+    import cupyops
+    from cupyops.core import modules as _modules
+    p = argparse.ArgumentParser(prog="python -m cupyops precompile",
+                                description="compile the kernels ahead of the first calls")
+    p.add_argument("--device", default="cuda",
+                   help="cuda (the current GPU), cuda:N, or simt (default: cuda)")
+    p.add_argument("--dtypes", nargs="+", metavar="DTYPE",
+                   help="value dtypes, e.g. float32 int64 (default: every dtype served)")
+    p.add_argument("--families", nargs="+", metavar="FAMILY",
+                   help=f"kernel families (default: all: {', '.join(_modules.families())})")
+    p.add_argument("--workers", type=int, default=None,
+                   help="compile threads (default: the usable cores)")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        done = cupyops.precompile(args.families, args.dtypes, device=args.device,
+                                  max_workers=args.workers)
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        print(f"precompile: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    kernels = sum(len(_modules.get_family(f).expressions_for(dt)) for f, dt in done)
+    print(f"precompile: {kernels} kernels of {len(done)} family x dtype pairs ready on "
+          f"{args.device} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _precompile():
+    return precompile_main
+
+
 def _bench():
     from .bench.bench import main as bench_main
     return bench_main
@@ -95,12 +132,20 @@ def _gpucheck():
     return gpucheck_main
 
 
+def _info():
+    from .tools.info import main as info_main
+    return info_main
+
+
 #: commands whose options their own tool parses: the tool's main, looked up when run
-_TOOLS = {"bench": _bench, "selftest": _selftest, "gpucheck": _gpucheck}
+_TOOLS = {"precompile": _precompile, "bench": _bench, "selftest": _selftest,
+          "gpucheck": _gpucheck, "info": _info}
 _TOOL_HELP = {
+    "precompile": "compile the kernels ahead of the first calls (options: precompile --help)",
     "bench": "benchmark against the peers (cupyops/bench/; options: bench --help)",
     "selftest": "check every operator on a device against NumPy (options: selftest --help)",
     "gpucheck": "the offline acceptance run on a GPU machine (options: gpucheck --help)",
+    "info": "versions, devices, threads and where the caches are, with their sizes",
 }
 
 

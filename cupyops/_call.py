@@ -193,7 +193,29 @@ def clear() -> None:
 
 def _road(op, k, x, workspace, args, arrays=()):
     """Steps 2 and 3 of the module docstring, after a miss. ``arrays``: the operator's array
-    arguments besides x, which its entries take at each call."""
+    arguments besides x, which its entries take at each call. Every error it raises starts
+    with the public function's name (:func:`_named`)."""
+    try:
+        return _miss(op, k, x, workspace, args, arrays)
+    except Exception as exc:
+        _named(exc, op.name)
+        raise
+
+
+def _named(exc, name) -> None:
+    """Put ``name: `` in front of ``exc``'s message where it is not there yet (a device's, an
+    array conversion's or a library's error). Only a message that is the exception's one
+    argument is rewritten; any other exception gets a note that names the function."""
+    prefix = f"{name}: "
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], str) and str(exc) == args[0]:
+        if not args[0].startswith(prefix):
+            exc.args = (prefix + args[0],)
+    elif not str(exc).startswith(prefix) and hasattr(exc, "add_note"):   # (Python >= 3.11)
+        exc.add_note(f"(raised by cupyops.{name})")
+
+
+def _miss(op, k, x, workspace, args, arrays):
     if k is not None:
         if x.flags.c_contiguous:
             ck = layout_class(k)
@@ -252,20 +274,26 @@ def _positional(fn, names):
 # the arguments' types; a hit is not moved to the LRU's recent end, so the lookup is one hash),
 # then the general lookup, then the road. A function call per key would cost the inline key its
 # sub-microsecond budget, so the code is generated (exec, here and in core/structs.py only).
+# A cached entry's error gets the function's name too (_named): the try costs nothing until
+# something raises (Python 3.11's exception table: the per-op overhead did not move).
 
 _TEMPLATE = """\
 def {name}({params}):
-    if type(x) is _ndarray{plain} and (device is None or device == "cpu"):
-        try:
-            hit = _entry_peek((_NAME, {keyvals}x.shape, x.strides, x.dtype, device,
-                               _env_device() if device is None else None{keytypes}))
-        except TypeError:      # an unhashable argument: the full road says what is wrong
-            hit = None
+    try:
+        if type(x) is _ndarray{plain} and (device is None or device == "cpu"):
+            try:
+                hit = _entry_peek((_NAME, {keyvals}x.shape, x.strides, x.dtype, device,
+                                   _env_device() if device is None else None{keytypes}))
+            except TypeError:      # an unhashable argument: the full road says what is wrong
+                hit = None
+            if hit is not None:
+                return hit(x, None)
+        k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
         if hit is not None:
-            return hit(x, None)
-    k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
-    if hit is not None:
-        return hit(x, {workspace})
+            return hit(x, {workspace})
+    except Exception as exc:       # (a cached entry's error: a workspace too small, memory)
+        _named(exc, _NAME)
+        raise
     return _road(_OP, k, x, {workspace}, ({args},))
 """
 
@@ -275,7 +303,11 @@ _TEMPLATE_ARRAYS = """\
 def {name}({params}):
     k, hit = _lookup(x, device, {workspace}, {out}, _NAME{lookupvals})
     if hit is not None:
-        return hit(x, {workspace}, {arrays})
+        try:
+            return hit(x, {workspace}, {arrays})
+        except Exception as exc:
+            _named(exc, _NAME)
+            raise
     return _road(_OP, k, x, {workspace}, ({args},), ({arrays}))
 """
 
@@ -339,7 +371,7 @@ def public_function(op):
         out="out" if op.takes("out") else "None")
     namespace = {"_ndarray": _ndarray, "_PLAIN": _PLAIN, "_entry_peek": _entry_peek,
                  "_layout": _layout, "_env_device": _env_device, "_lookup": lookup,
-                 "_road": _road, "_OP": op,
+                 "_road": _road, "_named": _named, "_OP": op,
                  "_NAME": op.name, **{f"_default_{n}": v for n, v in op.defaults.items()}}
     exec(compile(src, f"<cupyops public function {op.name}>", "exec"), namespace)
     fn = namespace[op.name]

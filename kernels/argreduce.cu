@@ -59,7 +59,8 @@
 // The column kernel with several groups a thread stores a block's partials (and indices) from
 // shared memory, one group a thread in group order, so a warp's stores are contiguous.
 //
-// Instantiated by: cupyops/ops/argreduce/launch.py (family "argreduce", which packs ArParams),
+// Instantiated by: cupyops/ops/argreduce/family.py (family "argreduce"), launched by
+// cupyops/ops/argreduce/launch.py with ArParams packed by cupyops/ops/argreduce/params.py,
 // planned by cupyops/ops/argreduce/plan.py, which documents the layout fields of ArParams.
 //
 // The one comparison rule (ar_better): each value maps to an unsigned ordering key — an
@@ -118,9 +119,9 @@ constexpr int ar_unroll(int v, bool idx64)
                                            : (16 / v < (idx64 ? 2 : 4) ? 16 / v : (idx64 ? 2 : 4));
 }
 
-// Kernel parameters, passed by value. Mirrored by PARAMS_DTYPE in
-// cupyops/ops/argreduce/launch.py (NumPy, align=True), which packs it: keep the two in the same
-// order; the static_asserts below hold the mirror's size and offsets.
+// Kernel parameters, passed by value. Defined once on the host by the ArParams Struct of
+// cupyops/ops/argreduce/params.py (cupyops.core.structs), which packs it: keep the two in the
+// same order; the static_asserts below hold the host definition's size and offsets.
 struct ArParams {
     long long n_out;        // groups
     long long group;        // positions read per group
@@ -143,7 +144,7 @@ struct ArParams {
     long long w_size[AR_MAX_DIMS], w_out[AR_MAX_DIMS], w_w[AR_MAX_DIMS], w_step[AR_MAX_DIMS];
 };
 static_assert(sizeof(ArParams) == 832,
-              "ArParams layout is mirrored in cupyops/ops/argreduce/launch.py");
+              "ArParams layout is defined on the host in cupyops/ops/argreduce/params.py");
 #define AR_AT(field, off) CUO_FIELD_AT(ArParams, field, off)
 AR_AT(n_out, 0); AR_AT(group, 8); AR_AT(chunk, 16); AR_AT(nchunks, 24); AR_AT(in_base, 32);
 AR_AT(out_base, 40); AR_AT(index_base, 48); AR_AT(wgroup, 56); AR_AT(wchunk, 64); AR_AT(nk, 72);

@@ -1,11 +1,11 @@
 // nonzero.cuh - helpers of the nonzero family (kernels/nonzero.cu): the nonzero test per value
 // type, magic-number division, strided offsets and the parameter structs passed by value.
-// Included by nonzero.cu only, whose kernels cupyops/ops/nonzero/launch.py instantiates; the
+// Included by nonzero.cu only, whose kernels cupyops/ops/nonzero/family.py instantiates; the
 // templates here take the kernels' parameters: T (the value type) and Wide (64-bit indices).
 //
-// Everything here is prefixed nz_ so it cannot clash with kernels/common.cuh. The structs'
-// layouts are mirrored by NumPy dtypes in cupyops/ops/nonzero/plan.py (FASTDIV_DTYPE,
-// PARAMS_DTYPE, COUNT_PARAMS_DTYPE, built with align=True), which the host packs: the
+// Everything here is prefixed nz_ so it cannot clash with kernels/common.cuh. The structs are
+// defined once on the host, in cupyops/ops/nonzero/params.py (FASTDIV, NZ_PARAMS,
+// NZ_COUNT_PARAMS: cupyops.core.structs, NumPy dtypes with align=True), which packs them: the
 // static_asserts after each struct pin its size and every field's offset to the mirror's, and
 // tests/test_plan_nonzero.py pins the sizes on the Python side.
 #pragma once
@@ -210,7 +210,7 @@ struct nz_fastdiv {
     nz_u8 sh2;
 };
 static_assert(sizeof(nz_fastdiv) == 24,
-              "nz_fastdiv layout is mirrored in cupyops/ops/nonzero/plan.py");
+              "nz_fastdiv layout is defined on the host in cupyops/ops/nonzero/params.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_fastdiv, field, off)
 NZ_AT(d, 0); NZ_AT(m64, 8); NZ_AT(m32, 16); NZ_AT(sh1, 20); NZ_AT(sh2, 21);
 #undef NZ_AT
@@ -274,7 +274,7 @@ struct nz_params {
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_params) == 808,
-              "nz_params layout is mirrored in cupyops/ops/nonzero/plan.py");
+              "nz_params layout is defined on the host in cupyops/ops/nonzero/params.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_params, field, off)
 NZ_AT(in_div, 0); NZ_AT(in_stride, 192); NZ_AT(co_suffix, 256); NZ_AT(co_shape, 448);
 NZ_AT(ndim_div, 640); NZ_AT(unit_mask, 664); NZ_AT(size, 672); NZ_AT(num_tiles, 680); NZ_AT(k, 688);
@@ -312,7 +312,7 @@ struct nz_count_params {
     nz_i32 pad1;
 };
 static_assert(sizeof(nz_count_params) == 696,
-              "nz_count_params layout is mirrored in cupyops/ops/nonzero/plan.py");
+              "nz_count_params layout is defined on the host in cupyops/ops/nonzero/params.py");
 #define NZ_AT(field, off) CUO_FIELD_AT(nz_count_params, field, off)
 NZ_AT(kept_div, 0); NZ_AT(kept_stride, 192); NZ_AT(red_div, 256); NZ_AT(red_stride, 448);
 NZ_AT(split_div, 512); NZ_AT(n_out, 536); NZ_AT(red_size, 544); NZ_AT(chunk_len, 552);

@@ -42,9 +42,10 @@ def cupy_floor(extra: str = "cuda13") -> tuple:
 
 
 def cache_folder() -> Path:
-    """Where the tests keep what they install: ``$CUPYOPS_TEST_CACHE``, else
-    ``~/.cache/cupyops/test``."""
-    return Path(os.environ.get("CUPYOPS_TEST_CACHE", Path.home() / ".cache" / "cupyops" / "test"))
+    """Where the tests keep what they install: ``$CUPYOPS_TEST_CACHE``, else cupyops' cache
+    folder's ``test`` (cupyops.core.caches: ``~/.cache/cupyops/test`` by default)."""
+    from cupyops.core import caches
+    return caches.cache_dir("test")
 
 
 def cupy_target(name: str, version: str) -> Path:

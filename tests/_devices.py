@@ -23,6 +23,13 @@ import cupyops
 from cupyops.core.devices import cuda_status
 
 GPU = bool(cuda_status()[0])
+
+
+def gpu_skip_reason() -> str:
+    """Why the tests marked ``gpu`` skip here (tests/conftest.py): "no GPU found" and CuPy's
+    words where there is none."""
+    return f"needs a CUDA GPU: {cuda_status()[1]}"
+
 #: CUPYOPS_TEST_DEVICES=cuda,cupy keeps only those kernel devices (the offline GPU check runs
 #: the API tests on the GPU alone: simt's compiles are cold on a fresh machine)
 _ONLY = {d.strip() for d in os.environ.get("CUPYOPS_TEST_DEVICES", "").split(",") if d.strip()}

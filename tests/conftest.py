@@ -32,10 +32,9 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
-    from cupyops.core.devices import cuda_status
-    ok, why = cuda_status()
-    if not ok:
-        skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
+    from _devices import GPU, gpu_skip_reason
+    if not GPU:
+        skip_gpu = pytest.mark.skip(reason=gpu_skip_reason())
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)

@@ -19,6 +19,9 @@ python), it prints one JSON line:
 - ``python cupy_compile.py jobs.pkl``: compile a pickled list of jobs (:func:`compile_jobs`).
 - ``python cupy_compile.py modules FAMILY/DTYPE ...``: the modules of the ``cupyops`` that this
   python imports (an installed wheel), compiled the same way (:func:`module_jobs`).
+- ``python cupy_compile.py precompile FAMILY DTYPE ...``: precompile's threads over those
+  modules through CuPy's own ``compile_with_cache`` (a ``RawModule``'s road, its disk cache in
+  ``$CUPY_CACHE_DIR`` included), counting NVRTC compiles (:func:`precompile_through_cupy`).
 
 No CuPy cache helps without a driver: ``compile_using_nvrtc`` caches nothing
 (``cache_in_memory`` only spares the temporary ``.cu`` file), and CuPy's on-disk kernel cache
@@ -150,6 +153,63 @@ def module_jobs(only=None) -> list:
     return jobs
 
 
+def without_driver(arch: int = 90) -> dict:
+    """Let ``cupy._core.core.compile_with_cache`` (what ``RawModule`` calls) run without a
+    driver: the architecture queries answered, the driver's module load skipped (the cubin is
+    kept). Returns the NVRTC compile counts: ``modules`` (non-empty sources) and ``empty``
+    (CuPy's once-a-process probe that keys its cache)."""
+    from cupy.cuda import compiler, function
+    use_arch(arch)
+    compiler._get_arch = lambda: str(arch)
+
+    class Loaded(function.Module):
+        def load(self, cubin):
+            self.cubin_bytes = len(cubin)
+
+    function.Module = Loaded
+    counts = {"modules": 0, "empty": 0}
+    compile_ = compiler._NVRTCProgram.compile
+
+    def counting(self, *args, **kwargs):
+        counts["empty" if not self.src.strip() else "modules"] += 1
+        return compile_(self, *args, **kwargs)
+
+    compiler._NVRTCProgram.compile = counting
+    return counts
+
+
+def precompile_through_cupy(family: str, dtypes, workers: int = 2) -> dict:
+    """``cupyops.core.precompile``'s module list and threads over ``family`` x ``dtypes``, each
+    module built as ``cupy.RawModule(code, options, name_expressions)`` builds it
+    (``compile_with_cache(..., prepend_cupy_headers=False, name_expressions=...)``), the
+    driver's part left out (:func:`without_driver`)."""
+    import numpy as np
+    from cupy._core import core
+
+    import cupyops  # noqa: F401  (registers the families)
+    from cupyops.core import modules, precompile
+    counts = without_driver()
+    if family == "selftest":
+        modules.register_family(modules.SELFTEST_FAMILY)
+
+    def factory(source, options, exprs, device_id):
+        return core.compile_with_cache(source, tuple(options), prepend_cupy_headers=False,
+                                       name_expressions=tuple(exprs))
+
+    modules.register_module_factory("cupy-no-driver", factory)
+    fam = modules.get_family(family)
+    work = [(fam, np.dtype(d)) for d in dtypes]
+    todo = precompile.module_list(work)
+    precompile.compile_modules("cupy-no-driver", todo, 0, workers)
+    lowered = {}
+    for name, exprs in todo:
+        mod = modules.compiled_module("cupy-no-driver", name, exprs)
+        lowered.update({e: mod.mapping.get(e) for e in exprs})
+    cache = os.environ.get("CUPY_CACHE_DIR", "")
+    return {"compiles": counts, "modules": len(todo), "lowered": lowered,
+            "cache_files": sorted(os.listdir(cache)) if cache else []}
+
+
 PROBE_SOURCE = r"""
 #include <cuda_fp16.h>
 extern "C" __global__ void probe_half(__half* x) { x[0] = __hadd(x[0], __float2half(1.0f)); }
@@ -206,6 +266,8 @@ def probe(arch: int = 90) -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "probe":
         result = probe(int(sys.argv[2]) if len(sys.argv) > 2 else 90)
+    elif sys.argv[1] == "precompile":
+        result = precompile_through_cupy(sys.argv[2], sys.argv[3:])
     elif sys.argv[1] == "modules":
         import cupyops
         result = compile_jobs(module_jobs(set(sys.argv[2:])))

@@ -13,7 +13,7 @@ and options. ``--run-slow`` (or ``CUPYOPS_CUPY_COMPILE=cubin``) asks for ``-arch
 cubin, as CuPy does on an H100. Both CuPy versions compile at once, in two processes, each module
 once (identical modules, e.g. nonzero's int32 and uint32, share a cache entry). Warm, the test
 takes about a second. Results are cached under
-``cupyops.tools.nvrtc.cache_root()/cupy-compile``, keyed by every input (tests/cupy_compile.py),
+``cupyops.core.caches.cache_dir("cupy-compile")``, keyed by every input (tests/cupy_compile.py),
 since no CuPy cache works without a driver.
 """
 import json
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from cupyops.core import caches as _caches
 from cupyops.core import modules as _modules
 from cupyops.tools import nvrtc as _nvrtc
 
@@ -70,7 +71,7 @@ def compiled(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cupy_compile")
     pkl = tmp / "jobs.pkl"
     pkl.write_bytes(pickle.dumps({"jobs": jobs, "arch": 90, "method": _method(request.config),
-                                  "cache_dir": str(_nvrtc.cache_root() / "cupy-compile")}))
+                                  "cache_dir": str(_caches.cache_dir("cupy-compile"))}))
     envs = {"newest": dict(os.environ),
             "floor": dict(os.environ, PYTHONPATH=str(cupy_target(FLOOR_PACKAGE, FLOOR)))}
     for env in envs.values():

@@ -294,7 +294,13 @@ NAMES_OPS_ON_PURPOSE = {
     "cupyops.bench.traffic": "the traffic goals of the kernel families",
     "cupyops.bench.exec_savings": "times the struct packer of chosen launches",
     "cupyops.bench.gpu_events": "times chosen kernels with CUDA events",
+    "cupyops.bench.gpu_cases": "the GPU run's chosen 256 MiB calls (issue 32, part 3)",
+    "cupyops.tools.gpucheck": "rehearses chosen cases of the GPU run on simt",
+    "cupyops.tools.dask_check": "the GPU run's chosen Dask calls with CuPy chunks",
 }
+
+#: modules of the peers whose functions share operators' names (np.argmax is NumPy's own)
+PEER_MODULES = {"np", "numpy", "cupy", "xp", "torch", "da", "jnp"}
 
 
 def _docstrings(tree) -> set:
@@ -324,7 +330,8 @@ def names_of_ops(mod: str) -> list:
             out.append(f"{mod}:{node.lineno} {node.value[:40]!r}")
         elif isinstance(node, ast.Name) and node.id in OPERATORS:
             out.append(f"{mod}:{node.lineno} {node.id}")
-        elif isinstance(node, ast.Attribute) and node.attr in OPERATORS:
+        elif isinstance(node, ast.Attribute) and node.attr in OPERATORS and not (
+                isinstance(node.value, ast.Name) and node.value.id in PEER_MODULES):
             out.append(f"{mod}:{node.lineno} .{node.attr}")
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in OPERATORS:
             out.append(f"{mod}:{node.lineno} def {node.name}")

@@ -221,20 +221,111 @@ def fake_backend(selftest_family):
 
 
 def test_get_module_cached(fake_backend):
+    first = m.SELFTEST_FAMILY.expressions_for(np.float32)[0]
     mod = m.get_module("fake", "selftest", np.float32)
     assert isinstance(mod, FakeModule)
-    assert mod.exprs == m.SELFTEST_FAMILY.expressions_for(np.float32)
+    assert mod.exprs == (first,)                  # one module per expression (the default)
     assert mod.options == m.NVRTC_OPTIONS
-    assert mod.source == m.module_source("selftest")
+    assert mod.source == m.module_source("selftest", (first,))
+    assert mod.source.startswith(m.module_source("selftest"))
     assert m.get_module("fake", "selftest", np.dtype("float32")) is mod
     assert m.get_module("fake", "selftest", np.dtype(">f4")) is mod     # same key
+    assert m.get_module("fake", "selftest", np.float32, expr=first) is mod
     assert fake_backend["compiles"] == 1
-    # another dtype, another device: other modules
+    # another dtype, another device, another expression: other modules
     assert m.get_module("fake", "selftest", np.float64) is not mod
     mod1 = m.get_module("fake", "selftest", np.float32, device_id=1)
     assert mod1 is not mod and mod1.device_id == 1
-    assert fake_backend["compiles"] == 3
-    assert ("fake", 0, "selftest", np.dtype(np.float32)) in m.cached_keys()
+    other = m.get_module("fake", "selftest", np.float32, expr="selftest_iota<float, 3>")
+    assert other is not mod and other.exprs == ("selftest_iota<float, 3>",)
+    assert fake_backend["compiles"] == 4
+    assert ("fake", 0, "selftest", (first,)) in m.cached_keys()
+
+
+def test_a_function_compiles_only_its_module(fake_backend):
+    fn = m.get_function("fake", "selftest", np.float32, "selftest_iota<float, 3>")
+    assert fn == ("fn", "selftest_iota<float, 3>", 0)
+    assert fake_backend["compiles"] == 1
+    assert m.cached_keys() == [("fake", 0, "selftest", ("selftest_iota<float, 3>",))]
+
+
+def test_modules_with_the_same_instantiations_are_one(fake_backend):
+    """Two dtypes whose expressions are the same strings (the nonzero family's bool and int8)
+    share the module: the key is the expressions, not the dtype."""
+    fam = m.KernelFamily(name="selftest_shared", source="selftest.cu",
+                         dtypes=(np.int8, np.uint8),
+                         expressions=lambda dt: ("selftest_count<unsigned char, false>",))
+    m.register_family(fam)
+    try:
+        a = m.get_module("fake", "selftest_shared", np.int8)
+        assert m.get_module("fake", "selftest_shared", np.uint8) is a
+        assert fake_backend["compiles"] == 1
+    finally:
+        m._families.pop("selftest_shared", None)
+        m.clear_cache("selftest_shared")
+
+
+def test_no_two_modules_share_a_key_or_a_source(selftest_family):
+    """Every module of every registered family (and the selftest's) has its own in-process key
+    and its own source text, so no cache keyed by either (CuPy's disk cache hashes the source,
+    and, from CuPy 14.2, the expressions) can hand one module's binary to another."""
+    import cupyops  # noqa: F401  (registers the library's families)
+    seen_keys, seen_sources = {}, {}
+    for name, fam in m.families().items():
+        for dt in fam.dtypes:
+            for group in fam.modules_for(dt):
+                key = m._module_key("cuda", name, group, 0)
+                src = m.module_source(name, group)
+                assert seen_keys.setdefault(key, (name, group)) == (name, group)
+                assert seen_sources.setdefault(src, (name, group)) == (name, group)
+    assert len(seen_keys) == len(seen_sources) > 100
+    # the tag differs even where one module's expressions are a prefix of another's
+    assert m.module_tag("f", ("a<int>",)) != m.module_tag("f", ("a<int>", "b<int>"))
+    assert m.module_tag("f", ("a<int>; b<int>",)) == m.module_tag("f", ("a<int>", "b<int>"))
+
+
+def test_grouping_must_partition_the_expressions(fake_backend):
+    exprs = m.SELFTEST_FAMILY.expressions_for(np.float32)
+
+    def family(grouping):
+        return m.KernelFamily(name="selftest_grouped", source="selftest.cu",
+                              dtypes=(np.float32,), expressions=m.SELFTEST_FAMILY.expressions,
+                              grouping=grouping)
+    whole = family(lambda dt, ex: (ex,))
+    assert whole.modules_for(np.float32) == (exprs,)
+    assert whole.module_of(np.float32, exprs[2]) == exprs
+    for bad in (lambda dt, ex: (ex[:1],), lambda dt, ex: (ex, ex[:1]), lambda dt, ex: (ex, ()),
+                lambda dt, ex: (ex + ("other<float>",),)):
+        with pytest.raises(ValueError, match="grouping"):
+            family(bad).modules_for(np.float32)
+    with pytest.raises(KeyError, match="does not declare"):
+        whole.module_of(np.float32, "selftest_iota<float, 4>")
+    # a grouped family compiles its group once, whichever expression asks first
+    m.register_family(whole)
+    try:
+        m.get_function("fake", "selftest_grouped", np.float32, exprs[1])
+        m.get_function("fake", "selftest_grouped", np.float32, exprs[0])
+        assert fake_backend["compiles"] == 1
+    finally:
+        m._families.pop("selftest_grouped", None)
+        m.clear_cache("selftest_grouped")
+
+
+def test_first_calls_name_declared_expressions():
+    import cupyops  # noqa: F401
+    for fam in m.families().values():
+        for dt in fam.dtypes:
+            plans = fam.first_calls_for(dt)
+            assert plans and all(p.exprs for p in plans)
+            # every kernel is some first call's
+            assert {e for p in plans for e in p.exprs} == set(fam.expressions_for(dt))
+    assert m.SELFTEST_FAMILY.first_calls_for(np.int8) == tuple(
+        m.FirstCall("selftest", e, False, (e,)) for e in m.SELFTEST_FAMILY.expressions_for(np.int8))
+    bad = m.KernelFamily(name="x", source="selftest.cu", dtypes=(np.int8,),
+                         expressions=m.SELFTEST_FAMILY.expressions,
+                         first_calls=lambda dt: (m.FirstCall("x", "p", False, ("nope<char>",)),))
+    with pytest.raises(ValueError, match="undeclared"):
+        bad.first_calls_for(np.int8)
 
 
 def test_get_function(fake_backend):
@@ -353,18 +444,56 @@ def test_precompile_simt_with_fake_modules(fake_backend, monkeypatch):
     monkeypatch.setitem(m._factories, "simt", factory)
     monkeypatch.setattr(_backend, "_backends", {})
     m.clear_cache()
+    per_dtype = len(m.SELFTEST_FAMILY.modules_for(np.float32))
+    assert per_dtype == 3
     done = _precompile.precompile(["selftest"], [np.float32, "int8"], device="simt")
     assert done == [("selftest", np.dtype(np.int8)), ("selftest", np.dtype(np.float32))]
-    assert state["modules"] == 2
+    assert state["modules"] == 2 * per_dtype
     be = _backend.get_backend("simt")
     assert set(be._kernels) == {("selftest", np.dtype(dt), e) for dt in (np.float32, np.int8)
                                 for e in m.SELFTEST_FAMILY.expressions_for(dt)}
     # everything is ready: asking again compiles nothing
     _precompile.precompile("selftest", np.float32, device="simt")
-    assert state["modules"] == 2
+    assert state["modules"] == 2 * per_dtype
     all_done = _precompile.precompile(["selftest"], device="simt", max_workers=3)
     assert len(all_done) == len(m.SELFTEST_DTYPES)
-    assert state["modules"] == len(m.SELFTEST_DTYPES)
+    assert state["modules"] == per_dtype * len(m.SELFTEST_DTYPES)
+
+
+def test_precompile_compiles_in_parallel_and_counts(fake_backend, monkeypatch):
+    """precompile's modules build in several threads at once (NVRTC and g++ release the GIL),
+    each once, and the batch counts them as they finish."""
+    from cupyops.core import precompile as _precompile
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def factory(source, options, exprs, device_id):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return FakeModule(source, options, exprs, device_id)
+
+    m.register_module_factory("fake", factory)
+    work = [(m.SELFTEST_FAMILY, np.dtype(d)) for d in (np.float32, np.int8)]
+    modules = _precompile.module_list(work + work)          # each module once
+    assert len(modules) == 6 and len(set(modules)) == 6
+    done = []
+    _precompile.compile_modules("fake", modules, 0, 3, lambda *mod: done.append(mod))
+    assert sorted(done) == sorted(modules)
+    assert state["peak"] >= 2
+    assert {k[3] for k in m.cached_keys()} == {g for _, g in modules}
+
+
+def test_precompile_raises_a_failure_after_the_others(fake_backend):
+    from cupyops.core import precompile as _precompile
+    fake_backend["fail"] = "boom"
+    modules = _precompile.module_list([(m.SELFTEST_FAMILY, np.dtype(np.int8))])
+    with pytest.raises(m.KernelCompileError, match="boom"):
+        _precompile.compile_modules("fake", modules, 0, 2)
+    assert fake_backend["compiles"] == 3
 
 
 def test_precompile_arguments(selftest_family):
@@ -376,7 +505,7 @@ def test_precompile_arguments(selftest_family):
         _precompile.precompile(["selftest"], [np.complex64], device="simt")
     with pytest.raises(ValueError):
         _precompile.precompile(device="tpu")
-    assert _precompile._resolve_device(None) == ("cuda", None)
+    assert _precompile._resolve_device("CUDA") == ("cuda", None)   # the one device parser
     assert _precompile._resolve_device("cuda:1") == ("cuda", 1)
     assert _precompile._resolve_device(2) == ("cuda", 2)
     assert _precompile._resolve_device("simt") == ("simt", 0)

@@ -2,8 +2,11 @@
 GPU or driver, with the options the CuPy path uses: no error, no register spills, no
 subnormal-flushing instructions, and enough occupancy on sm_80 and sm_90.
 
-One module is compiled per (family, dtype, arch), all of them up front in a process pool of 2
-(session fixture), and the results are cached in the user's cache directory
+One compile per (family, dtype, arch) holds every instantiation of the dtype (the fewest
+compiles; the library compiles each kernel as a module of its own, and a kernel's PTX does not
+depend on the module it is compiled in: ``test_grouping_keeps_every_kernels_ptx`` checks it),
+identical instantiations (the nonzero family's bool, int8 and uint8) once, all of them up front
+in a process pool of 2 (session fixture), and the results are cached in the user's cache directory
 (``cupyops.tools.nvrtc.default_cache_dir()``) keyed by a hash of the inlined source, options, name
 expressions, arch and NVRTC version, so an unchanged kernel is not compiled again. ``CUPYOPS_NVRTC_ARCHS`` picks the architectures: ``required`` (75, 80, 86, 89, 90, 100, 120;
 the default, which keeps a cold CI run near 8 minutes on 2 cores), a list such as ``80,90``, or
@@ -164,6 +167,49 @@ def test_selftest_module_all_archs_and_timing(compiled):
     k = compiled[("selftest", np.dtype(np.float32), ARCHS[-1])].kernels
     assert set(k) == set(_modules.SELFTEST_FAMILY.expressions_for(np.float32))
     assert all(s.registers > 0 for s in k.values())
+
+
+# ------------------------------------------------------------------------------------------
+# The library's modules: every instantiation checked here is in exactly one of them, with the
+# same PTX
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_runtime_modules_cover_every_checked_instantiation_once(name):
+    fam = FAMILIES[name]
+    for dt in fam.dtypes:
+        modules = [g for f, dts, g in _nvrtc.runtime_modules([fam]) if dt in dts]
+        flat = [e for g in modules for e in g]
+        assert sorted(flat) == sorted(fam.expressions_for(dt)), dt
+
+
+@pytest.mark.parametrize("name, dt", [("argreduce", np.dtype(np.uint8)),
+                                      ("nonzero", np.dtype(np.complex128))])
+def test_grouping_keeps_every_kernels_ptx(name, dt):
+    """Each kernel's PTX (entry, the functions it keeps, module declarations) compiled alone as
+    the library compiles it equals its PTX in the family x dtype compile these checks make
+    (the registers, spills and occupancy above are of the same code). Every dtype, by
+    ``python -m cupyops.tools.nvrtc --compare-ptx``; one each here (4 s of NVRTC)."""
+    diffs = _nvrtc.compare_grouping_ptx(name, dt, 90)
+    assert set(diffs) == set(FAMILIES[name].expressions_for(dt))
+    assert not any(diffs.values()), diffs
+
+
+def test_ptx_comparison_sees_a_changed_kernel():
+    src = ("template <int N> __global__ void k(int* p) { p[0] = N; }\n"
+           "__device__ __noinline__ int h(int v) { return v * 3; }\n"
+           "__global__ void g(int* p) { p[1] = h(p[0]); }\n")
+    opts = _nvrtc.cupy_options(_modules.NVRTC_OPTIONS)
+    one = _nvrtc.compile_ptx(src, 90, opts, ("k<1>", "k<2>", "g"))
+    two = _nvrtc.compile_ptx(src, 90, opts, ("k<2>", "g"))
+    other = _nvrtc.compile_ptx(src.replace("v * 3", "v * 5"), 90, opts, ("k<2>", "g"))
+    _, a = _nvrtc.ptx_functions(one.ptx)
+    _, b = _nvrtc.ptx_functions(two.ptx)
+    _, c = _nvrtc.ptx_functions(other.ptx)
+    name = two.lowered_names["k<2>"]
+    assert a[name] == b[name] and a[two.lowered_names["g"]] == b[two.lowered_names["g"]]
+    helper = [n for n in b if n not in two.lowered_names.values()]
+    assert helper and a[helper[0]] == b[helper[0]] and c[helper[0]] != b[helper[0]]
 
 
 def test_options_mirror_cupy():

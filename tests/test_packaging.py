@@ -2,6 +2,7 @@
 the checkout, and load a .cu file through the installed package."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import venv
@@ -130,6 +131,29 @@ def test_readme_starts_with_the_two_commands():
     assert (ROOT / "README.md").read_text().splitlines()[2] == "```sh"
     assert "pip install -q ." in first and "-m cupyops bench" in first
     assert "'.[test]'" in second and "-m pytest" in second
+
+
+def test_readme_states_what_its_commands_cost_and_how_to_measure_it_again():
+    """Issue 37: the README's figures (time, disk, downloads of its two commands; the cold
+    compiles) are stated with the day they were measured, next to the command that measures
+    them again, whose reading of the README's commands is .ci/run's."""
+    import importlib.util
+    text = (ROOT / "README.md").read_text()
+    cost = text[text.index("**What they cost**"):text.index("## Installing")]
+    assert re.search(r"measured on 20\d\d-\d\d-\d\d from a fresh clone with empty caches", cost)
+    assert "2-core" in cost and "load average" in cost
+    for what in ("first command took", "MB download", "`.venv`", "second\ncommand's install",
+                 "pytest", "python benchmarks/readme_figures.py"):
+        assert what.replace("\n", " ") in cost.replace("\n", " "), what
+    simt = text[text.index("`cupyops.available_devices()` says"):text.index("**Caches.**")]
+    assert re.search(r"first call on\s+`simt`.*\d s cold here", simt, re.S), simt
+    assert re.search(r"precompile\(device=\"simt\"\)` compiles them all ahead \([\d.]+ and "
+                     r"[\d.]+ s cold here", simt), simt
+    spec = importlib.util.spec_from_file_location("readme_figures",
+                                                  ROOT / "benchmarks" / "readme_figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    assert figures.readme_commands(ROOT / "README.md") == _readme_commands()
 
 
 def test_readme_installs_from_the_checkout_only():

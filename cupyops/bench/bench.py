@@ -20,6 +20,13 @@ Run it as ``python -m cupyops bench [options]`` (from an installed cupyops, in a
     --dask                   the Dask section only (cupyops/bench/dask_bench.py)
     --issue-rate             add the SASS issue-rate model (cupyops/bench/issue_rate.py; needs
                              NVRTC + cuobjdump, the test extra) to the output and the JSON
+    --large / --no-large     the 256 MiB GPU cases and the host cost (cupyops/bench/gpu_cases.py;
+                             on by default on cuda; elsewhere --large rehearses them at
+                             --large-scale tiny on the device, NumPy arrays, host clock)
+    --deadline S             cuda: refuse a run whose estimate passes S seconds, stop timing at S
+                             (default 90 on cuda: cupyops/bench/gpu_bench.py)
+    --compile-only           cuda: the cold-compile section only (first calls, cold start)
+    --from-json PATH         no run: the tables of a run's JSON again (--markdown, --update-docs)
 
 What each device measures:
 
@@ -59,7 +66,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import peers, traffic
+from . import gpu_bench, peers, report, traffic
+from .tables import format_markdown, format_text  # noqa: F401  (also read as bench.format_*)
 # the cases (cupyops/bench/cases.py), also read as bench.make_cases, bench.make_input, ...
 from .cases import (  # noqa: F401
     DTYPES, SIZES, Case, benchmarked, cupy_like_simt_allocations, cupyops_call, make_cases,
@@ -126,40 +134,60 @@ def expected_bytes(case, x, result):
 # timing
 # --------------------------------------------------------------------------------------------
 
-def time_cpu(fns, budget, min_rounds=5, max_rounds=200):
+def time_cpu(fns, budget, min_rounds=5, max_rounds=200, contexts=None, rounds=None):
     """Seconds per call of each callable: interleaved rounds, each a batch of calls long enough
     to read a clock (~1 ms), each round starting with the next callable; the best round of
-    each. ``fns``: list of zero-argument callables (already warmed up)."""
+    each. ``fns``: list of zero-argument callables (already warmed up). ``contexts``: for each
+    callable, a context manager factory entered around each of its batches (None: none), so
+    its cost is not the calls'; ``rounds``: a list that gets, per callable, its seconds per
+    call in every round (the rounds' spread is the measurement's noise)."""
+    contexts = contexts or [None] * len(fns)
     batch = []
-    for f in fns:
-        t0 = time.perf_counter()
-        f()
-        dt = time.perf_counter() - t0
+    for f, ctx in zip(fns, contexts):
+        with ctx() if ctx else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            f()
+            dt = time.perf_counter() - t0
         batch.append(max(1, min(1000, int(1e-3 / max(dt, 1e-7)))))
-    best = [math.inf] * len(fns)
-    spent = 0.0
-    rounds = 0
+    per_round = [[] for _ in fns]
+    spent, n = 0.0, 0
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        while rounds < min_rounds or (spent < budget * len(fns) and rounds < max_rounds):
+        while n < min_rounds or (spent < budget * len(fns) and n < max_rounds):
             # each round starts with the next callable: none always follows the same one
             # (a peer that sweeps the caches would slow whatever comes after it)
             for j in range(len(fns)):
-                i = (j + rounds) % len(fns)
-                f = fns[i]
-                k = batch[i]
-                t0 = time.perf_counter()
-                for _ in range(k):
-                    f()
-                dt = time.perf_counter() - t0
+                i = (j + n) % len(fns)
+                dt = _batch_seconds(fns[i], batch[i], contexts[i])
                 spent += dt
-                best[i] = min(best[i], dt / k)
-            rounds += 1
+                per_round[i].append(dt / batch[i])
+            n += 1
     finally:
         if gc_was:
             gc.enable()
-    return best
+    if rounds is not None:
+        rounds[:] = per_round
+    return [min(r) for r in per_round]
+
+
+def _batch_seconds(f, k, ctx):
+    with ctx() if ctx else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        for _ in range(k):
+            f()
+        return time.perf_counter() - t0
+
+
+def ratio_noise(ours, peer) -> float | None:
+    """The relative noise of a ratio measured in interleaved rounds (``ours`` and ``peer``:
+    seconds per call in each round): half the interquartile range of the rounds' ratios over
+    their median; None with fewer than 4 rounds."""
+    rs = sorted(p / o for o, p in zip(ours, peer) if o > 0)
+    if len(rs) < 4:
+        return None
+    q1, med, q3 = (rs[int(q * (len(rs) - 1) + 0.5)] for q in (0.25, 0.5, 0.75))
+    return (q3 - q1) / 2 / med
 
 
 def time_cuda(fns, budget, min_rounds=3, max_rounds=100, warmup=3):
@@ -196,6 +224,16 @@ def time_cuda(fns, budget, min_rounds=3, max_rounds=100, warmup=3):
     return best
 
 
+def _copier(nbytes):
+    """A callable copying ``nbytes`` bytes device to device on the current stream (it moves 2 x
+    ``nbytes``: a case's minimum bytes when given half of them)."""
+    import cupy
+    src, dst = cupy.ones(max(1, nbytes), cupy.uint8), cupy.ones(max(1, nbytes), cupy.uint8)
+    rt = cupy.cuda.runtime
+    return lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, rt.memcpyDeviceToDevice,
+                                  cupy.cuda.get_current_stream().ptr)
+
+
 def copy_bandwidth(nbytes=256 << 20):
     """Device-to-device copy bandwidth in bytes/s (read + write counted), CUDA events."""
     import cupy
@@ -217,6 +255,11 @@ def copy_bandwidth(nbytes=256 << 20):
 def _short_err(exc):
     msg = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {msg}"[:200]
+
+
+def _whole(exc) -> str:
+    """An error's whole message on one line (a peer's: the report prints it whole)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _unavailable(base, why):
@@ -276,10 +319,13 @@ def _run_simt_case(case, base, x, ours, ref):
     return dict(base, seconds=seconds, peer=None, peer_seconds=None, ratio=None)
 
 
-def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
+def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1, one_thread=False,
+             peer_names=None):
     """Measure one case; returns a list of records (one per peer, at least one). With
     ``repeat`` > 1 the interleaved timing runs that many times and each callable gets the
-    median of its best-round times (steadier on a shared machine)."""
+    median of its best-round times (steadier on a shared machine). ``one_thread`` (cpu): time
+    cupyops on one thread too, beside the threaded call (``seconds_1t``, and the NumPy
+    record's ``ratio_1t``); ``peer_names``: the peers to time (default: the device's)."""
     base = {"op": case.op, "case": case.case, "dtype": case.dtype.name,
             "shape": list(case.shape), "device": device, "mode": mode}
     x_host = make_input(case)
@@ -309,41 +355,80 @@ def run_case(case, device, mode, budget, use_peers, copy_bw=None, repeat=1):
 
     # cpu / cuda: time ours against each peer in the same process, interleaved
     peer_table = peers.CPU_PEERS if device == "cpu" else peers.GPU_PEERS
-    names, fns, notes = [], [], {}
-    if use_peers:
-        for name, builder in peer_table.items():
-            try:
-                fn, conv = builder(case)
-                prepare = getattr(fn, "prepare", None)
-                xp_ = prepare(x) if prepare is not None else x   # e.g. CuPy -> torch, not timed
-                pres = fn(xp_)
-                if not _same(conv(pres), ref):
-                    notes[name] = "peer result differs"
-                names.append(name)
-                fns.append((lambda f=fn, a=xp_: f(a)))
-            except peers.PeerUnavailable as exc:
-                notes[name] = f"n/a: {exc}"
-            except Exception as exc:
-                notes[name] = f"n/a: {_short_err(exc)}"
+    if peer_names is not None:
+        peer_table = {n: b for n, b in peer_table.items() if n in peer_names}
+    names, fns, notes = _peer_calls(case, x, ref, peer_table) if use_peers else ([], [], {})
     calls = [lambda: ours(x)] + fns
-    timer = time_cpu if device == "cpu" else time_cuda
-    sets = [timer(calls, budget) for _ in range(max(1, repeat))]
-    times = [float(np.median([t[i] for t in sets])) for i in range(len(calls))]
-    seconds = times[0]
-    base["seconds"] = seconds
+    contexts = [None] * len(calls)
+    if one_thread and device == "cpu":     # cupyops on one thread, a batch at a time
+        from cupyops.core.threads import single_thread
+        calls.append(lambda: ours(x))
+        contexts.append(single_thread)
+    if device == "cuda":        # the copy fraction's copy, timed with the others
+        calls.append(_copier(nbytes // 2))
+    times, rounds = _timed(calls, contexts, device, budget, repeat)
+    if device == "cuda":
+        base["copy_seconds"] = times.pop()
+    if one_thread and device == "cpu":
+        base["seconds_1t"] = times.pop()
+    seconds = base["seconds"] = times[0]
     base["gbps"] = nbytes / seconds / 1e9 if seconds else None
     if copy_bw:
         base["pct_copy"] = 100 * (nbytes / seconds) / copy_bw
+    if base.get("copy_seconds") is not None and seconds:
+        base["copy_fraction"] = base["copy_seconds"] / seconds
     recs = []
-    for name, t in zip(names, times[1:]):
-        recs.append(dict(base, peer=name, peer_seconds=t, ratio=t / seconds,
-                         peer_status=notes.get(name, "ok")))
+    for i, (name, t) in enumerate(zip(names, times[1:]), 1):
+        rec = dict(base, peer=name, peer_seconds=t, ratio=t / seconds,
+                   peer_status=notes.get(name, "ok"),
+                   noise=ratio_noise(rounds[0], rounds[i]) if rounds else None)
+        if name == "numpy" and base.get("seconds_1t"):
+            rec["ratio_1t"] = t / base["seconds_1t"]
+        recs.append(rec)
     for name, note in notes.items():
         if name not in names:
             recs.append(dict(base, peer=name, peer_seconds=None, ratio=None, peer_status=note))
     if not recs:
         recs.append(dict(base, peer=None, peer_seconds=None, ratio=None))
     return recs
+
+
+def _peer_calls(case, x, ref, peer_table):
+    """(names, calls, notes) of the peers that run ``case`` on ``x``; a peer that cannot, or
+    whose result differs from ``ref``, gets its note (its error whole)."""
+    names, fns, notes = [], [], {}
+    for name, builder in peer_table.items():
+        try:
+            fn, conv = builder(case)
+            prepare = getattr(fn, "prepare", None)
+            xp_ = prepare(x) if prepare is not None else x   # e.g. CuPy -> torch, not timed
+            pres = fn(xp_)
+            if not _same(conv(pres), ref):
+                notes[name] = "peer result differs"
+            names.append(name)
+            fns.append((lambda f=fn, a=xp_: f(a)))
+        except peers.PeerUnavailable as exc:
+            notes[name] = f"n/a: {_whole(exc)}"
+        except Exception as exc:
+            notes[name] = f"n/a: {type(exc).__name__}: {_whole(exc)}"
+    return names, fns, notes
+
+
+def _timed(calls, contexts, device, budget, repeat):
+    """(seconds per call of each callable: the median over ``repeat`` interleaved timings of
+    the best rounds, the rounds of every timing joined per callable; [] on a GPU)."""
+    rounds = [[] for _ in calls]
+    sets = []
+    for _ in range(max(1, repeat)):
+        if device == "cpu":
+            got = []
+            sets.append(time_cpu(calls, budget, contexts=contexts, rounds=got))
+            for mine, new in zip(rounds, got):
+                mine += new
+        else:
+            sets.append(time_cuda(calls, budget))
+    times = [float(np.median([t[i] for t in sets])) for i in range(len(calls))]
+    return times, (rounds if device == "cpu" else [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,11 +482,15 @@ print(json.dumps(out))
 
 
 def _cache_env(cache_dir):
+    from cupyops.core import caches
     env = dict(os.environ)
-    # every kernel cache we know of, pointed at one directory we control
+    # every kernel cache, pointed at one directory we control: CuPy's, and cupyops' root (a
+    # cache's own variable would win over the root: unset)
     env["CUPY_CACHE_DIR"] = str(cache_dir)
-    env["CUPYOPS_SIMT_CACHE"] = str(cache_dir / "simt")
     env["CUPYOPS_CACHE_DIR"] = str(cache_dir / "cupyops")
+    for cache in caches.CACHES.values():
+        if cache.variable:
+            env.pop(cache.variable, None)
     import cupyops
     site = str(Path(cupyops.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([site] + [p for p in [env.get("PYTHONPATH")] if p])
@@ -426,8 +515,13 @@ def _run_cold(device, what, env, timeout=600):
 
 def cold_start(device):
     """Fresh processes: (1) empty kernel caches, first call; (2) same caches, now filled;
-    (3) empty caches, precompile() first, then the first call."""
+    (3) empty caches, precompile() first, then the first call. The cpu device compiles
+    nothing: one fresh process, whose first call is the NumPy path's."""
     out = []
+    if device == "cpu":
+        with tempfile.TemporaryDirectory(prefix="cupyops-bench-cold-") as d:
+            return [dict(_run_cold(device, "first", _cache_env(Path(d))),
+                         scenario="fresh process", device=device)]
     with tempfile.TemporaryDirectory(prefix="cupyops-bench-cold-") as d:
         env = _cache_env(Path(d))
         out.append(dict(_run_cold(device, "first", env), scenario="empty cache"))
@@ -463,43 +557,50 @@ def _group(records):
 
 
 def ratio_table(records, peer_names):
-    header = ["op", "case", "dtype", "shape", "ok"] + [f"vs {p}" for p in peer_names]
+    """The cpu table: a ratio per peer; beside NumPy's, the one of cupyops on one thread
+    (``vs numpy 1t``) when the run timed it."""
+    one_thread = any(r.get("ratio_1t") for r in records)
+    cols = [(p, "ratio") for p in peer_names]
+    if one_thread and "numpy" in peer_names:
+        cols.insert(peer_names.index("numpy") + 1, ("numpy", "ratio_1t"))
+    header = ["op", "case", "dtype", "shape", "ok"] + [
+        f"vs {p}" + (" 1t" if key == "ratio_1t" else "") for p, key in cols]
     rows = []
     for (op, case, dt), recs in _group(records).items():
         r0 = recs[0]
         if r0.get("status", "").startswith("unavailable"):
             rows.append([op, case, dt, "x".join(map(str, r0["shape"])), "unavailable"]
-                        + ["-"] * len(peer_names))
+                        + ["-"] * len(cols))
             continue
         by_peer = {r.get("peer"): r for r in recs}
         cells = []
-        for p in peer_names:
+        for p, key in cols:
             r = by_peer.get(p)
-            if r is None or r.get("ratio") is None:
+            if r is None or r.get(key) is None:
                 cells.append("n/a")
             else:
                 note = "" if r.get("peer_status", "ok") == "ok" else " (!)"
-                cells.append(_fmt_ratio(r["ratio"]) + note)
+                cells.append(_fmt_ratio(r[key]) + note)
         ok = {True: "yes", False: "NO"}.get(r0.get("ok"), "?")
         rows.append([op, case, dt, "x".join(map(str, r0["shape"])), ok] + cells)
     return header, rows
 
 
 def cuda_table(records, peer_names):
-    header = ["op", "case", "dtype", "shape", "ok", "us", "GB/s", "% copy"] + \
+    header = ["op", "case", "dtype", "shape", "ok", "us", "GB/s", "% copy", "copy frac"] + \
         [f"vs {p}" for p in peer_names]
     rows = []
     for (op, case, dt), recs in _group(records).items():
         r0 = recs[0]
-        if r0.get("status", "").startswith("unavailable"):
-            rows.append([op, case, dt, "x".join(map(str, r0["shape"])), "unavailable", "", "", ""]
-                        + ["-"] * len(peer_names))
+        if r0.get("status", "").startswith(("unavailable", "not run")):
+            rows.append([op, case, dt, "x".join(map(str, r0["shape"])),
+                         r0["status"].split(":")[0], "", "", "", ""] + ["-"] * len(peer_names))
             continue
         by_peer = {r.get("peer"): r for r in recs}
         rows.append([op, case, dt, "x".join(map(str, r0["shape"])),
                      {True: "yes", False: "NO"}.get(r0.get("ok"), "?"),
                      _fmt_num(r0["seconds"] * 1e6, ".1f"), _fmt_num(r0.get("gbps"), ".0f"),
-                     _fmt_num(r0.get("pct_copy"), ".0f")]
+                     _fmt_num(r0.get("pct_copy"), ".0f"), _fmt_num(r0.get("copy_fraction"), ".2f")]
                     + [_fmt_ratio(by_peer[p]["ratio"]) if p in by_peer else "n/a" for p in peer_names])
     return header, rows
 
@@ -539,10 +640,16 @@ def _pivot(records):
 
 
 def wide_ratio_table(records, peer_names):
-    """One row per (op, case); per dtype, the ratio against each peer (compact, for docs)."""
+    """One row per (op, case); per dtype, the ratio against each peer (compact, for docs), and
+    beside NumPy's the one-thread ratio when the run timed it."""
     table, dtypes = _pivot(records)
     short = {"numpy": "np", "onnxruntime": "ort", "cupy": "cupy", "torch": "torch"}
-    header = ["op", "case", "shape"] + [f"{dt} {short.get(p, p)}" for dt in dtypes for p in peer_names]
+    cols = [(p, "ratio") for p in peer_names]
+    if any(r.get("ratio_1t") for r in records) and "numpy" in peer_names:
+        cols.insert(peer_names.index("numpy") + 1, ("numpy", "ratio_1t"))
+    header = ["op", "case", "shape"] + [
+        f"{dt} {short.get(p, p)}" + (" 1t" if key == "ratio_1t" else "")
+        for dt in dtypes for p, key in cols]
     rows = []
     for (op, case), per_dt in table.items():
         shape = "x".join(map(str, next(iter(per_dt.values()))[0]["shape"]))
@@ -550,15 +657,15 @@ def wide_ratio_table(records, peer_names):
         for dt in dtypes:
             recs = per_dt.get(dt, [])
             by_peer = {r.get("peer"): r for r in recs}
-            for p in peer_names:
+            for p, key in cols:
                 r = by_peer.get(p)
                 if recs and recs[0].get("status", "").startswith("unavailable"):
                     cells.append("unavail.")
-                elif r is None or r.get("ratio") is None:
+                elif r is None or r.get(key) is None:
                     cells.append("n/a")
                 else:
                     bad = "" if r.get("ok") else " (wrong)"
-                    cells.append(_fmt_ratio(r["ratio"]) + bad)
+                    cells.append(_fmt_ratio(r[key]) + bad)
         rows.append([op, case, shape] + cells)
     return header, rows
 
@@ -609,32 +716,20 @@ def cold_table(cold):
     # the first and second call of the first operator, the first call of the others
     cols = [(f"{n} 1st s", f"{n}_first_s", ".3f") for n in names]
     cols[1:1] = [(f"{n} 2nd s", f"{n}_second_s", ".4f") for n in names[:1]]
-    header = ["scenario", "import s", "precompile s"] + [c[0] for c in cols] + \
-        ["process s", "note"]
+    # (precompile's column where a scenario ran it: not on the cpu device, which compiles nothing)
+    pre_col = any(c.get("device") != "cpu" or "precompile_s" in c for c in cold)
+    header = ["scenario", "import s"] + (["precompile s"] if pre_col else []) + \
+        [c[0] for c in cols] + ["process s", "note"]
     errors = ["error", "precompile_error"] + [f"{n}_error" for n in names]
     rows = []
     for c in cold:
         note = "; ".join(str(c[k]) for k in errors if c.get(k))
         pre = c.get("precompile_s") if "precompile_s" in c else "-"
-        rows.append([c["scenario"], _fmt_num(c.get("import_s"), ".3f"),
-                     pre if pre == "-" else _fmt_num(pre, ".3f")]
+        rows.append([c["scenario"], _fmt_num(c.get("import_s"), ".3f")]
+                    + ([pre if pre == "-" else _fmt_num(pre, ".3f")] if pre_col else [])
                     + [_fmt_num(c.get(key), fmt) for _, key, fmt in cols]
                     + [_fmt_num(c.get("process_s"), ".2f"), note or ""])
     return header, rows
-
-
-def format_text(header, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
-              for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def format_markdown(header, rows):
-    esc = lambda c: str(c).replace("|", "\\|")  # noqa: E731
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def summary_lines(records, device, peer_names):
@@ -931,6 +1026,18 @@ OPTIONS = (
             "1 vs 2 workers, bytes moved)"),
     _switch("--issue-rate", "add the SASS issue-rate model of every kernel instantiation "
             "(sm_90, sm_80; cupyops/bench/issue_rate.py) to the output and JSON"),
+    _switch("--large", "the large cases and host cost (default on cuda; elsewhere a rehearsal "
+            "at --large-scale tiny)", group="large"),
+    _switch("--no-large", "skip the large cases and the host cost", group="large"),
+    _opt("--large-scale", "size of the large cases (default full on cuda, tiny elsewhere)",
+         choices=("full", "small", "tiny"), default=None),
+    _opt("--deadline", "seconds the run must fit in: a longer estimate is refused, cases past "
+         "it are not run (default 90 on cuda, 0 = none)", type=float, default=None,
+         metavar="S"),
+    _switch("--compile-only", "cuda: the cold-compile section only (first calls of every case, "
+            "cupyops and peers apart; cold start)"),
+    _opt("--from-json", "measure nothing: print and write (--markdown, --update-docs) the "
+         "tables of a run's JSON", default=None, metavar="PATH"),
 )
 
 
@@ -1060,12 +1167,32 @@ class Run:
     cold: list = dataclasses.field(default_factory=list)
     overhead_rows: list = dataclasses.field(default_factory=list)
     issue_rate: dict | None = None
+    gpu: dict = dataclasses.field(default_factory=dict)      # gpu_bench's sections
+    deadline: gpu_bench.Deadline | None = None
 
     @property
     def peer_names(self) -> list:
+        """The peers timed: the device's, but for those not installed."""
         if self.args.no_peers or self.device == "simt":
             return []
-        return list(peers.CPU_PEERS if self.device == "cpu" else peers.GPU_PEERS)
+        table = peers.CPU_PEERS if self.device == "cpu" else peers.GPU_PEERS
+        return [p for p in table if p not in self.missing_peers]
+
+    @property
+    def missing_peers(self) -> dict:
+        """``{peer: how to install it}``: the device's peers that are not installed (named once
+        in the report, never timed)."""
+        if self.args.no_peers or self.device == "simt":
+            return {}
+        if "missing_peers" not in self.meta:
+            table = peers.CPU_PEERS if self.device == "cpu" else peers.GPU_PEERS
+            self.meta["missing_peers"] = peers.not_installed(table)
+        return self.meta["missing_peers"]
+
+    @property
+    def one_thread(self) -> bool:
+        """Whether cupyops is also timed on one thread (the NumPy path on several)."""
+        return self.device == "cpu" and (self.meta.get("threads") or 1) > 1
 
 
 def prepare(args, argv) -> Run:
@@ -1078,7 +1205,39 @@ def prepare(args, argv) -> Run:
     cases = select_cases(args, mode)
     check_plot(args)
     cases, skipped = drop_unsupported(cases, args)
-    return Run(args, argv, device, mode, budget, cases, skipped)
+    run = Run(args, argv, device, mode, budget, cases, skipped)
+    plan_budget(run)
+    return run
+
+
+def large_on(run) -> bool:
+    """The large section runs: on cuda unless --no-large, elsewhere with --large."""
+    a = run.args
+    return not a.no_large and (a.large or run.device == "cuda") and not a.compile_only
+
+
+def large_scale(run) -> str:
+    return run.args.large_scale or ("full" if run.device == "cuda" else "tiny")
+
+
+def plan_budget(run) -> None:
+    """The run's estimate and deadline (``run.gpu["budget"]``); a cuda run whose estimate passes
+    its deadline is refused before anything runs (BenchError)."""
+    a = run.args
+    deadline = a.deadline if a.deadline is not None else (
+        gpu_bench.CUDA_DEADLINE_S if run.device == "cuda" and not a.compile_only else None)
+    large = gpu_bench.section_cases(large_scale(run)) if large_on(run) else []
+    est = gpu_bench.estimate(0 if a.compile_only else len(run.cases), run.budget, a.repeat,
+                             large, overhead=not a.no_overhead, host=bool(large))
+    run.gpu["budget"] = {"estimate": est, "deadline_s": deadline or None,
+                         "device_model": "H200, 4.3 TB/s of copy"}
+    if deadline and run.device == "cuda" and est["total"] > deadline:
+        raise BenchError(f"the run is estimated at {est['total']:.0f} s on an H200 ("
+                         + ", ".join(f"{k} {v:.0f} s" for k, v in est.items() if k != "total")
+                         + f"), over its deadline of {deadline:.0f} s: time fewer cases "
+                         "(--cases, --dtypes), a smaller --budget or --repeat, or pass a longer "
+                         "--deadline; nothing was run")
+    run.deadline = gpu_bench.Deadline(deadline)
 
 
 def run_meta(run) -> dict:
@@ -1128,6 +1287,11 @@ def measure(run) -> None:
     asked; into ``run``."""
     with run_threads(run):
         _measure(run)
+    budget = run.gpu["budget"]
+    budget["elapsed_s"] = run.deadline.elapsed()
+    large = (run.gpu.get("large") or {}).get("records") or []
+    budget["not_run"] = sum(1 for r in run.records + large
+                            if str(r.get("status", "")).startswith("not run"))
 
 
 def _measure(run) -> None:
@@ -1135,12 +1299,49 @@ def _measure(run) -> None:
     if run.device == "cuda":
         run.copy_bw = copy_bandwidth()
         run.meta["copy_bandwidth_gbps"] = run.copy_bw / 1e9
+        from . import device_model
+        run.meta["device_spec"] = device_model.from_cupy(copy_bandwidth=run.copy_bw).as_dict()
+    if args.compile_only:
+        run.gpu["compile"] = gpu_bench.compile_section(
+            run.cases, run.device, {} if args.no_peers else (
+                peers.GPU_PEERS if run.device == "cuda" else {"numpy": peers.numpy_peer}),
+            _large_env(run), large_scale(run), cold_start if not args.no_cold else None)
+        return
+    _measure_cases(run)
+    if large_on(run):
+        run.gpu["large"] = gpu_bench.large_section(_large_env(run), large_scale(run),
+                                                   args.repeat, run.deadline, args.quiet)
+    if run.deadline.passed():
+        return
+    _measure_extras(run)
+
+
+def _large_env(run):
+    from . import gpu_cases
+    if run.device == "cuda":
+        return gpu_cases.cuda_env()
+    return gpu_cases.rehearsal_env(run.device)
+
+
+def _measure_cases(run) -> None:
+    args = run.args
     prog = Progress(len(run.cases), quiet=args.quiet)
     for i, case in enumerate(run.cases, 1):
+        if run.deadline.passed():
+            base = {"op": case.op, "case": case.case, "dtype": case.dtype.name,
+                    "shape": list(case.shape), "device": run.device, "mode": run.mode}
+            run.records.append(gpu_bench.not_run(base, "past the deadline"))
+            continue
         prog.update(i, f"{case.id} {'x'.join(map(str, case.shape))}")
         run.records += run_case(case, run.device, run.mode, run.budget, not args.no_peers,
-                                run.copy_bw, args.repeat)
+                                run.copy_bw, args.repeat, one_thread=run.one_thread,
+                                peer_names=run.peer_names)
     prog.done()
+
+
+def _measure_extras(run) -> None:
+    """The cold start, the overhead section and the issue-rate model, as asked."""
+    args = run.args
     if not args.no_cold:
         if not args.quiet:
             print("cold start (fresh processes) ...", file=sys.stderr)
@@ -1175,7 +1376,9 @@ def main_table(run):
                  "per launch)")
         return (*traffic_table(run.records), title)
     if run.device == "cuda":
-        title = f"CUDA, copy bandwidth {run.copy_bw / 1e9:.0f} GB/s (ratio = peer time / cupyops time)"
+        bw = "n/a" if not run.copy_bw else f"{run.copy_bw / 1e9:.0f}"
+        title = (f"CUDA, copy bandwidth {bw} GB/s (ratio = peer time / cupyops time; copy frac = "
+                 "time of a copy moving the case's bytes / cupyops' time)")
         return (*cuda_table(run.records, run.peer_names), title)
     title = "CPU: ratio = peer time / cupyops time (> 1: cupyops faster)"
     return (*ratio_table(run.records, run.peer_names), title)
@@ -1190,11 +1393,36 @@ def _skipped_lines(run) -> list:
             for (op, dt), why in run.skipped.items()]
 
 
+def _gpu_sections(run) -> bool:
+    """The run has gpu_bench's sections (a cuda run, a large or compile rehearsal)."""
+    return run.device == "cuda" or bool(run.gpu.get("large") or run.gpu.get("compile"))
+
+
+def case_names(run) -> list:
+    """The run's ``(operator, case name)`` pairs (from its records: a --from-json run has no
+    cases)."""
+    return [(r["op"], r["case"]) for r in run.records]
+
+
+def columns_legend(run) -> list:
+    """``(column, meaning)`` of the cpu table's columns, for the legend."""
+    if run.device != "cpu" or not run.peer_names:
+        return []
+    cols = [("ok", "yes: the result is NumPy's"),
+            ("vs P", "P's time / cupyops' time (> 1: cupyops is faster)")]
+    if any(r.get("ratio_1t") for r in run.records):
+        cols.append(("vs numpy 1t", "the same with cupyops on one thread"))
+    return cols
+
+
 def text_report(run, table) -> list:
-    """The lines printed at the end of a run."""
+    """The lines printed at the end of a run, the verdict last."""
     header, rows, title = table
     text = [f"cupyops bench: device {run.device}, mode {run.mode}, {len(run.cases)} cases"
-            + threads_note(run), title, "", format_text(header, rows), ""]
+            + threads_note(run), title, ""]
+    text += report.legend_lines(case_names(run), columns_legend(run))
+    text += report.missing_peers_line(run.missing_peers)
+    text += ["", format_text(header, rows), ""]
     text += summary_lines(run.records, run.device, run.peer_names)
     text += peer_na_lines(run.records, run.peer_names)
     text += _skipped_lines(run)
@@ -1206,6 +1434,8 @@ def text_report(run, table) -> list:
     if not run.args.no_overhead:
         from . import overhead
         text += [""] + overhead.format_tables(run.overhead_rows)
+    if _gpu_sections(run):
+        text += [""] + gpu_bench.text_lines(run.gpu)
     ir = run.issue_rate
     if ir is not None and "unavailable" in ir:
         text += ["", f"issue-rate model unavailable: {ir['unavailable']}"]
@@ -1213,7 +1443,13 @@ def text_report(run, table) -> list:
         text += ["", "issue-rate model (busiest pipe, % of H100 copy bandwidth):"]
         text += [f"  {a}: {v['meet_goal']} of {v['modelled']} meet {v['goal']:.0%}"
                  for a, v in ir["summary"].items()]
-    return text
+    return text + ["", verdict(run)]
+
+
+def verdict(run) -> str:
+    """The report's closing line (cupyops/bench/report.py)."""
+    return report.verdict_line(run.records, run.peer_names, run.overhead_rows,
+                               traffic=run.device == "simt")
 
 
 def threads_note(run) -> str:
@@ -1221,9 +1457,11 @@ def threads_note(run) -> str:
     n = run.meta.get("threads")
     if run.device != "cpu" or n is None:
         return ""
-    torch = run.meta.get("torch_threads")
+    torch = run.meta.get("torch_threads") if "torch" in run.peer_names else None
+    single = " and ".join({"numpy": "NumPy", "onnxruntime": "onnxruntime"}[p]
+                          for p in run.peer_names if p in ("numpy", "onnxruntime"))
     peers_ = "" if run.args.no_peers else (
-        "; NumPy and onnxruntime on 1" + (f", PyTorch on {torch}" if torch else ""))
+        (f"; {single} on 1" if single else "") + (f", PyTorch on {torch}" if torch else ""))
     return f", cupyops on {n} thread{'s' if n != 1 else ''}{peers_}"
 
 
@@ -1236,6 +1474,10 @@ def markdown_report(run, table) -> list:
           f"{threads_note(run)}.",
           f"Kernel paths present: {', '.join(k for k, v in paths.items() if v) or 'none'}; "
           f"missing: {', '.join(_missing_paths(run)) or 'none'}.", "", title, ""]
+    legend = report.legend_lines(case_names(run), columns_legend(run))
+    if legend:
+        md += ["```text"] + legend + ["```", ""]
+    md += [f"{line}." for line in report.missing_peers_line(run.missing_peers)]
     if run.device == "simt":
         md.append(format_markdown(*wide_traffic_table(run.records)))
     elif run.device == "cpu":
@@ -1248,10 +1490,12 @@ def markdown_report(run, table) -> list:
     md += [f"- {line}" for line in _skipped_lines(run)]
     if run.cold:
         md += ["", "Cold start (fresh process each):", "", format_markdown(*cold_table(run.cold))]
+    if _gpu_sections(run):
+        md += [""] + gpu_bench.markdown_lines(run.gpu)
     if run.overhead_rows:
         from . import overhead
         md += ["", "```text"] + overhead.format_tables(run.overhead_rows) + ["```"]
-    return md
+    return md + ["", f"**{verdict(run)}**"]
 
 
 def json_document(run) -> dict:
@@ -1260,6 +1504,8 @@ def json_document(run) -> dict:
            "overhead": run.overhead_rows}
     if run.issue_rate is not None:
         doc["issue_rate"] = run.issue_rate
+    if _gpu_sections(run):
+        doc["gpu"] = run.gpu
     return doc
 
 
@@ -1291,6 +1537,8 @@ def main(argv=None) -> int:
         from . import dask_bench
         return dask_bench.main([a for a in words if a not in ("--dask", "--")])
     args = parse_args(words)
+    if args.from_json:
+        return _from_json(args, argv)
     try:
         run = prepare(args, argv)
         if args.list:
@@ -1310,6 +1558,26 @@ def main(argv=None) -> int:
         print()
         for what, path in written:
             print(f"wrote {what}: {os.path.abspath(path)}")
+    missed = run.gpu["budget"].get("not_run")
+    if missed:
+        print(f"bench: {missed} cases were not run: the run passed its deadline of "
+              f"{run.gpu['budget']['deadline_s']:.0f} s", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _from_json(args, argv) -> int:
+    """--from-json: the tables of a run's JSON printed and written again (nothing measured)."""
+    try:
+        run = gpu_bench.load_run(args.from_json, args, Run)
+    except (OSError, ValueError) as exc:
+        print(f"bench: cannot read --from-json {args.from_json}: {exc}", file=sys.stderr)
+        return 2
+    run.meta.setdefault("missing_peers", {})      # (what that run found, not this machine)
+    table = main_table(run)
+    print("\n".join(text_report(run, table)))
+    for what, path in write_outputs(run, table):
+        print(f"wrote {what}: {os.path.abspath(path)}")
     return 0
 
 

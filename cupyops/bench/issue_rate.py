@@ -73,6 +73,7 @@ from typing import Callable
 
 import numpy as np
 
+from cupyops.bench import device_model as _device
 from cupyops.bench.traffic import H100_BANDWIDTH
 
 __all__ = [
@@ -437,11 +438,14 @@ class LoopModel:
                 out[name] = v
         return out
 
-    def figures(self, itemsize: int) -> dict:
+    def figures(self, itemsize: int, device=None) -> dict:
+        """The path's figures on ``device`` (a DeviceSpec or preset name; default the H100:
+        132 SMs x 1.98 GHz against 3.0 TB/s)."""
+        dev = _device.from_name(device)
         cpe = self.clocks_per_element(itemsize)
         busiest = max(cpe, key=lambda p: (cpe[p], p == "issue"))
         clocks = cpe[busiest]
-        bytes_per_s = H100_SMS * H100_CLOCK_HZ / clocks * itemsize
+        bytes_per_s = dev.sms * dev.clock_hz / clocks * itemsize
         return {
             "kind": self.kind, "start": hex(self.start), "end": hex(self.end),
             "instructions": self.instructions, "elements": self.elements(itemsize),
@@ -452,7 +456,7 @@ class LoopModel:
             "clocks_per_element": dict(sorted(cpe.items())),
             "busiest_pipe": busiest,
             "bytes_per_second": bytes_per_s,
-            "fraction_of_copy_bandwidth": bytes_per_s / H100_BANDWIDTH,
+            "fraction_of_copy_bandwidth": bytes_per_s / dev.copy_bandwidth,
             "unknown_opcodes": list(self.unknown_opcodes),
         }
 
@@ -566,7 +570,8 @@ def cap_loads(instrs: list, width: int) -> list:
     return out
 
 
-def model_function(instrs: list, itemsize: int, max_load_width: int | None = None) -> dict:
+def model_function(instrs: list, itemsize: int, max_load_width: int | None = None,
+                   device=None) -> dict:
     """The model of one entry function (its SASS) whose input elements are ``itemsize`` bytes.
     ``max_load_width``: the path of a plan that reads words of at most that many bytes
     (:func:`cap_loads`; a loop whose body holds a wider input load is the wider plan's).
@@ -581,11 +586,11 @@ def model_function(instrs: list, itemsize: int, max_load_width: int | None = Non
     if loops:
         top = max((m.input_bytes, m.widest_load) for m in loops)
         steady = [m for m in loops if (m.input_bytes, m.widest_load) == top]
-        figs = [m.figures(itemsize) for m in steady]
+        figs = [m.figures(itemsize, device) for m in steady]
         worst = min(range(len(figs)), key=lambda k: figs[k]["fraction_of_copy_bandwidth"])
         res = dict(figs[worst])
         res["steady_loops"] = len(steady)
-        res["candidates"] = [m.figures(itemsize) for m in loops]
+        res["candidates"] = [m.figures(itemsize, device) for m in loops]
         return res
     ends = {i for i, ins in enumerate(instrs) if ins.base in ("EXIT", "RET")}
     if any(input_load_bytes(ins) for ins in instrs) and instrs:
@@ -593,7 +598,7 @@ def model_function(instrs: list, itemsize: int, max_load_width: int | None = Non
         if path is not None:
             m = _count(instrs, path, "tile")
             if m.input_bytes:
-                res = m.figures(itemsize)
+                res = m.figures(itemsize, device)
                 res["steady_loops"] = 0
                 res["candidates"] = []
                 return res
@@ -605,8 +610,9 @@ def model_function(instrs: list, itemsize: int, max_load_width: int | None = Non
 # --------------------------------------------------------------------------------------------
 
 def default_cache_dir() -> Path:
-    from cupyops.tools import nvrtc as _nvrtc
-    return _nvrtc.cache_root() / "sass"
+    """cupyops' ``sass`` cache (cupyops.core.caches)."""
+    from cupyops.core import caches
+    return caches.cache_dir("sass")
 
 
 def sass_for(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
@@ -659,7 +665,7 @@ NON_INPUT_KERNELS = ("argreduce_finish",)
 
 
 def _family_job(job):
-    family_name, dtype_str, arch, cache_dir = job
+    family_name, dtype_str, arch, cache_dir, device = (tuple(job) + (None,))[:5]
     from cupyops.tools import nvrtc as _nvrtc
     from cupyops.core import modules as _modules
     _nvrtc.load_family_modules()
@@ -677,7 +683,7 @@ def _family_job(job):
         if e.split("<", 1)[0] in NON_INPUT_KERNELS:
             m = {"kind": "none"}
         else:
-            m = model_function(funcs.get(lowered[e], []), dt.itemsize)
+            m = model_function(funcs.get(lowered[e], []), dt.itemsize, device=device)
         rows.append({"family": family_name, "dtype": str(dt), "arch": arch, "kernel": e,
                      "itemsize": dt.itemsize, **m})
     return {"ok": True, "rows": rows}
@@ -691,15 +697,17 @@ def _dtype_from_str(s: str) -> np.dtype:
 
 
 def instantiation_report(archs=(90, 80), families=None, *, jobs: int = 2, cache_dir=None,
-                         progress=None) -> list:
-    """One row (dict) per family x dtype x name expression x arch: the model's figures."""
+                         progress=None, device=None) -> list:
+    """One row (dict) per family x dtype x name expression x arch: the model's figures on
+    ``device`` (a preset's name, default the H100)."""
     from cupyops.tools import nvrtc as _nvrtc
     from cupyops.core import modules as _modules
     _nvrtc.load_family_modules()
     fams = [_modules.get_family(f) for f in families] if families else \
         list(_modules.families().values())
     cache_dir = default_cache_dir() if cache_dir is None else cache_dir
-    jobs_list = [(f.name, str(dt), int(a), str(cache_dir) if cache_dir else False)
+    dev = None if device is None else _device.from_name(device).name.lower()
+    jobs_list = [(f.name, str(dt), int(a), str(cache_dir) if cache_dir else False, dev)
                  for f in fams for dt in f.dtypes for a in archs]
     out = []
     t0 = time.perf_counter()
@@ -789,8 +797,17 @@ _FINISH_WORDS = ("finish", "combine")
 # The formulas
 # --------------------------------------------------------------------------------------------
 
+def sms_of(arch: int, device=None) -> int:
+    """SMs the launch-capped terms divide by: the device's where it is of ``arch`` (an H200 is
+    sm_90 with 132), else :data:`ARCH_SMS`."""
+    dev = None if device is None else _device.from_name(device)
+    if dev is not None and dev.arch == int(arch):
+        return dev.sms
+    return ARCH_SMS[int(arch)]
+
+
 def resident_threads(registers: int, block_threads: int, arch: int, shared_bytes: int,
-                     blocks: int) -> dict:
+                     blocks: int, device=None) -> dict:
     """Threads per SM of a kernel of ``block_threads`` threads a block: ``resident_threads`` =
     ``block_threads x B_occ`` (B_occ = ``blocks_per_sm``, from registers and ``shared_bytes`` =
     static + dynamic shared memory), and ``resident_threads_launched`` = ``block_threads x
@@ -798,7 +815,7 @@ def resident_threads(registers: int, block_threads: int, arch: int, shared_bytes
     SMs); also the occupancy's ``limiter``."""
     from cupyops.tools import nvrtc as _nvrtc
     occ = _nvrtc.occupancy(int(registers), int(block_threads), int(arch), 0, int(shared_bytes))
-    launched = min(float(occ.blocks_per_sm), int(blocks) / ARCH_SMS[int(arch)])
+    launched = min(float(occ.blocks_per_sm), int(blocks) / sms_of(arch, device))
     return {"blocks_per_sm": occ.blocks_per_sm, "limiter": occ.limiter,
             "resident_threads": float(occ.blocks_per_sm * int(block_threads)),
             "resident_threads_launched": launched * int(block_threads)}
@@ -1037,7 +1054,7 @@ class KernelModels:
 # Records
 # --------------------------------------------------------------------------------------------
 
-def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
+def _launch_terms(models: KernelModels, launch: dict, arch: int, device=None) -> dict:
     itemsize = models.path(launch["kernel"], arch, None)["itemsize"]
     width = planned_load_width(launch["params"], itemsize)
     p = models.path(launch["kernel"], arch, width)
@@ -1047,7 +1064,7 @@ def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
     blocks = math.prod(launch["grid"])
     threads = math.prod(launch["block"])
     res = resident_threads(p["registers"], threads, arch,
-                           p["shared_static"] + launch["shared_mem"], blocks)
+                           p["shared_static"] + launch["shared_mem"], blocks, device)
     return {
         "bytes_in_flight_per_sm": bytes_in_flight_per_sm(per_thread, res["resident_threads"]),
         "bytes_in_flight_per_sm_launched": bytes_in_flight_per_sm(
@@ -1072,22 +1089,23 @@ def _launch_terms(models: KernelModels, launch: dict, arch: int) -> dict:
 
 
 def layout_records(models: KernelModels, layout: Layout, launches: list,
-                   archs=(90, 80)) -> list:
-    """One record per (arch, kernel, pass) of ``layout``'s launches (see the module doc)."""
+                   archs=(90, 80), device=None) -> list:
+    """One record per (arch, kernel, pass) of ``layout``'s launches (see the module doc); the
+    goals and launch caps of ``device``'s arch are ``device``'s (default the H100's)."""
     groups: dict = {}
     for ln in launches:
         groups.setdefault((ln["kernel"], ln["pass"]), []).append(ln)
     out = []
     for arch in archs:
         for (kernel, pass_), lns in groups.items():
-            terms = [_launch_terms(models, ln, arch) for ln in lns]
+            terms = [_launch_terms(models, ln, arch, device) for ln in lns]
             worst = min(terms, key=lambda t: t["bytes_in_flight_per_sm"])
             rec = {"arch": f"sm_{arch}", "kernel": kernel, "layout": layout.id, "pass": pass_,
                    "op": layout.op, "launches": len(lns),
                    "input_bytes": lns[0]["input_bytes"],
-                   "goal_bytes_in_flight_per_sm": float(GOAL_IN_FLIGHT),
+                   "goal_bytes_in_flight_per_sm": in_flight_goal(1 << 62, arch, device),
                    "goal_bytes_in_flight_per_sm_launched":
-                       in_flight_goal(lns[0]["input_bytes"], arch)}
+                       in_flight_goal(lns[0]["input_bytes"], arch, device)}
             rec.update(worst)
             rec["bytes_in_flight_per_sm"] = worst["bytes_in_flight_per_sm"]
             rec["bytes_in_flight_per_sm_launched"] = min(
@@ -1098,24 +1116,31 @@ def layout_records(models: KernelModels, layout: Layout, launches: list,
     return out
 
 
-def memory_records(layouts: list, archs=(90, 80), *, progress=None) -> list:
-    """The records of every layout (run on simt), in layout order."""
+def memory_records(layouts: list, archs=(90, 80), *, progress=None, device=None) -> list:
+    """The records of every layout (run on simt), in layout order, with ``device``'s goals."""
     models = KernelModels()
     out = []
     t0 = time.perf_counter()
     for k, lay in enumerate(layouts):
         launches = run_layout(lay)
-        out.extend(layout_records(models, lay, launches, archs))
+        out.extend(layout_records(models, lay, launches, archs, device))
         if progress:
             progress(k, len(layouts), lay.id, time.perf_counter() - t0)
     return out
 
 
-def in_flight_goal(input_bytes: int, arch: int = 90) -> float:
+def in_flight_goal(input_bytes: int, arch: int = 90, device=None) -> float:
     """The launch-capped bytes in flight per SM a read pass of an ``input_bytes`` input can be
-    asked for: :data:`GOAL_IN_FLIGHT`, or the whole input spread over the SMs where that is less
-    (an input under 132 x 16 KiB = 2.06 MiB cannot put 16 KiB per SM in flight)."""
-    return min(float(GOAL_IN_FLIGHT), input_bytes / ARCH_SMS[int(arch)])
+    asked for: what ``device`` needs (bandwidth x latency / SMs; default the H100's
+    :data:`GOAL_IN_FLIGHT`, issue 26's 16 KiB; an H200 needs about 27 KiB), or the whole input
+    spread over the SMs where that is less (an input under 132 x 16 KiB = 2.06 MiB cannot put
+    16 KiB per SM in flight)."""
+    goal = float(GOAL_IN_FLIGHT)
+    if device is not None:
+        dev = _device.from_name(device)
+        if dev.arch == int(arch):
+            goal = dev.in_flight_needed
+    return min(goal, input_bytes / sms_of(arch, device))
 
 
 def goal_misses(records: list) -> dict:
@@ -1125,9 +1150,11 @@ def goal_misses(records: list) -> dict:
     of the input's size)."""
     reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
     return {
-        "in_flight": [r for r in reads if r["bytes_in_flight_per_sm"] < GOAL_IN_FLIGHT],
+        "in_flight": [r for r in reads if r["bytes_in_flight_per_sm"]
+                      < r.get("goal_bytes_in_flight_per_sm", GOAL_IN_FLIGHT)],
         "in_flight_launched": [r for r in reads if r["bytes_in_flight_per_sm_launched"]
-                               < in_flight_goal(r["input_bytes"])],
+                               < r.get("goal_bytes_in_flight_per_sm_launched",
+                                       in_flight_goal(r["input_bytes"]))],
         "requests": [r for r in reads if r["op"] in NONZERO_OPS
                      and r["requests_per_unique_sector"] > GOAL_REQUESTS],
     }
@@ -1155,6 +1182,8 @@ def render_memory_markdown(records: list) -> list:
     keys = list(dict.fromkeys((r["layout"], r["kernel"], r["pass"]) for r in records))
     miss = goal_misses(records)
     reads = [r for r in records if r["pass"] == "read" and r["arch"] == "sm_90"]
+    goal_kib = max((r.get("goal_bytes_in_flight_per_sm", GOAL_IN_FLIGHT) for r in reads),
+                   default=GOAL_IN_FLIGHT) / 1024
     lines = [
         "## Memory terms: bytes in flight and L2 requests (issue 26)", "",
         "Generated with the table above from simt runs of the benchmark's cases (quick sizes) "
@@ -1162,17 +1191,20 @@ def render_memory_markdown(records: list) -> list:
         "as records). `B/thr/it`: input bytes one thread loads per iteration (the widths of "
         "the input's LDG instructions on the issue-rate path, for the load width the launch's "
         "plan reads); `threads/SM`: threads per block x blocks per SM from NVRTC's registers "
-        "and shared memory; `KiB/SM` = B/thr/it x threads/SM (goal: 16 KiB on sm_90); "
+        f"and shared memory; `KiB/SM` = B/thr/it x threads/SM (goal: {goal_kib:.4g} KiB on "
+        "sm_90: the device's bandwidth x latency / SMs); "
         "`launched`: the same with blocks per SM capped by the launch's grid (blocks / SMs, "
-        "132 SMs on sm_90, 108 on sm_80), against min(16 KiB, input bytes / 132) (italic "
+        f"132 SMs on sm_90, 108 on sm_80), against min({goal_kib:.4g} KiB, input bytes / SMs) "
+        "(italic "
         "where below: the block count the planner chose is the limit); "
         "`req/sector`: simt's sectors_load / unique_sectors_load (0/0 = 1.0). A record is the "
         "worst launch of a kernel in a pass. Goals on `read` passes (bold where missed): "
-        f"in flight >= 16 KiB on sm_90; <= {GOAL_REQUESTS} requests per unique sector for "
+        f"in flight >= {goal_kib:.4g} KiB on sm_90; <= {GOAL_REQUESTS} requests per unique "
+        "sector for "
         "nonzero calls.", "",
-        f"* read passes below {GOAL_IN_FLIGHT // 1024} KiB in flight per SM on sm_90: "
-        f"{len(miss['in_flight'])} of {len(reads)}; launch-capped below min(16 KiB, "
-        f"input / 132): {len(miss['in_flight_launched'])}",
+        f"* read passes below {goal_kib:.4g} KiB in flight per SM on sm_90: "
+        f"{len(miss['in_flight'])} of {len(reads)}; launch-capped below min({goal_kib:.4g} KiB, "
+        f"input / SMs): {len(miss['in_flight_launched'])}",
         f"* nonzero read passes above {GOAL_REQUESTS} requests per unique sector: "
         f"{len(miss['requests'])} of {sum(1 for r in reads if r['op'] in NONZERO_OPS)}", "",
         "| layout | pass | kernel | blocks | B/thr/it | threads/SM sm_90 | KiB/SM sm_90 | "
@@ -1327,6 +1359,9 @@ def _parser() -> argparse.ArgumentParser:
                          "the memory terms run on simt; named: only those; none: no memory "
                          "terms (default quick)")
     ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--device-model", default=None, metavar="NAME",
+                    help="the device the figures and goals are for: h100 (default), h200, a100 "
+                         "(cupyops/bench/device_model.py)")
     return ap
 
 
@@ -1335,7 +1370,8 @@ def _memory_records(args, archs) -> list:
         return []
     layouts = [] if args.layouts == "named" else bench_layouts(args.layouts)
     layouts += NAMED_LAYOUTS()
-    return memory_records(layouts, archs, progress=print_memory_progress)
+    return memory_records(layouts, archs, progress=print_memory_progress,
+                          device=args.device_model)
 
 
 def main(argv=None) -> int:
@@ -1351,7 +1387,8 @@ def main(argv=None) -> int:
     archs = tuple(args.arch or (90, 80))
     t0 = time.perf_counter()
     rows = instantiation_report(archs, args.family, jobs=args.jobs,
-                                cache_dir=False if args.no_cache else None, progress=progress)
+                                cache_dir=False if args.no_cache else None, progress=progress,
+                                device=args.device_model)
     memory = _memory_records(args, archs) if (args.json or args.table) else []
     if args.json:
         Path(args.json).write_text(json.dumps(memory, indent=1))

@@ -1,15 +1,19 @@
 """The benchmark's ``overhead`` section: host time per call, against NumPy in the same process.
 
-Three tables, each value the median of at least 15 interleaved repeats (cupyops and its peer
-alternate, so a change in the machine's load hits both):
+The tables of the device the benchmark runs on, each value the median of 21 interleaved rounds
+(cupyops and its peer alternate, so a change in the machine's load hits both). The rounds' spread
+is the measurement's noise: half the interquartile range of the rounds' ratios, as a share of
+their median, printed beside each ratio. A goal is **missed** only when it is missed by more than
+that noise (even the rounds' upper quartile misses it); a miss within the noise is **too close to
+call**: the machine was too busy to judge that goal.
 
-* **kernel path** (``simt`` here, or ``cuda`` with CuPy input on a GPU), inside
+* **kernel path** (``simt`` on simt, or ``cuda`` with CuPy input on a GPU), inside
   ``cupyops.testing.dry_run()``: validation, planning and packing, with each launch handed to a
   recorder. Steady state (a layout seen before) and the first call of a new layout, both against
   ``np.argmax`` of 8 float32 elements. Goals: ratio ≥ 1/6 steady, ≥ 1/25 first call.
-* **CPU path, small inputs** (≤ 4,096 elements): cupyops against the NumPy composition a NumPy
-  user would write. Goal: ratio ≥ 0.4, or cupyops within NumPy + 2 µs.
-* **CPU path at 1 M elements**: the same, goal ratio ≥ 0.95.
+* **CPU path, small inputs** (≤ 4,096 elements; the ``cpu`` device): cupyops against the NumPy
+  composition a NumPy user would write. Goal: ratio ≥ 0.4, or cupyops within NumPy + 2 µs.
+* **CPU path at 1 M elements** (``cpu``): the same, goal ratio ≥ 0.95.
 * **GPU full call** (``cuda`` only): cupyops on CuPy input against ``cupy.argmax`` /
   ``cupy.nonzero`` and ``torch.argmax`` / ``torch.nonzero_static``, host + launch + kernel.
 
@@ -22,10 +26,12 @@ import time
 
 import numpy as np
 
-__all__ = ["run", "format_tables", "GOALS"]
+__all__ = ["run", "format_tables", "GOALS", "ROUNDS", "judge"]
 
 GOALS = {"steady": 1 / 6, "first": 1 / 25, "small": 0.4, "large": 0.95}
 SMALL_SLACK_S = 2e-6
+#: interleaved rounds per row: enough for the quartiles of the rounds' ratios
+ROUNDS = 21
 
 
 def _per_call(fn, number):
@@ -36,12 +42,45 @@ def _per_call(fn, number):
 
 
 def _interleaved(a, b, repeats, number):
-    """Median seconds per call of ``a`` and ``b``, alternating ``repeats`` rounds."""
+    """Seconds per call of ``a`` and ``b`` in each of ``repeats`` alternating rounds."""
     ta, tb = [], []
     for _ in range(repeats):
         ta.append(_per_call(a, number))
         tb.append(_per_call(b, number))
-    return statistics.median(ta), statistics.median(tb)
+    return ta, tb
+
+
+def _quartiles(v):
+    v = sorted(v)
+    return tuple(v[int(q * (len(v) - 1) + 0.5)] for q in (0.25, 0.5, 0.75))
+
+
+def judge(ours, peer, goal, slack=None):
+    """``(verdict, noise)`` of a goal "peer / ours >= goal (or ours <= peer + slack)" from the
+    seconds per call of each round: "met" on the medians; else "missed" when even the rounds'
+    upper quartile of the ratio (lower quartile of ours - peer) misses it, and "busy" (too
+    close to call) when only the noise separates it from the goal. ``noise``: half the
+    interquartile range of the rounds' ratios over their median."""
+    ratios = [p / o for o, p in zip(ours, peer)]
+    q1, med, q3 = _quartiles(ratios)
+    noise = (q3 - q1) / 2 / med
+
+    def meets(ratio, excess):
+        return ratio >= goal or (slack is not None and excess <= slack)
+    if meets(statistics.median(peer) / statistics.median(ours),
+             statistics.median(ours) - statistics.median(peer)):
+        return "met", noise
+    best_excess = _quartiles([o - p for o, p in zip(ours, peer)])[0]
+    return ("busy" if meets(q3, best_excess) else "missed"), noise
+
+
+def _row(section, op, device, ta, tb, peer, goal, slack=None, **extra):
+    """One row from the rounds ``ta`` (cupyops) and ``tb`` (the peer)."""
+    t, tp = statistics.median(ta), statistics.median(tb)
+    verdict, noise = judge(ta, tb, goal, slack)
+    return {"section": section, "op": op, "device": device, "us": t * 1e6, "peer": peer,
+            "peer_us": tp * 1e6, "ratio": tp / t, "goal": goal, "noise": noise,
+            "verdict": verdict, "met": verdict == "met", **extra}
 
 
 def _number(fn, target=2e-3):
@@ -71,7 +110,7 @@ def _kernel_cases(rng, xp):
     ]
 
 
-def kernel_path(device="simt", repeats=15, xp=np):
+def kernel_path(device="simt", repeats=ROUNDS, xp=np):
     """Rows (op, steady µs, ratio, first-call µs, ratio) under dry_run on ``device``."""
     from cupyops.testing import dry_run
     rng = np.random.default_rng(0)
@@ -84,10 +123,9 @@ def kernel_path(device="simt", repeats=15, xp=np):
             fn = lambda c=call: c(dev)  # noqa: E731
             fn()
             n = _number(fn)
-            t, tref = _interleaved(fn, ref, repeats, n)
-            rows.append({"section": "kernel", "op": name, "device": device,
-                         "us": t * 1e6, "peer": "np.argmax(8 x float32)", "peer_us": tref * 1e6,
-                         "ratio": tref / t, "goal": GOALS["steady"]})
+            ta, tb = _interleaved(fn, ref, repeats, n)
+            rows.append(_row("kernel", name, device, ta, tb, "np.argmax(8 x float32)",
+                             GOALS["steady"]))
         rows += _first_calls(device, dev, xp, ref, repeats)
     return rows
 
@@ -149,10 +187,8 @@ def _first_calls(device, dev, xp, ref, repeats):
                 call(x, dev)
             firsts.append((time.perf_counter() - t0) / _FIRST_BATCH)
             refs.append(_per_call(ref, 200))
-        t, tref = statistics.median(firsts), statistics.median(refs)
-        rows.append({"section": "kernel-first", "op": name, "device": device, "us": t * 1e6,
-                     "peer": "np.argmax(8 x float32)", "peer_us": tref * 1e6,
-                     "ratio": tref / t, "goal": GOALS["first"]})
+        rows.append(_row("kernel-first", name, device, firsts, refs, "np.argmax(8 x float32)",
+                         GOALS["first"]))
     return rows
 
 
@@ -191,23 +227,22 @@ def _cpu_cases(n_side, rng):
     ]
 
 
-def cpu_path(repeats=15):
+def cpu_path(repeats=ROUNDS):
     rows = []
     for section, side in (("cpu-small", 64), ("cpu-1M", 1024)):
         rng = np.random.default_rng(2)
+        small = section == "cpu-small"
         for name, ours, peer in _cpu_cases(side, rng):
             ours()
             n = _number(ours)
-            t, tp = _interleaved(ours, peer, repeats, n)
-            goal = GOALS["small" if section == "cpu-small" else "large"]
-            ok = tp / t >= goal or (section == "cpu-small" and t <= tp + SMALL_SLACK_S)
-            rows.append({"section": section, "op": name, "device": "cpu",
-                         "elements": side * side, "us": t * 1e6, "peer": "numpy",
-                         "peer_us": tp * 1e6, "ratio": tp / t, "goal": goal, "met": ok})
+            ta, tb = _interleaved(ours, peer, repeats, n)
+            rows.append(_row(section, name, "cpu", ta, tb, "numpy",
+                             GOALS["small" if small else "large"],
+                             SMALL_SLACK_S if small else None, elements=side * side))
     return rows
 
 
-def gpu_full_calls(repeats=15):
+def gpu_full_calls(repeats=ROUNDS):
     """On a GPU: the full call (host + launch + kernel, synchronised per round) of cupyops on
     CuPy input against CuPy's own argmax/nonzero and torch.argmax/torch.nonzero_static (when
     torch with CUDA is installed), side by side. Rows as the other sections'."""
@@ -245,43 +280,45 @@ def gpu_full_calls(repeats=15):
         for peer, pf in peers[name]:
             b = timed(pf)
             b()
-            t, tp = _interleaved(a, b, repeats, n)
-            rows.append({"section": "gpu-full", "op": name, "device": "cuda", "us": t * 1e6,
-                         "peer": peer, "peer_us": tp * 1e6, "ratio": tp / t, "goal": 0.0})
+            ta, tb = _interleaved(a, b, repeats, n)
+            rows.append(_row("gpu-full", name, "cuda", ta, tb, peer, 0.0))
     return rows
 
 
-def run(device="cpu", repeats=15):
-    """Every overhead row for this machine: the kernel path on ``simt`` (and on ``cuda`` with
-    CuPy input when a GPU is there) and the CPU path."""
+def run(device="cpu", repeats=ROUNDS):
+    """The overhead rows of ``device``'s paths: the NumPy path's for ``cpu``, the kernel
+    path's under dry_run() for ``simt``, and for ``cuda`` the kernel path's with CuPy input
+    and the GPU's full calls (when a GPU is there)."""
     from cupyops.core.devices import cuda_status, simt_status
-    rows = []
-    if simt_status()[0]:
-        rows += kernel_path("simt", repeats)
+    if device == "cpu":
+        return cpu_path(repeats)
+    if device == "simt":
+        return kernel_path("simt", repeats) if simt_status()[0] else []
     if device == "cuda" and cuda_status()[0]:
         import cupy
-        rows += kernel_path("cuda", repeats, xp=cupy)
-        rows += gpu_full_calls(repeats)
-    rows += cpu_path(repeats)
-    for r in rows:
-        r.setdefault("met", r["ratio"] >= r["goal"])
-    return rows
+        return kernel_path("cuda", repeats, xp=cupy) + gpu_full_calls(repeats)
+    return []
+
+
+_MARK = {"met": "ok", "missed": "MISSED", "busy": "too close to call"}
 
 
 def format_tables(rows) -> list:
-    """Text lines: one table per section."""
+    """Text lines: one table per section, then the tally."""
     titles = {
         "kernel": "kernel path under dry_run(), steady state: µs per call, ratio = "
-                  "np.argmax(8) / cupyops (goal ≥ 1/6 = 0.167)",
+                  "np.argmax(8 float32) / cupyops, the cost of a minimal NumPy call as the "
+                  "unit for every op (goal ≥ 1/6 = 0.167)",
         "kernel-first": "kernel path under dry_run(), first call of a new layout (a shape never "
                         "seen, the op called before): ratio (goal ≥ 1/25 = 0.04)",
-        "cpu-small": "CPU path, 4,096 elements: ratio = NumPy / cupyops (goal ≥ 0.4, or "
+        "cpu-small": "NumPy path, 4,096 elements: ratio = NumPy / cupyops (goal ≥ 0.4, or "
                      "within NumPy + 2 µs)",
-        "cpu-1M": "CPU path, 1 M elements: ratio = NumPy / cupyops (goal ≥ 0.95)",
+        "cpu-1M": "NumPy path, 1 M elements: ratio = NumPy / cupyops (goal ≥ 0.95)",
         "gpu-full": "GPU, the full call (host + launch + kernel, synchronised): ratio = peer / "
                     "cupyops (no goal: side by side)",
     }
-    lines = ["overhead (host time per call; median of interleaved repeats):"]
+    lines = [f"overhead (host time per call; medians of {ROUNDS} interleaved rounds, ± their "
+             "noise):"]
     for sec, title in titles.items():
         part = [r for r in rows if r["section"] == sec]
         if not part:
@@ -289,10 +326,25 @@ def format_tables(rows) -> list:
         lines += ["", title]
         w = max(len(r["op"]) for r in part)
         for r in part:
+            noise = r.get("noise")
+            spread = f" ±{noise:.0%}".ljust(6) if noise is not None else ""
             lines.append(f"  {r['op']:<{w}}  {r['device']:<5} {r['us']:9.2f} µs   "
-                         f"{r['peer']} {r['peer_us']:9.2f} µs   ratio {r['ratio']:6.3f}  "
-                         f"{'ok' if r['met'] else 'MISSED'}")
-    missed = [r for r in rows if not r["met"]]
-    lines.append("")
-    lines.append(f"overhead goals met: {len(rows) - len(missed)} of {len(rows)}")
+                         f"{r['peer']} {r['peer_us']:9.2f} µs   ratio {r['ratio']:6.3f}"
+                         f"{spread}  {_MARK[_verdict(r)]}")
+    lines += ["", tally(rows)]
     return lines
+
+
+def _verdict(r) -> str:
+    """A row's verdict (rows of an older JSON have only ``met``)."""
+    return r.get("verdict") or ("met" if r["met"] else "missed")
+
+
+def tally(rows) -> str:
+    """``overhead goals: N met, M missed, K too close to call ...``."""
+    n = {v: sum(1 for r in rows if _verdict(r) == v) for v in _MARK}
+    line = f"overhead goals: {n['met']} of {len(rows)} met, {n['missed']} missed"
+    if n["busy"]:
+        line += (f", {n['busy']} too close to call: missed by less than the rounds' noise, "
+                 "the machine was too busy to judge them")
+    return line

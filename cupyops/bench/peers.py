@@ -25,7 +25,8 @@ from cupyops.core.operator import PeerUnavailable
 from .cases import bench_of
 
 __all__ = ["PeerUnavailable", "numpy_peer", "cupy_peer", "torch_peer", "torch_cpu_peer",
-           "onnxruntime_peer", "to_numpy", "numpy_result", "CPU_PEERS", "GPU_PEERS"]
+           "onnxruntime_peer", "to_numpy", "numpy_result", "CPU_PEERS", "GPU_PEERS",
+           "not_installed"]
 
 
 def _compose(xp, case):
@@ -167,9 +168,9 @@ def onnxruntime_peer(case):
     so.log_severity_level = 3
     try:
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    except Exception as exc:   # NOT_IMPLEMENTED for a dtype, typically
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PeerUnavailable(f"onnxruntime: {msg[:160]}") from None
+    except Exception as exc:   # NOT_IMPLEMENTED for a dtype, typically: said whole
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        raise PeerUnavailable(f"onnxruntime: {msg}") from None
     run = sess.run
 
     def fn(x):
@@ -179,6 +180,22 @@ def onnxruntime_peer(case):
 
 CPU_PEERS = {"numpy": numpy_peer, "onnxruntime": onnxruntime_peer, "torch": torch_cpu_peer}
 GPU_PEERS = {"cupy": cupy_peer, "torch": torch_peer}
+
+#: what each optional peer imports, and how to install it
+PEER_PACKAGES = {"onnxruntime": (("onnxruntime", "onnx"), "pip install onnxruntime onnx"),
+                 "torch": (("torch",), "pip install torch")}
+
+
+def not_installed(names) -> dict:
+    """``{peer: how to install it}`` for the peers among ``names`` whose packages are not
+    installed (found without importing them)."""
+    import importlib.util
+    out = {}
+    for name in names:
+        mods, how = PEER_PACKAGES.get(name, ((), ""))
+        if any(importlib.util.find_spec(m) is None for m in mods):
+            out[name] = how
+    return out
 
 
 def prod(shape):

@@ -16,7 +16,8 @@ Two halves:
 ``sectors_ratio``  sectors touched / minimum sectors (1.0 is ideal)
 ``coalescing``     requested bytes / (sectors touched × 32): 1.0 when every byte of every sector
                    a warp fetches is one the lanes asked for
-``model_seconds``  modelled H100 time: sectors × 32 B / 3.0 TB/s + 3 µs per launch
+``model_seconds``  modelled time on a device (:mod:`cupyops.bench.device_model`, default the
+                   H100): sectors × 32 B / its copy bandwidth (3.0 TB/s) + 3 µs per launch
 ``model_min_seconds``  the same roofline for the minimum traffic and one launch
 """
 from __future__ import annotations
@@ -25,9 +26,11 @@ import math
 
 import numpy as np
 
+from cupyops.bench import device_model as _device
+
 SECTOR_BYTES = 32
-H100_BANDWIDTH = 3.0e12          # bytes/s, the roofline of the model (H100 SXM HBM3, rounded)
-LAUNCH_SECONDS = 3e-6            # per kernel launch in the model
+H100_BANDWIDTH = _device.H100.copy_bandwidth   # bytes/s, the default roofline (H100 SXM HBM3)
+LAUNCH_SECONDS = _device.H100.launch_s         # per kernel launch in the default model
 
 #: Goals made visible in the report (not test gates): the largest acceptable sectors_ratio.
 GOALS = {
@@ -207,9 +210,12 @@ def summarize_launches(launches) -> dict:
     }
 
 
-def model_seconds(sectors: int, launches: int) -> float:
-    """Modelled H100 time: sector bytes at 3.0 TB/s plus 3 µs per launch."""
-    return sectors * SECTOR_BYTES / H100_BANDWIDTH + launches * LAUNCH_SECONDS
+def model_seconds(sectors: int, launches: int, device=None) -> float:
+    """Modelled time on ``device`` (a :class:`~cupyops.bench.device_model.DeviceSpec` or a
+    preset's name; default the H100): sector bytes at its copy bandwidth (3.0 TB/s) plus its
+    launch time (3 µs) per launch."""
+    dev = _device.from_name(device)
+    return sectors * SECTOR_BYTES / dev.copy_bandwidth + launches * dev.launch_s
 
 
 def goal_for(op: str, case: str) -> float | None:
@@ -225,9 +231,10 @@ def goal_for(op: str, case: str) -> float | None:
     return None
 
 
-def traffic_fields(launches, inputs, outputs, *, op: str = "", case: str = "") -> dict:
+def traffic_fields(launches, inputs, outputs, *, op: str = "", case: str = "",
+                   device=None) -> dict:
     """The traffic figures of one call: counters of its launches against the minimum of its
-    input and output arrays."""
+    input and output arrays; the modelled times on ``device`` (default the H100)."""
     s = summarize_launches(launches)
     minimum = min_sectors(inputs, outputs)
     sector_bytes = s["sectors"] * SECTOR_BYTES
@@ -250,8 +257,8 @@ def traffic_fields(launches, inputs, outputs, *, op: str = "", case: str = "") -
         "min_sectors": minimum,
         "sectors_ratio": ratio,
         "coalescing": s["requested_bytes"] / sector_bytes if sector_bytes else None,
-        "model_seconds": model_seconds(s["sectors"], s["launches"]),
-        "model_min_seconds": model_seconds(minimum, 1),
+        "model_seconds": model_seconds(s["sectors"], s["launches"], device),
+        "model_min_seconds": model_seconds(minimum, 1, device),
         "goal": goal,
         "goal_met": None if goal is None else bool(ratio <= goal),
     }

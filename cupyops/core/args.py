@@ -56,8 +56,8 @@ def index_fits(n_positions: int, dt: np.dtype) -> bool:
 
 def normalize_axes(axis, ndim, opname, zero_d=False):
     """None → every axis; int or tuple of ints → sorted tuple of distinct non-negative axes.
-    ``zero_d``: a 0-d input takes axis 0 or -1 (and nothing else) and reduces nothing, as
-    NumPy's argmax does (argmin/argmax/hardmax)."""
+    ``zero_d``: a 0-d input takes axis 0 or -1 (once, and nothing else) and reduces nothing,
+    as NumPy's argmax does (argmin/argmax/hardmax)."""
     if axis is None:
         return tuple(range(ndim))
     if zero_d and ndim == 0:
@@ -71,6 +71,8 @@ def normalize_axes(axis, ndim, opname, zero_d=False):
             if a not in (0, -1):
                 raise np.exceptions.AxisError(a, 0, msg_prefix=opname)
         else:
+            if isinstance(axis, tuple) and len(axis) > 1:    # 0 and -1 name the same axis
+                raise ValueError(f"{opname}: axis {axis!r} repeats an axis")
             return ()
     items = axis if isinstance(axis, tuple) else (axis,)
     if isinstance(axis, list):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import threading
 
 import numpy as np
@@ -128,7 +129,6 @@ class Backend:
 
     def __init__(self):
         self._kernels: dict = {}
-        self._lock = threading.Lock()
         self._dry_by_key: dict = {}
         self._dry_kernels: dict = {}
         #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
@@ -598,6 +598,15 @@ def _cupy_device_props(device_id: int) -> DeviceProps:
 
 _backends: dict = {}
 _backends_lock = threading.Lock()
+
+
+def _new_lock_in_child():
+    """After ``fork``: a new lock, as its holder (a parent thread) is not in the child."""
+    global _backends_lock
+    _backends_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def get_backend(name: str, device_id: int | None = None) -> Backend:

@@ -21,7 +21,8 @@ CUPY_INSTALL_HINT = ("install cupyops with the CuPy extra for your CUDA version,
 @functools.lru_cache(maxsize=None)
 def cuda_status():
     """(True, description) when a CUDA GPU is usable through CuPy, else (False, reason). The
-    reason tells a missing CuPy (and which extra installs it) from a CuPy that finds no GPU."""
+    reason tells a missing CuPy (and which extra installs it) from a machine with no GPU
+    ("no GPU found", then CuPy's own words) and from a GPU that CuPy cannot use."""
     try:
         import cupy
     except ImportError:
@@ -32,13 +33,35 @@ def cuda_status():
     try:
         n = cupy.cuda.runtime.getDeviceCount()
         if n == 0:
-            return False, "CuPy is installed but finds no CUDA GPU"
+            return False, "no GPU found (CuPy finds 0 CUDA devices)"
         props = cupy.cuda.runtime.getDeviceProperties(0)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return True, f"{n} device(s), cuda:0 = {name} (sm_{props['major']}{props['minor']})"
     except Exception as exc:
-        return False, (f"CuPy is installed but finds no usable CUDA GPU ({type(exc).__name__}: "
-                       f"{exc})").splitlines()[0][:300]
+        said = f"{type(exc).__name__}: {exc}".splitlines()[0][:240]
+        return False, _no_usable_gpu(said)
+
+
+def _no_usable_gpu(said: str) -> str:
+    """Why CuPy's runtime call failed, in the user's terms, CuPy's words ``said`` after it.
+    Without an NVIDIA driver CuPy says "driver version is insufficient": there is no GPU."""
+    if "cudaErrorNoDevice" in said or ("cudaErrorInsufficientDriver" in said
+                                       and not _nvidia_driver_found()):
+        return f"no GPU found (CuPy: {said})"
+    if "cudaErrorInsufficientDriver" in said:
+        return (f"CuPy is installed but the NVIDIA driver is too old for its CUDA runtime "
+                f"(CuPy: {said})")
+    return f"CuPy is installed but cannot use a CUDA GPU (CuPy: {said})"
+
+
+def _nvidia_driver_found() -> bool:
+    """Whether the NVIDIA driver's library loads (libcuda; nvcuda.dll on Windows)."""
+    import ctypes
+    try:
+        ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def simt_compiler() -> str:

@@ -3,13 +3,23 @@ entries, layout classes).
 
 Never for memory: scratch belongs to a Workspace or a stream's arena (cupyops.core.workspace),
 because a captured CUDA graph keeps writing it after any cache would have dropped it.
+
+Safe across ``fork``: a child gets a new lock in every LRU (``os.register_at_fork``), since
+the thread that held the parent's lock (inside ``put``) does not exist in the child. The
+contents stay: ``put`` changes them one atomic dict operation at a time, so the worst a fork
+in the middle leaves is one entry over ``maxsize``, trimmed by the next ``put``.
 """
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 
 __all__ = ["LRU"]
+
+#: every LRU of the process, for the fork handler
+_instances: weakref.WeakSet = weakref.WeakSet()
 
 
 class LRU:
@@ -25,7 +35,7 @@ class LRU:
     ``KeyError`` when another thread evicted it in between, which leaves the value read
     valid). ``get`` is the two in one call."""
 
-    __slots__ = ("maxsize", "peek", "touch", "_d", "_lock")
+    __slots__ = ("maxsize", "peek", "touch", "_d", "_lock", "__weakref__")
 
     def __init__(self, maxsize: int = 4096):
         self.maxsize = int(maxsize)
@@ -33,6 +43,7 @@ class LRU:
         self._lock = threading.Lock()
         self.peek = self._d.get
         self.touch = self._d.move_to_end
+        _instances.add(self)
 
     def get(self, key):
         value = self.peek(key)
@@ -51,6 +62,10 @@ class LRU:
                 self._d.popitem(last=False)
         return value
 
+    def after_fork_in_child(self):
+        """A new lock (the fork handler's): the parent's holder is not in the child."""
+        self._lock = threading.Lock()
+
     def clear(self):
         with self._lock:
             self._d.clear()
@@ -64,3 +79,11 @@ class LRU:
 
     def __contains__(self, key):
         return key in self._d
+
+
+def _new_locks_in_child():
+    for lru in list(_instances):
+        lru.after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_new_locks_in_child)

@@ -9,22 +9,29 @@ This is the one place that
   ``#include "x.cuh"`` headers (:func:`module_source`) — CuPy's on-disk kernel cache hashes the
   source text but not headers found through ``-I``, so a header edit would otherwise be served a
   stale cubin,
-* keeps one compiled module per ``(backend, device, family, value dtype)``
-  (:func:`get_module`, :func:`get_function`).
+* shapes every compiled module, for CUDA and simt alike: a family's source with the name
+  expressions one module instantiates (:func:`module_source`, :func:`compiled_module`), and keeps
+  one compiled module per ``(backend, device, family, expressions)`` (:func:`get_module`,
+  :func:`get_function`).
 
 A *kernel family* (:class:`KernelFamily`) is one ``.cu`` file plus the list of every name
-expression a module for one value dtype holds. Each op (``cupyops/ops/<op>/family.py``) registers its
-families at import with :func:`register_family`; ``precompile()`` and the NVRTC compile checks
-iterate over exactly those lists, so a launch that asks for an expression its family did not
-declare is an error (:func:`get_function` raises ``KeyError``).
+expression it serves for one value dtype, and how those are grouped into compiled modules: by
+default one module per expression, so a first call compiles only the kernels it launches
+(issue 33: a whole family x dtype module cost a first call 2-4 times what its kernel alone
+does). Each op (``cupyops/ops/<op>/family.py``) registers its families at import with
+:func:`register_family`; ``precompile()`` and the NVRTC compile checks iterate over exactly
+those lists, so a launch that asks for an expression its family did not declare is an error
+(:func:`get_function` raises ``KeyError``).
 
-Nothing here compiles at import: a module is built on the first :func:`get_module` for its key.
+Nothing here compiles at import: a module is built on the first :func:`get_function` of one of
+its expressions.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import importlib.resources
+import os
 import pathlib
 import posixpath
 import re
@@ -37,10 +44,11 @@ from cupyops.core import dtypes as _bf16
 from cupyops.core import progress as _progress
 
 __all__ = [
-    "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "KernelCompileError",
+    "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "FirstCall", "KernelCompileError",
     "ctype", "name_expression", "register_family", "families", "get_family",
     "read_kernel_file", "inline_includes", "module_source", "compile_options",
-    "get_module", "get_function", "clear_cache", "register_module_factory", "module_factory",
+    "get_module", "compiled_module", "get_function", "clear_cache", "register_module_factory",
+    "module_factory", "module_tag",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -120,6 +128,25 @@ def name_expression(template: str, *args) -> str:
 
 BlockSizes = Union[tuple, Callable[[str], tuple]]
 DynamicShared = Union[int, Callable[[np.dtype, str, int], int]]
+Grouping = Callable[[np.dtype, tuple], "tuple[tuple[str, ...], ...]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstCall:
+    """One plan kind's first call: the operators it serves (``ops``), the plan, whether it
+    indexes with 64 bits (inputs past 2**31 elements), and the name expressions it launches."""
+    ops: str
+    plan: str
+    wide: bool
+    exprs: tuple
+
+
+FirstCalls = Callable[[np.dtype], "tuple[FirstCall, ...]"]
+
+
+def one_module_per_expression(dtype, exprs: tuple) -> tuple:
+    """The default grouping: every name expression is a module of its own."""
+    return tuple((e,) for e in exprs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +156,18 @@ class KernelFamily:
     name: registry key, e.g. ``"argreduce"``.
     source: file in ``kernels/``, e.g. ``"argreduce.cu"``.
     dtypes: the value dtypes it serves (one module per dtype).
-    expressions: ``dtype -> tuple[str, ...]``: EVERY name expression the module for one value
-        dtype holds. Build them with :func:`name_expression`.
+    expressions: ``dtype -> tuple[str, ...]``: EVERY name expression the family serves for one
+        value dtype. Build them with :func:`name_expression`.
     options: extra compile options, e.g. ``("-DFOO=1",)``.
+    grouping: ``(dtype, expressions) -> tuple of tuples``: the compiled modules, a partition of
+        the expressions (default :func:`one_module_per_expression`). A module compiles whole, so
+        grouping kernels that no call launches together makes first calls wait for kernels
+        they do not use.
+
+Metadata for the NVRTC timing tool (``cupyops.tools.nvrtc_timing``), optional:
+
+    first_calls: ``dtype -> tuple of FirstCall``: the kernels a first call of each plan kind
+        launches (default: each expression alone).
 
     Metadata for the compile checks (``cupyops.tools.nvrtc``), optional:
 
@@ -151,6 +187,8 @@ class KernelFamily:
     block_sizes: BlockSizes = (256,)
     dynamic_shared: DynamicShared = 0
     min_occupancy: float = 0.5
+    grouping: Grouping = one_module_per_expression
+    first_calls: FirstCalls | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "dtypes", tuple(_native(d) for d in self.dtypes))
@@ -163,10 +201,42 @@ class KernelFamily:
             raise TypeError(f"kernel family {self.name!r} does not serve dtype {dt}; "
                             f"it serves {', '.join(map(str, self.dtypes))}")
         exprs = tuple(dict.fromkeys(self.expressions(dt)))
-        if not exprs or not all(isinstance(e, str) and e for e in exprs):
+        if not exprs or not all(isinstance(e, str) and e and "\n" not in e for e in exprs):
             raise ValueError(f"kernel family {self.name!r}: expressions({dt}) must be a "
-                             f"non-empty sequence of non-empty strings, got {exprs!r}")
+                             f"non-empty sequence of one-line strings, got {exprs!r}")
         return exprs
+
+    def modules_for(self, dtype) -> tuple:
+        """The compiled modules of ``dtype``: tuples of name expressions, a partition of
+        :meth:`expressions_for` (checked)."""
+        exprs = self.expressions_for(dtype)
+        groups = tuple(tuple(g) for g in self.grouping(_native(dtype), exprs))
+        flat = [e for g in groups for e in g]
+        if not all(groups) or sorted(flat) != sorted(exprs):
+            raise ValueError(f"kernel family {self.name!r}: grouping({_native(dtype)}) must "
+                             f"split {exprs!r} into non-empty modules, each expression in one; "
+                             f"got {groups!r}")
+        return groups
+
+    def module_of(self, dtype, expr: str) -> tuple:
+        """The name expressions of the module that holds ``expr`` (``KeyError`` if the family
+        does not declare it for ``dtype``)."""
+        for group in self.modules_for(dtype):
+            if expr in group:
+                return group
+        raise KeyError(f"kernel family {self.name!r} does not declare {expr!r} for dtype "
+                       f"{_native(dtype)}; declared: {', '.join(self.expressions_for(dtype))}")
+
+    def first_calls_for(self, dtype) -> tuple:
+        """The :class:`FirstCall` of each plan kind (their expressions declared)."""
+        exprs = self.expressions_for(dtype)
+        plans = (tuple(FirstCall(self.name, e, False, (e,)) for e in exprs)
+                 if self.first_calls is None else tuple(self.first_calls(_native(dtype))))
+        unknown = sorted({e for p in plans for e in p.exprs} - set(exprs))
+        if unknown:
+            raise ValueError(f"kernel family {self.name!r}: first_calls({_native(dtype)}) names "
+                             f"undeclared expressions {unknown}")
+        return plans
 
     def block_sizes_for(self, expr: str) -> tuple:
         bs = self.block_sizes(expr) if callable(self.block_sizes) else self.block_sizes
@@ -294,9 +364,21 @@ def _module_source_cached(source_file: str) -> str:
     return inline_includes(read_kernel_file(source_file), source_file)
 
 
-def module_source(family_name: str) -> str:
-    """The family's ``.cu`` with its quoted includes inlined (cached per process)."""
-    return _module_source_cached(get_family(family_name).source)
+def module_tag(family_name: str, exprs) -> str:
+    """The comment line that ends the source of the module of ``exprs``: every module's source
+    text differs, so no compile cache keyed by the source alone can hand one module's binary to
+    another (CuPy before 14.2 keyed its disk cache without the name expressions)."""
+    return f"// cupyops kernel module {family_name}: {'; '.join(exprs)}\n"
+
+
+def module_source(family_name: str, exprs=None) -> str:
+    """The family's ``.cu`` with its quoted includes inlined (cached per process); with
+    ``exprs``, the source the module of those name expressions compiles: that text ended by
+    :func:`module_tag`."""
+    text = _module_source_cached(get_family(family_name).source)
+    if exprs is None:
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + module_tag(family_name, exprs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,28 +412,28 @@ class KernelCompileError(RuntimeError):
     """A kernel module failed to compile; ``log`` holds the compiler output."""
 
     def __init__(self, message: str, *, log: str = "", backend: str = "", family: str = "",
-                 dtype=None, options: tuple = (), source: str = ""):
+                 exprs: tuple = (), options: tuple = (), source: str = ""):
         super().__init__(message)
         self.log = log
         self.backend = backend
         self.family = family
-        self.dtype = dtype
+        self.exprs = tuple(exprs)
         self.options = options
         self.source = source
 
 
-def _compile_error(backend, fam, dt, options, source, exc) -> KernelCompileError:
+def _compile_error(backend, fam, exprs, options, source, exc) -> KernelCompileError:
     log = getattr(exc, "log", None) or getattr(exc, "_msg", None) or str(exc)
     if isinstance(log, bytes):
         log = log.decode("utf-8", "replace")
     used = getattr(exc, "options", None)
     if isinstance(used, (tuple, list)) and used and all(isinstance(o, str) for o in used):
         options = tuple(used)          # the full list the compiler got (CuPy adds to ours)
-    msg = (f"compiling kernel family {fam.name!r} ({fam.source}) for dtype {dt} on backend "
-           f"{backend!r} failed ({type(exc).__name__}).\noptions: {' '.join(options)}\n"
-           f"compiler log:\n{str(log).rstrip()}")
-    return KernelCompileError(msg, log=str(log), backend=backend, family=fam.name, dtype=dt,
-                              options=options, source=source)
+    msg = (f"compiling kernel family {fam.name!r} ({fam.source}), module "
+           f"{'; '.join(exprs)}, on backend {backend!r} failed ({type(exc).__name__}).\n"
+           f"options: {' '.join(options)}\ncompiler log:\n{str(log).rstrip()}")
+    return KernelCompileError(msg, log=str(log), backend=backend, family=fam.name,
+                              exprs=exprs, options=options, source=source)
 
 
 def _is_compile_exception(exc: BaseException) -> bool:
@@ -420,20 +502,37 @@ _key_locks: dict[tuple, threading.Lock] = {}
 _cache_lock = threading.Lock()
 
 
-def _key(backend_name: str, family_name: str, dtype, device_id) -> tuple:
-    return (backend_name, int(device_id or 0), family_name, _native(dtype))
+def _new_locks_in_child():
+    """After ``fork``: a parent thread compiling under a key lock does not exist in the child,
+    so the child gets new locks (and compiles that module itself if it needs it)."""
+    global _cache_lock, _families_lock
+    _cache_lock, _families_lock = threading.Lock(), threading.Lock()
+    _key_locks.clear()
 
 
-def get_module(backend_name: str, family_name: str, dtype, device_id: int = 0):
-    """The compiled module of ``family_name`` for value ``dtype`` on a backend and device.
+os.register_at_fork(after_in_child=_new_locks_in_child)
 
-    ``cupy.RawModule`` for ``"cuda"`` (compiled for and loaded on ``device_id``),
-    ``cupyops.simt.RawModule`` for ``"simt"``. Built on first use and cached; threads asking
-    for the same key at once compile once. A compile failure raises
-    :class:`KernelCompileError` whose message carries the compiler log (and is not cached, so
-    a later call tries again).
+
+def _module_key(backend_name: str, family_name: str, exprs: tuple, device_id) -> tuple:
+    # the expressions name the module (the value type is in them): dtypes whose kernels are one
+    # instantiation (the nonzero family's bool, int8 and uint8) share it
+    return (backend_name, int(device_id or 0), family_name, tuple(exprs))
+
+
+def compiled_module(backend_name: str, family_name: str, exprs, device_id: int = 0):
+    """The compiled module of ``family_name`` that instantiates ``exprs`` (one of the family's
+    :meth:`KernelFamily.modules_for` groups) on a backend and device.
+
+    Every backend gets the same module: :func:`module_source` of those expressions, the
+    family's :func:`compile_options` and the expressions, handed to the backend's factory:
+    ``cupy.RawModule`` for ``"cuda"`` (compiled for and loaded on ``device_id``; CuPy's disk
+    cache keys it by all three), ``cupyops.simt.RawModule`` for ``"simt"``. Built on first use
+    and cached; threads asking for the same module at once compile it once. A compile failure
+    raises :class:`KernelCompileError` whose message carries the compiler log (and is not
+    cached, so a later call tries again).
     """
-    key = _key(backend_name, family_name, dtype, device_id)
+    exprs = tuple(exprs)
+    key = _module_key(backend_name, family_name, exprs, device_id)
     mod = _modules.get(key)
     if mod is not None:
         return mod
@@ -441,51 +540,58 @@ def get_module(backend_name: str, family_name: str, dtype, device_id: int = 0):
         lock = _key_locks.setdefault(key, threading.Lock())
     with lock:
         mod = _modules.get(key)
-        if mod is not None:
-            return mod
-        fam = get_family(family_name)
-        dt = key[3]
-        exprs = fam.expressions_for(dt)
-        try:
-            factory = _factories[backend_name]
-        except KeyError:
-            raise ValueError(f"unknown backend {backend_name!r}; known: "
-                             f"{', '.join(sorted(_factories))}") from None
-        source = module_source(family_name)
-        options = compile_options(fam)
-        try:
-            with _progress.compiling(backend_name):
-                mod = factory(source, options, exprs, key[1])
-        except Exception as e:
-            if _is_compile_exception(e):
-                raise _compile_error(backend_name, fam, dt, options, source, e) from e
-            raise
-        _modules[key] = mod
+        if mod is None:
+            mod = _modules[key] = _build(backend_name, get_family(family_name), exprs, key[1])
         return mod
 
 
+def _build(backend_name: str, fam: KernelFamily, exprs: tuple, device_id: int):
+    try:
+        factory = _factories[backend_name]
+    except KeyError:
+        raise ValueError(f"unknown backend {backend_name!r}; known: "
+                         f"{', '.join(sorted(_factories))}") from None
+    source = module_source(fam.name, exprs)
+    options = compile_options(fam)
+    try:
+        with _progress.compiling(backend_name):
+            return factory(source, options, exprs, device_id)
+    except Exception as e:
+        if _is_compile_exception(e):
+            raise _compile_error(backend_name, fam, exprs, options, source, e) from e
+        raise
+
+
+def get_module(backend_name: str, family_name: str, dtype, device_id: int = 0, *,
+               expr: str | None = None):
+    """The compiled module of ``family_name`` for value ``dtype`` that holds ``expr`` (default:
+    the first expression the family declares for ``dtype``): :func:`compiled_module` of that
+    expression's group. ``KeyError`` if ``expr`` is not declared for ``dtype``."""
+    fam = get_family(family_name)
+    if expr is None:
+        expr = fam.expressions_for(dtype)[0]
+    return compiled_module(backend_name, family_name, fam.module_of(dtype, expr), device_id)
+
+
 def get_function(backend_name: str, family_name: str, dtype, expr: str, device_id: int = 0):
-    """The kernel ``expr`` of the module :func:`get_module` gives (cached).
+    """The kernel ``expr`` of family ``family_name`` for value ``dtype`` (cached); compiles only
+    the module that holds it.
 
     ``KeyError`` if the family did not declare ``expr`` for ``dtype``: precompile and the
     compile checks only know declared expressions.
     """
-    fkey = _key(backend_name, family_name, dtype, device_id) + (expr,)
+    fkey = (backend_name, int(device_id or 0), family_name, _native(dtype), expr)
     fn = _functions.get(fkey)
     if fn is not None:
         return fn
-    mod = get_module(backend_name, family_name, dtype, device_id)
-    fam = get_family(family_name)
-    if expr not in fam.expressions_for(dtype):
-        raise KeyError(f"kernel family {family_name!r} does not declare {expr!r} for dtype "
-                       f"{_native(dtype)}; declared: {', '.join(fam.expressions_for(dtype))}")
+    mod = get_module(backend_name, family_name, dtype, device_id, expr=expr)
     fn = mod.get_function(expr)
     _functions[fkey] = fn
     return fn
 
 
 def cached_keys() -> list:
-    """Keys ``(backend, device, family, dtype)`` of the modules built so far."""
+    """Keys ``(backend, device, family, expressions)`` of the modules built so far."""
     return list(_modules)
 
 

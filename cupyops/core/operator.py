@@ -75,6 +75,10 @@ class Bench(typing.NamedTuple):
     * ``cold(f, x, device)``: the call the cold-start table times in a fresh process,
       ``fn()``, on a 256x256 float32 NumPy or CuPy ``x``, ``device`` the benchmark's
       ("cpu", "simt" or "cuda"); or None: not in that table.
+    * ``legend``: what the words of its case names mean, ``((words, meaning), ...)``:
+      ``words`` the words as the names write them (``"tie=first, tie=last"``; a word ending
+      in ``=`` stands for every value, ``"d="``), ``meaning`` one line. The benchmark's
+      report prints one legend of the words its cases use.
     """
 
     cases: typing.Callable
@@ -85,6 +89,7 @@ class Bench(typing.NamedTuple):
     as_numpy: typing.Callable | None = None
     extra_cases: typing.Callable | None = None
     cold: typing.Callable | None = None
+    legend: tuple = ()
 
 
 class Operator:

@@ -5,6 +5,7 @@ Detection follows array-api-compat: look the input's type up in ``sys.modules`` 
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import contextlib
@@ -58,9 +59,26 @@ def place(x, device):
         # subclasses (np.matrix, np.memmap, user subclasses) become a plain ndarray: a view, no
         # copy, for a subclass. A subclass's own methods (np.matrix.argmax keeps 2-D) then
         # never reach the NumPy path, and results are plain ndarrays.
-        x = np.asarray(x)
+        x = as_array(x)
     kind, dev_id, asked = resolve_device(device)
     return x, Placement(kind, False, dev_id, asked)
+
+
+def as_array(x) -> np.ndarray:
+    """``np.asarray(x)``, with errors that say what ``x`` was (the public function's name is
+    put in front by cupyops._call)."""
+    if x is None:
+        raise TypeError("x is None; expected an array (NumPy, CuPy, a DLPack array such as a "
+                        "torch tensor) or a nested sequence of numbers")
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        what = f"x (a {type(x).__module__}.{type(x).__qualname__})".replace("builtins.", "")
+        if "inhomogeneous" in str(exc):
+            raise ValueError(f"{what} is ragged: its nested sequences differ in length, so it "
+                             f"makes no array (NumPy: {exc})") from exc
+        cls = TypeError if isinstance(exc, TypeError) else ValueError
+        raise cls(f"{what} cannot be made an array (NumPy: {exc})") from exc
 
 
 def require_available(placement) -> None:
@@ -121,6 +139,33 @@ def from_kernel_result(res, placement):
             return tuple(r.get() for r in res)
         return res.get()
     return res
+
+
+def memory_bytes(placement) -> int | None:
+    """The memory a result of the placement must fit in, in bytes: the GPU's (and, for NumPy
+    input, the host's too: the result comes back) for "cuda", the host's physical memory
+    otherwise; None where the system does not say."""
+    host = _host_memory()
+    if placement.kind != "cuda":
+        return host
+    device_id = placement.device_id
+    if device_id is None:
+        device_id = import_cupy().cuda.runtime.getDevice()
+    gpu = _gpu_memory(device_id)
+    return gpu if placement.cupy_input or host is None else min(gpu, host)
+
+
+@functools.lru_cache(maxsize=1)
+def _host_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - another OS
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_memory(device_id: int) -> int:
+    return int(import_cupy().cuda.runtime.getDeviceProperties(device_id)["totalGlobalMem"])
 
 
 def device_context(placement):

@@ -1,8 +1,10 @@
-"""Ahead-of-time compilation (exported as ``cupyops.precompile``).
+"""Ahead-of-time compilation (exported as ``cupyops.precompile``; from the shell:
+``python -m cupyops precompile``).
 
-Kernels are otherwise compiled on first use. ``precompile()`` builds (or loads from CuPy's
-disk cache) every module of the chosen families and dtypes for one device and resolves every
-kernel function, so that
+Kernels are otherwise compiled on first use, one module per kernel (the registry's grouping,
+:mod:`cupyops.core.modules`). ``precompile()`` builds (or loads from CuPy's disk cache) every
+module of the chosen families and dtypes for one device, in threads over the usable cores, and
+resolves every kernel function, so that
 
 * the first real call pays no NVRTC time (cold starts, benchmarks), and
 * nothing is compiled or loaded while a CUDA graph is being captured.
@@ -19,7 +21,7 @@ from cupyops.core import devices as _devices
 from cupyops.core import modules as _modules
 from cupyops.core import progress as _progress
 
-__all__ = ["precompile"]
+__all__ = ["precompile", "module_list", "compile_modules"]
 
 
 def _resolve_device(device):
@@ -40,9 +42,12 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
     cupyops does) for ``dtypes``
     (default: every dtype each family serves) on ``device``: ``None`` means what it means for
     every function (``$CUPYOPS_DEVICE``, else ``"cpu"``); ``"cuda"`` is CuPy's current device,
-    ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Returns
-    the ``(family, dtype)`` pairs made ready, in order. When compiling takes more than about a
-    second, one line on stderr says so (``CUPYOPS_PROGRESS=0`` silences it).
+    ``"cuda:N"`` or ``N`` a given GPU, ``"simt"`` the CPU emulation, ``"cpu"`` nothing. Each
+    module (one a kernel, :mod:`cupyops.core.modules`) is built once, in ``max_workers``
+    threads (default: the usable cores; ``CUPYOPS_PRECOMPILE_SERIAL=1`` forces one for CUDA).
+    Returns the ``(family, dtype)`` pairs made ready, in order. When compiling takes more than
+    about a second, one line on stderr says so, and on a terminal a counter follows the modules
+    (``CUPYOPS_PROGRESS=0`` silences both).
 
     Raises ``RuntimeError`` when the device is not available here (no CuPy, no GPU, no working
     C++ compiler: the same message as the functions give), ``KeyError`` for an unknown family,
@@ -83,32 +88,51 @@ def precompile(families=None, dtypes=None, *, device=None, max_workers: int | No
         return []
 
     backend = _backend.get_backend(backend_name, device_id)
-
-    def build(item):
-        fam, dt = item
-        for expr in fam.expressions_for(dt):
-            backend.kernel(fam.name, dt, expr)     # compiles the module once, loads each function
-        return fam.name, dt
-
-    # modules with the same source and name expressions (the nonzero family's bool, int8 and
-    # uint8, ...) compile once: the first of each in parallel, then the others, which the
-    # compilers' caches serve
-    firsts, rest, seen = [], [], set()
-    for fam, dt in work:
-        same = (fam.name, fam.expressions_for(dt))
-        (rest if same in seen else firsts).append((fam, dt))
-        seen.add(same)
+    modules = module_list(work)
     if max_workers is None:
-        max_workers = min(_usable_cores(), len(firsts))
-    with _progress.batch(len(work), backend_name):
-        if max_workers <= 1 or backend_name == "cuda" and _needs_serial_cuda():
-            done = [build(item) for item in firsts]
-        else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as ex:
-                done = list(ex.map(build, firsts))
-        done += [build(item) for item in rest]
-    order = {(f.name, d): i for i, (f, d) in enumerate(work)}
-    return sorted(done, key=order.get)
+        max_workers = _usable_cores()
+    if backend_name == "cuda" and _needs_serial_cuda():
+        max_workers = 1
+    with _progress.batch(len(modules), backend_name) as bar:
+        compile_modules(backend_name, modules, backend.device_id, max_workers, bar.advance)
+        for fam, dt in work:          # load each function (the modules are built)
+            for expr in fam.expressions_for(dt):
+                backend.kernel(fam.name, dt, expr)
+    return [(fam.name, dt) for fam, dt in work]
+
+
+def module_list(work) -> list:
+    """``[(family name, name expressions), ...]``: every module of the ``(family, dtype)``
+    pairs of ``work``, each once (dtypes whose kernels are one instantiation share modules)."""
+    return list(dict.fromkeys((fam.name, group) for fam, dt in work
+                              for group in fam.modules_for(dt)))
+
+
+def compile_modules(backend_name: str, modules, device_id: int = 0, max_workers: int = 1,
+                    done=None) -> None:
+    """Build ``modules`` (:func:`module_list`) with :func:`cupyops.core.modules.compiled_module`
+    in ``max_workers`` threads (NVRTC and the C++ compiler's subprocesses release the GIL);
+    ``done(family, exprs)`` as each is ready. The first failure is raised once all have run."""
+    def build(item):
+        _modules.compiled_module(backend_name, item[0], item[1], device_id)
+        return item
+
+    workers = max(1, min(int(max_workers), len(modules)))
+    if workers == 1:
+        for item in modules:
+            build(item)
+            if done is not None:
+                done(*item)
+        return
+    errors = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
+        for fut in concurrent.futures.as_completed([ex.submit(build, m) for m in modules]):
+            if fut.exception() is not None:
+                errors.append(fut.exception())
+            elif done is not None:
+                done(*fut.result())
+    if errors:
+        raise errors[0]
 
 
 def _usable_cores() -> int:

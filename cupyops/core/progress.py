@@ -7,7 +7,8 @@ compile is quick. When one takes longer than :data:`THRESHOLD_S`:
 
 * a call's first such compile prints one line when the threshold passes and one when it is done,
   once per process (later compiles stay silent: the user knows what the pause is);
-* ``precompile`` prints one line for its whole batch and one when the batch is done.
+* ``precompile`` prints one line for its whole batch and one when the batch is done; on a
+  terminal, a counter of the modules done in between (rewritten in place).
 
 ``CUPYOPS_PROGRESS=0`` silences both. cupyops.core.modules runs each compile inside
 :func:`compiling`.
@@ -24,6 +25,15 @@ THRESHOLD_S = 1.0
 _lock = threading.Lock()
 _announced = False     # a call's compile has been announced in this process
 _batches = 0           # precompile batches running (their modules are announced as a batch)
+
+
+def _reset_in_child():
+    """After ``fork``: the batches other threads ran stay in the parent; a new lock."""
+    global _lock, _batches
+    _lock, _batches = threading.Lock(), 0
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 _WHAT = {
     "simt": "compiling kernels for the CPU emulation of CUDA (device='simt') with the C++ "
@@ -50,7 +60,7 @@ class Notice:
         self._t0 = 0.0
         self._guard = threading.Lock()
 
-    def _write(self, text):
+    def write(self, text):
         stream = self.stream or sys.stderr
         try:
             stream.write(text + "\n")
@@ -63,7 +73,7 @@ class Notice:
             if self._timer is None:     # the block ended meanwhile
                 return
             self.fired = True
-            self._write(f"cupyops: {self.message} ...")
+            self.write(f"cupyops: {self.message} ...")
 
     def __enter__(self):
         self._t0 = time.perf_counter()
@@ -80,7 +90,7 @@ class Notice:
             timer.cancel()
         if self.fired:
             took = time.perf_counter() - self._t0
-            self._write(f"cupyops: {'done in' if exc_type is None else 'failed after'} {took:.1f} s")
+            self.write(f"cupyops: {'done in' if exc_type is None else 'failed after'} {took:.1f} s")
         return False
 
 
@@ -114,12 +124,38 @@ def compiling(backend_name: str) -> _Compiling:
 
 
 class batch:
-    """``with batch(n, backend):`` around precompile's work: one notice for all its modules."""
+    """``with batch(n, backend) as b:`` around precompile's work: one notice for all its modules;
+    ``b.advance()`` as each module is ready (a counter, on a terminal, once the notice shows)."""
 
     def __init__(self, n_modules: int, backend_name: str, stream=None):
         where = "the CPU emulation of CUDA (device='simt')" if backend_name == "simt" else "CUDA"
+        self.n = n_modules
+        self.done = 0
+        self.stream = stream
+        self._counting = False
+        self._lock = threading.Lock()
         self.notice = Notice(f"precompile: compiling {n_modules} kernel modules for {where}",
                              stream=stream)
+
+    def _tty(self) -> bool:
+        try:
+            return bool((self.stream or sys.stderr).isatty())
+        except Exception:   # a closed or odd stream
+            return False
+
+    def advance(self, *what) -> None:
+        """One more module ready (``what`` is ignored: precompile passes the module)."""
+        with self._lock:
+            self.done += 1
+            if not (self.notice.fired and self._tty()):
+                return
+            self._counting = True
+            try:
+                stream = self.stream or sys.stderr
+                stream.write(f"\rcupyops: precompile: {self.done}/{self.n} modules")
+                stream.flush()
+            except Exception:   # the counter is not worth an error
+                pass
 
     def __enter__(self):
         global _batches
@@ -132,4 +168,6 @@ class batch:
         global _batches
         with _lock:
             _batches -= 1
+        if self._counting:
+            self.notice.write("")           # end the counter's line
         return self.notice.__exit__(*exc)

@@ -7,8 +7,11 @@ NumPy path splits an input of at least :data:`MIN_BYTES` into parts of at least
 :func:`run_parts` and combines their answers with the single-thread rules, so a result never
 depends on the number of threads.
 
-* **How many**: ``set_num_threads(n)``, else ``CUPYOPS_NUM_THREADS``, else the cores this
-  process may run on (``os.sched_getaffinity``). 1 is the single-thread path.
+* **How many**: ``set_num_threads(n)``, else ``CUPYOPS_NUM_THREADS`` (read and checked once, at
+  import: a bad value is a warning, then the default), else the cores this process may run on
+  (``os.sched_getaffinity``). 1 is the single-thread path. At most :func:`max_threads`
+  (:data:`THREADS_PER_CORE` a usable core): a larger request is clamped, with a warning.
+  Where the OS refuses a thread, calls run on the threads started so far (one warning).
 * **Where threads are not used**: a call from any thread but the main one (a thread pool's
   worker, Dask's threaded scheduler, a distributed worker: the pool it runs in already keeps
   the cores busy), and a call inside :func:`single_thread` (the chunks Dask hands to cupyops,
@@ -32,12 +35,11 @@ import os
 import queue
 import threading
 import time
+import warnings
 
-from cupyops.core.fastread import env_reader
-
-__all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "split",
-           "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES",
-           "PARTS_PER_THREAD", "BUSY_SECONDS"]
+__all__ = ["get_num_threads", "set_num_threads", "max_threads", "threads_for", "run_parts",
+           "split", "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES",
+           "TAIL_BYTES", "PARTS_PER_THREAD", "BUSY_SECONDS", "THREADS_PER_CORE"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20
@@ -49,8 +51,11 @@ PARTS_PER_THREAD = 2
 #: after a call whose workers found no core (or kept it waiting), this long on one thread
 BUSY_SECONDS = 0.25
 
+#: the cap on the thread count, per usable core (memory-bound parts gain nothing past the cores;
+#: a few a core leave room for a machine whose cores wait on memory or I/O)
+THREADS_PER_CORE = 4
+
 _ENV = "CUPYOPS_NUM_THREADS"
-_env = env_reader(_ENV)
 
 
 class _State:
@@ -59,9 +64,9 @@ class _State:
     def __init__(self):
         self.setting = None          # set_num_threads
         self.cores = None            # usable cores, read once
-        self.env_raw = None          # CUPYOPS_NUM_THREADS as last parsed
-        self.env_value = None
+        self.env_value = None        # CUPYOPS_NUM_THREADS, read at import (None: unset or bad)
         self.workers = []            # one SimpleQueue of jobs per worker thread
+        self.most_workers = None     # the workers the OS allowed, once it refused one
         self.busy_until = 0.0        # one thread until then: the workers found no core
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
@@ -75,6 +80,7 @@ def _after_fork_in_child():
     old = _state.__dict__.copy()
     _state.__init__()
     _state.setting = old["setting"]
+    _state.env_value = old["env_value"]
     _state.cores = None
 
 
@@ -90,17 +96,36 @@ def _usable_cores() -> int:
     return _state.cores
 
 
-def _parse_env(raw):
-    if raw == _state.env_raw and raw is not None:
-        return _state.env_value
-    text = raw.decode() if isinstance(raw, bytes) else raw
+def max_threads() -> int:
+    """The most threads a call uses: :data:`THREADS_PER_CORE` times the usable cores."""
+    return THREADS_PER_CORE * _usable_cores()
+
+
+def _read_env():
+    """``CUPYOPS_NUM_THREADS``, read and checked once (at import): None when unset or empty;
+    a value that is not a positive integer is a warning naming the variable, then None (the
+    default); one over :func:`max_threads` is clamped, with a warning."""
+    raw = os.environ.get(_ENV)
+    if raw is None or not raw.strip():
+        return None
     try:
-        n = int(text.strip())
+        n = int(raw.strip())
     except ValueError:
-        raise ValueError(f"{_ENV} must be a positive integer, got {text!r}") from None
+        n = 0
     if n < 1:
-        raise ValueError(f"{_ENV} must be a positive integer, got {text!r}")
-    _state.env_raw, _state.env_value = raw, n
+        warnings.warn(f"{_ENV}={raw!r} is not a positive integer: ignored; cupyops uses the "
+                      f"default, the {_usable_cores()} usable cores", RuntimeWarning, stacklevel=2)
+        return None
+    return _clamped(n, f"{_ENV}={n}")
+
+
+def _clamped(n: int, what: str) -> int:
+    cap = max_threads()
+    if n > cap:
+        warnings.warn(f"{what} is over the cap of {cap} threads ({THREADS_PER_CORE} per usable "
+                      f"core, {_usable_cores()} usable): using {cap}", RuntimeWarning,
+                      stacklevel=3)
+        return cap
     return n
 
 
@@ -108,9 +133,8 @@ def _setting() -> int:
     """The number of threads asked for (set_num_threads, the environment, the cores)."""
     if _state.setting is not None:
         return _state.setting
-    raw = _env()
-    if raw is not None and raw.strip():
-        return _parse_env(raw)
+    if _state.env_value is not None:
+        return _state.env_value
     return _usable_cores()
 
 
@@ -130,7 +154,8 @@ def get_num_threads() -> int:
 
 def set_num_threads(n: int | None) -> None:
     """Use ``n`` threads (1: the single-thread path) for the NumPy path's large inputs; None
-    goes back to the default (``CUPYOPS_NUM_THREADS``, else the usable cores)."""
+    goes back to the default (``CUPYOPS_NUM_THREADS``, else the usable cores). ``n`` over
+    :func:`max_threads` is clamped to it, with a warning."""
     if n is not None:
         if isinstance(n, bool) or not hasattr(type(n), "__index__"):
             raise TypeError(f"set_num_threads: n must be a positive int or None, got "
@@ -138,7 +163,9 @@ def set_num_threads(n: int | None) -> None:
         n = n.__index__()
         if n < 1:
             raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
+        n = _clamped(n, f"set_num_threads({n})")
     _state.setting = n
+    _state.most_workers = None       # a new setting tries the threads the OS refused again
 
 
 def threads_for(nbytes: int) -> int:
@@ -216,13 +243,22 @@ def _worker(jobs):
 
 
 def _ensure_workers(n: int) -> None:
-    """At least ``n`` worker threads (daemons, waiting on their job queues)."""
+    """At least ``n`` worker threads (daemons, waiting on their job queues), or as many as the
+    OS allows: once it refuses one, a warning, and the calls run on the threads they have."""
     workers = _state.workers
+    if _state.most_workers is not None:
+        n = min(n, _state.most_workers)
     while len(workers) < n:
         q = queue.SimpleQueue()
         t = threading.Thread(target=_worker, args=(q,), daemon=True,
                              name=f"cupyops-worker-{len(workers)}")
-        t.start()
+        try:
+            t.start()
+        except RuntimeError as exc:        # "can't start new thread": a limit of the OS
+            _state.most_workers = len(workers)
+            warnings.warn(f"cupyops: the OS refused a new thread ({exc}); the NumPy path runs "
+                          f"on {len(workers) + 1} threads", RuntimeWarning, stacklevel=4)
+            return
         workers.append(q)
 
 
@@ -289,3 +325,6 @@ def run_parts(fn, parts, threads: int) -> list:
     if job.errors:
         raise min(job.errors, key=lambda e: e[0])[1]
     return job.results
+
+
+_state.env_value = _read_env()

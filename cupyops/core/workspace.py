@@ -17,7 +17,9 @@ launches over the same scratch.
 """
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -58,13 +60,19 @@ def _carve(buf, specs, offsets) -> list:
     return out
 
 
+#: every Workspace and arena of the process, for the fork handler
+_holders: weakref.WeakSet = weakref.WeakSet()
+
+
 class _Holder:
     """Common part: a lock, and ``take(*specs)`` returning arrays carved from one buffer."""
 
     def __init__(self):
-        #: held over a call's carve-and-launch section (see the module docstring)
+        #: held over a call's carve-and-launch section (see the module docstring); a new one
+        #: in a forked child, whose parent's holder thread is gone
         self.lock = threading.RLock()
         self._carved: dict = {}
+        _holders.add(self)
 
     def take(self, *specs) -> list:
         offsets, total = _layout(specs)
@@ -182,6 +190,16 @@ class _Arena(_Holder):
 
 _arenas: dict = {}
 _arenas_lock = threading.Lock()
+
+
+def _new_locks_in_child():
+    global _arenas_lock
+    _arenas_lock = threading.Lock()
+    for holder in list(_holders):
+        holder.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def arena_for(backend) -> _Arena:

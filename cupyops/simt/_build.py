@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from cupyops.core import caches as _caches
+
 from . import _cache
 from ._errors import CompileError
 
@@ -69,13 +71,15 @@ def compiler_id() -> str:
     return _compiler_id_cache[cxx]
 
 
-_CACHE = _cache.Cache("CUPYOPS_SIMT_CACHE", lambda: Path.home() / ".cache" / "cupyops" / "simt", "cupyops.simt",
+_CACHE = _cache.Cache("CUPYOPS_SIMT_CACHE", lambda: _caches.cache_dir("simt"), "cupyops.simt",
                       "cupyops-simt")
 
 
 def cache_dir() -> Path:
-    """The folder of the cached libraries: $CUPYOPS_SIMT_CACHE (default ~/.cache/cupyops/simt),
-    or a private temporary folder when that one is unusable (with a one-time warning)."""
+    """The folder of the cached libraries: $CUPYOPS_SIMT_CACHE, else cupyops' cache folder's
+    ``simt`` (cupyops.core.caches: $CUPYOPS_CACHE_DIR, $XDG_CACHE_HOME/cupyops or
+    ~/.cache/cupyops), or a private temporary folder when that one is unusable (with a
+    one-time warning)."""
     return _CACHE.folder()
 
 
@@ -845,6 +849,29 @@ def stack_need(so_path) -> int:
         return 0
 
 
+def precompiled_header(flags: list[str]) -> Path:
+    """The header every kernel module includes (simt_cuda.h), precompiled by g++ for exactly
+    `flags` and cached: a module is one kernel (cupyops.core.modules), so the header's parse was
+    about half of a small module's compile.  The returned stub includes simt_cuda.h; g++ takes
+    the ``.gch`` beside it when its flags match and reads the stub (the same text) otherwise.
+    Falls back to simt_cuda.h itself when g++ makes no precompiled header."""
+    h = hashlib.sha256("\0".join([compiler(), *flags, support_digest()]).encode())
+    stub = f'#include "{INCLUDE_DIR / "simt_cuda.h"}"\n'
+
+    def build(tmp):
+        Path(tmp).write_text(stub)
+        with tempfile.TemporaryDirectory(prefix="cupyops-simt-pch-") as work:  # -fstack-usage's .su
+            gch = os.path.join(work, "simt_cuda.h.gch")
+            _run_compiler([compiler(), *flags, "-x", "c++-header", tmp, "-o", gch],
+                          "the precompiled simt_cuda.h")
+            return {".h.gch": Path(gch).read_bytes()}
+
+    try:
+        return _CACHE.entry(f"simt_cuda-{h.hexdigest()[:24]}", (".h", ".h.gch"), build)
+    except (CompileError, OSError):       # no PCH from this compiler: the plain header
+        return INCLUDE_DIR / "simt_cuda.h"
+
+
 def build_module(source: str, options, entries: list[str], name: str = "kernel", force: bool = False) -> Path:
     """Compile a kernel source (already assembled) into a cached, checked shared object (rebuilt
     with `force`)."""
@@ -863,8 +890,9 @@ def build_module(source: str, options, entries: list[str], name: str = "kernel",
         src_path, obj, su = base + ".cpp", base + ".o", base + ".su"
         try:
             Path(src_path).write_text(full)
+            header = precompiled_header([*KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", *opts])
             cmd = [compiler(), *KERNEL_FLAGS, *flags, f"-I{INCLUDE_DIR}", "-include",
-                   str(INCLUDE_DIR / "simt_cuda.h"), *opts, "-x", "c++", "-c", src_path, "-o", obj]
+                   str(header), *opts, "-x", "c++", "-c", src_path, "-o", obj]
             _run_compiler(cmd, f"kernel module {name!r}")
             frame = 0
             try:

@@ -9,13 +9,20 @@ Helpers for any cache folder that several processes share (reusable outside cupy
   :func:`install` then ``fsync``\\ s and renames it.  Every temporary name contains ``.tmp``.
 - :func:`locked`: an exclusive ``fcntl.flock`` on ``<path>.lock``, so that concurrent first uses of
   one entry wait for one producer instead of each producing it.  Take it only to *write*: reading a
-  valid entry needs no lock (a read-only cache keeps working).  Lock files are removed on release.
+  valid entry needs no lock (a read-only cache keeps working).  Lock files are removed on release
+  (:func:`remove_stale_locks` removes those a folder that turned read-only kept).  A forked child
+  closes its copies of the lock files other threads held (``os.register_at_fork``): a flock belongs
+  to the open file, so a copy kept open would hold the lock for as long as the child lives.
 - :func:`record_digests` / :func:`check_digests`: a ``sha256sum``-format sidecar (written after
   the files it lists) against which an entry is checked before it is used.
 - :func:`remove_stale_temps`: remove ``*.tmp*`` files older than an hour (left by killed writers).
+- :func:`write_failure`: the OSError behind a failed build (ENOSPC, EDQUOT, EFBIG, EROFS, EACCES,
+  EPERM), raised or reported in a tool's log.
 - :class:`Cache`: a cache folder named by an environment variable, with a private temporary
   fallback folder, and :meth:`Cache.entry`, which returns a validated entry or builds it (once,
-  under the lock) with the helpers above.
+  under the lock) with the helpers above.  A build runs in a private temporary build folder and
+  only its finished files are written into the cache folder, so a folder that fills up or turns
+  read-only at any moment costs no compile: the files go to the fallback folder instead.
 """
 
 from __future__ import annotations
@@ -25,17 +32,21 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
+import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
 
 __all__ = [
     "atomic_write_bytes", "atomic_write_text", "temp_path", "install", "locked", "record_digests",
-    "check_digests", "remove_stale_temps", "STALE_TEMP_S", "Cache", "CacheError",
+    "check_digests", "remove_stale_temps", "remove_stale_locks", "write_failure", "STALE_TEMP_S", "Cache",
+    "CacheError",
 ]
 
 STALE_TEMP_S = 3600.0
@@ -80,12 +91,13 @@ def _unlink_quietly(p) -> None:
         pass
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
+def atomic_write_bytes(path, data: bytes, mode: int = 0o666) -> None:
     """Write `data` to `path` so that no reader, and no crash, ever leaves a partial file there.
-    The file gets the usual permissions (0666 less the umask).  Raises OSError."""
+    The file gets `mode` less the umask (0666: the usual permissions).  Raises OSError, after
+    removing its temporary file."""
     path = Path(path)
     tmp = temp_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         try:
             view = memoryview(data)
@@ -105,6 +117,44 @@ def atomic_write_text(path, text: str, encoding: str = "utf-8") -> None:
     atomic_write_bytes(path, text.encode(encoding))
 
 
+# The lock files this process has open, by the thread that opened them.  A forked child closes
+# those of other threads (they are gone there); opening and closing are atomic with respect to
+# fork (the guard), so a child never closes a number that another file took in between.
+_lock_fds: dict = {}
+_lock_fds_guard = threading.Lock()
+
+
+def _open_lock_file(path, flags=os.O_RDONLY | os.O_CREAT) -> int:
+    with _lock_fds_guard:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)  # flock needs no write
+        _lock_fds[fd] = threading.get_ident()
+    return fd
+
+
+def _close_lock_file(fd) -> None:
+    with _lock_fds_guard:
+        _lock_fds.pop(fd, None)
+        os.close(fd)
+
+
+def _after_fork_in_child() -> None:
+    global _lock_fds_guard
+    me = threading.get_ident()
+    for fd, owner in list(_lock_fds.items()):
+        if owner != me:
+            del _lock_fds[fd]
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
+    _lock_fds_guard = threading.Lock()
+
+
+os.register_at_fork(before=lambda: _lock_fds_guard.acquire(),
+                    after_in_parent=lambda: _lock_fds_guard.release(),
+                    after_in_child=_after_fork_in_child)
+
+
 @contextlib.contextmanager
 def locked(path, *, timeout: float | None = None):
     """Exclusive lock of the cache entry `path` (the file ``<path>.lock``, created in its folder)
@@ -115,7 +165,7 @@ def locked(path, *, timeout: float | None = None):
     lock = Path(path).with_name(Path(path).name + ".lock")
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)  # flock needs no write
+        fd = _open_lock_file(lock)
         try:
             if deadline is None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -135,16 +185,16 @@ def locked(path, *, timeout: float | None = None):
             except FileNotFoundError:
                 same = False
         except BaseException:
-            os.close(fd)
+            _close_lock_file(fd)
             raise
         if same:
             break
-        os.close(fd)  # the holder removed it before releasing: lock the current one
+        _close_lock_file(fd)  # the holder removed it before releasing: lock the current one
     try:
         yield lock
     finally:
         _unlink_quietly(lock)  # before the release, so that no one locks a removed file for good
-        os.close(fd)
+        _close_lock_file(fd)
 
 
 def file_digest(data: bytes) -> str:
@@ -221,6 +271,57 @@ def remove_stale_temps(folder, max_age: float = STALE_TEMP_S) -> int:
         except OSError:
             pass
     return n
+
+
+def remove_stale_locks(folder) -> int:
+    """Remove the ``*.lock`` files of `folder` that no one holds: those of builds that could not
+    remove theirs (the folder had turned read-only).  Each is locked before it is removed, as
+    :func:`locked` releases, so a process waiting on it takes a new one.  Returns how many."""
+    n = 0
+    try:
+        entries = [e.path for e in os.scandir(folder) if e.name.endswith(".lock")]
+    except OSError:
+        return 0
+    for path in entries:
+        try:
+            fd = _open_lock_file(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                os.unlink(path)
+                n += 1
+        except OSError:  # held (a build is running), or gone meanwhile
+            pass
+        finally:
+            _close_lock_file(fd)
+    return n
+
+
+#: the errors of a write that a folder refused: full, over quota, read-only, no permission
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM)
+# a tool's own words for a write that failed (g++, GNU as and ld: the message names no path)
+_WRITER_WORDS = re.compile(r"final link failed|cannot open output file|error writing|error closing|"
+                           r"can't write|cannot write|failed to write|write error")
+
+
+def write_failure(exc: BaseException, folders=()) -> OSError | None:
+    """The OSError behind a failed build, if a write failed: `exc` itself (an OSError with one of
+    :data:`WRITE_ERRNOS`), or such an error reported on a line of the tool's log (``exc.log``, else
+    its message) that names one of `folders` or is the tool's word for a failed write (``ld: final
+    link failed: No space left on device``).  None otherwise (a compile error, a header the
+    compiler cannot read)."""
+    if isinstance(exc, OSError):
+        return exc if exc.errno in WRITE_ERRNOS else None
+    log = getattr(exc, "log", None) or str(exc)
+    names = [str(f) for f in folders]
+    for line in str(log).splitlines():
+        for code in WRITE_ERRNOS:
+            text = os.strerror(code)
+            if text in line and (_WRITER_WORDS.search(line) or any(n in line for n in names)):
+                return OSError(code, text, line.strip())
+    return None
 
 
 class CacheError(OSError):
@@ -355,10 +456,14 @@ class Cache:
     def entry(self, stem: str, suffixes, build, *, verify=None, force: bool = False) -> Path:
         """The path of the valid entry `stem` (its first suffix's file), built when it is missing or
         damaged (or always, with `force`).  ``build(tmp)`` must write that file at `tmp` (a str
-        that contains ".tmp") and return ``{suffix: bytes}`` for the other suffixes; it runs under
-        the entry's lock, after :func:`remove_stale_temps`.  Concurrent first uses wait for one
-        build.  Errors of `build` propagate; an OSError of the folder (not writable) moves the
-        build to the temporary folder (a CacheError if that fails too)."""
+        that contains ".tmp", in a private temporary build folder, beside which it may write its own
+        temporary files) and return ``{suffix: bytes}`` for the other suffixes; it runs under the
+        entry's lock, after :func:`remove_stale_temps`.  Concurrent first uses wait for one build.
+        Errors of `build` propagate, except a failed write (:func:`write_failure`: a CacheError that
+        names the temporary folder and the OS error).  An OSError of the cache folder (not
+        writable, full) puts the built files in the temporary folder (a CacheError if that fails
+        too).  A failed build leaves no temporary file, nor lock file, behind, except in a folder
+        that turned read-only (removed by a later build there)."""
         suffixes = tuple(suffixes)
         primary = self.folder()
         fallback = self._fallback
@@ -367,10 +472,11 @@ class Cache:
             why = self.check(primary, stem, suffixes, verify)
             if why is None:
                 return primary / (stem + suffixes[0])
+        made: dict = {}  # the built files, once built: a second folder takes them as they are
         if str(primary) in self._unwritable and fallback is not None and primary != fallback:
-            return self._entry_elsewhere(primary, fallback, stem, suffixes, build, verify, force, why)
+            return self._entry_elsewhere(primary, fallback, stem, suffixes, build, verify, force, why, made)
         try:
-            return self._build_in(primary, stem, suffixes, build, verify, force)
+            return self._build_in(primary, stem, suffixes, build, verify, force, made)
         except OSError as e:
             if isinstance(e, CacheError):
                 raise
@@ -379,16 +485,16 @@ class Cache:
                                           f"not usable, nor is the temporary folder {primary} ({_reason(e)}): set "
                                           f"{self.env_var} to a writable folder") from e
             fallback = self._fallback_folder(primary, e)
-        return self._entry_elsewhere(primary, fallback, stem, suffixes, build, verify, force, why)
+        return self._entry_elsewhere(primary, fallback, stem, suffixes, build, verify, force, why, made)
 
-    def _entry_elsewhere(self, primary, fallback, stem, suffixes, build, verify, force, why):
+    def _entry_elsewhere(self, primary, fallback, stem, suffixes, build, verify, force, why, made):
         if why not in (None, "missing"):
             self.say(f"the cache entry {stem} in {primary} is damaged ({why}) and that folder "
                      f"is not writable: building it in {fallback}")
         if not force and self.check(fallback, stem, suffixes, verify) is None:
             return fallback / (stem + suffixes[0])
         try:
-            return self._build_in(fallback, stem, suffixes, build, verify, force)
+            return self._build_in(fallback, stem, suffixes, build, verify, force, made)
         except OSError as e:
             if isinstance(e, CacheError):
                 raise
@@ -396,7 +502,7 @@ class Cache:
                                       f"nor is the temporary folder {fallback} ({_reason(e)}): set {self.env_var} "
                                       f"to a writable folder") from e
 
-    def _build_in(self, folder: Path, stem, suffixes, build, verify, force) -> Path:
+    def _build_in(self, folder: Path, stem, suffixes, build, verify, force, made) -> Path:
         folder.mkdir(parents=True, exist_ok=True)  # it may have been removed since
         main = folder / (stem + suffixes[0])
         with locked(main):
@@ -407,17 +513,54 @@ class Cache:
                 if why != "missing":
                     self.say(f"the cache entry {stem} in {folder} is damaged ({why}): rebuilding it")
             remove_stale_temps(folder)
-            tmp = temp_path(main, suffixes[0])
-            try:
-                extra = build(str(tmp)) or {}
-                for s in suffixes[1:]:
-                    atomic_write_bytes(folder / (stem + s), extra[s])
-                install(tmp, main)
-            finally:
-                _unlink_quietly(tmp)
-            record_digests(folder / (stem + ".sum"), [folder / (stem + s) for s in suffixes])
+            remove_stale_locks(folder)
+            if not made:
+                made.update(self._build_privately(stem, suffixes, build))
+            self._install(folder, stem, suffixes, made)
             self._valid.pop(str(folder / stem), None)
             why = self.check(folder, stem, suffixes, verify)
             if why is not None:  # pragma: no cover - a build that writes what `verify` refuses
                 raise RuntimeError(f"{self.label}: the cache entry {main} just built does not check: {why}")
         return main
+
+    def _build_privately(self, stem, suffixes, build) -> dict:
+        """``{suffix: (bytes, mode)}`` of a build run in a private temporary build folder (removed
+        after it): the tool never writes into the cache folder."""
+        base = Path(tempfile.gettempdir())
+        try:
+            scratch = Path(tempfile.mkdtemp(prefix=f"{self._prefix}-build-"))
+        except OSError as e:
+            raise CacheError(e.errno, f"{self.label}: cannot build: no private build folder can be made in the "
+                                      f"temporary folder {base} ({_reason(e)}); free space there or set TMPDIR "
+                                      f"to a writable folder") from e
+        try:
+            tmp = temp_path(scratch / (stem + suffixes[0]), suffixes[0])
+            try:
+                extra = build(str(tmp)) or {}
+                out = {suffixes[0]: (tmp.read_bytes(), stat.S_IMODE(os.stat(tmp).st_mode))}
+            except Exception as e:
+                err = write_failure(e, (scratch, base))
+                if err is None:
+                    raise
+                raise CacheError(err.errno, f"{self.label}: cannot build: a write in the temporary folder {base} "
+                                            f"failed ({_reason(err)}; {err.filename}): free space there or set "
+                                            f"TMPDIR to a writable folder") from e
+            out.update({s: (extra[s], 0o666) for s in suffixes[1:]})
+            return out
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _install(self, folder: Path, stem, suffixes, made) -> None:
+        """Write the built files into `folder`, the sidecar last; on an error, remove the ones
+        written (useless without their sidecar) and raise it."""
+        written = []
+        try:
+            for s in (*suffixes[1:], suffixes[0]):
+                data, mode = made[s]
+                atomic_write_bytes(folder / (stem + s), data, mode)
+                written.append(folder / (stem + s))
+            record_digests(folder / (stem + ".sum"), [folder / (stem + s) for s in suffixes])
+        except OSError:
+            for p in written:
+                _unlink_quietly(p)
+            raise

@@ -20,6 +20,16 @@ from ._errors import (
 
 _LOCK = threading.RLock()
 
+
+def _new_lock_in_child():
+    """After ``fork``: a new lock. A parent thread that held it (compiling, launching) is not in
+    the child, and every launch sets up the runtime's state afresh."""
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
 MAX_THREADS_PER_BLOCK = 1024
 DEFAULT_SHARED_LIMIT = 48 * 1024
 MAX_SHARED_OPTIN = 227 * 1024

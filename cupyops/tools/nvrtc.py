@@ -14,6 +14,7 @@ CLI::
 
     python -m cupyops.tools.nvrtc --table docs/kernels.md     # every family x dtype x arch
     python -m cupyops.tools.nvrtc --family selftest --arch 90 # print, don't write
+    python -m cupyops.tools.nvrtc --compare-ptx               # grouping leaves PTX unchanged
 
 Needs ``cuda-bindings`` and ``nvidia-cuda-nvrtc``: the ``test`` extra. No include path is
 given: the kernels include no system header. Nothing here imports CuPy.
@@ -41,7 +42,8 @@ __all__ = [
     "REQUIRED_ARCHS", "available", "nvrtc_version", "supported_archs", "check_archs",
     "cupy_options", "compile_cubin", "compile_ptx", "compile_family",
     "occupancy", "load_family_modules", "family_report", "render_table", "main",
-    "job_for", "cache_root", "cache_key", "write_cache_entry", "run_pool",
+    "job_for", "runtime_modules", "compile_program", "cache_root", "cache_key",
+    "write_cache_entry", "run_pool", "ptx_functions", "compare_grouping_ptx",
 ]
 
 #: Architectures the checks must cover whatever else NVRTC offers.
@@ -271,6 +273,19 @@ def _compile(source: str, arch_opt: str, options: tuple, name_expressions: tuple
         nv.nvrtcDestroyProgram(prog)
 
 
+def compile_program(source: str, options: tuple, name_expressions: tuple = (), *,
+                    cubin: bool = True, filename: str = "kernel.cu") -> tuple:
+    """One NVRTC compile with exactly ``options`` (the architecture among them): ``(log,
+    lowered names, binary, seconds)``, the binary a cubin (``cubin=True``) or the PTX text."""
+    arch_opts = tuple(o for o in options if o.startswith(("-arch", "--gpu-architecture")))
+    if len(arch_opts) != 1:
+        raise ValueError(f"options must hold one architecture option, got {arch_opts!r}")
+    _, log, lowered, binary, ptx, secs = _compile(
+        source, arch_opts[0], tuple(o for o in options if o not in arch_opts),
+        tuple(name_expressions), cubin, not cubin, filename)
+    return log, lowered, binary if cubin else ptx, secs
+
+
 def compile_cubin(source: str, arch: int, options: tuple = (), name_expressions: tuple = (),
                   *, keep_binaries: bool = False, filename: str = "kernel.cu") -> CompileResult:
     """Compile ``source`` for ``sm_<arch>`` with ``options`` (give the full list, e.g.
@@ -315,19 +330,63 @@ def compile_ptx(source: str, arch: int, options: tuple = (), name_expressions: t
                          log=log, seconds=secs, ptx=ptx)
 
 
+_PTX_FUNC_START = re.compile(r"^(?=(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\b)", re.M)
+_PTX_FUNC_NAME = re.compile(r"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
+_PTX_LABEL = re.compile(r"\$L__BB\d+_")
+_PTX_LINKAGE_NOTE = re.compile(r"^\s*// \.(?:globl|weak)\b.*$", re.M)
+
+
+def ptx_functions(ptx: str) -> tuple[list, dict]:
+    """(the module-level lines, ``{name: text}`` of every ``.entry`` and ``.func``) of a PTX
+    module, normalised for comparing one kernel across modules: comments naming the next
+    function's linkage dropped, and block labels (``$L__BB<function number>_<block>``) stripped
+    of the function's number in its module."""
+    text = _PTX_LINKAGE_NOTE.sub("", ptx)
+    parts = _PTX_FUNC_START.split(text)
+    header = [ln for ln in parts[0].splitlines() if ln.strip() and not ln.lstrip().startswith("//")]
+    funcs = {}
+    for part in parts[1:]:
+        funcs[_PTX_FUNC_NAME.search(part).group(1)] = _PTX_LABEL.sub("$L__BB_", part).rstrip()
+    return header, funcs
+
+
+def compare_grouping_ptx(family, dtype, arch: int = 90) -> dict:
+    """``{expr: differences}`` between each kernel's PTX (``compute_<arch>``) compiled in the
+    family x dtype module (the checks' grouping, the library's before issue 33) and in its
+    runtime module (:func:`runtime_modules`): the entry, the functions it keeps, and the
+    module-level declarations. An empty list means byte-identical after
+    :func:`ptx_functions`' normalisation."""
+    fam, (source, _, options, exprs) = job_for(family, dtype, arch)
+    whole = compile_ptx(source, arch, options, exprs, filename="module.cu")
+    w_header, w_funcs = ptx_functions(whole.ptx)
+    out = {}
+    for group in fam.modules_for(dtype):
+        _, (src, _, opts, ex) = job_for(fam, dtype, arch, exprs=group)
+        one = compile_ptx(src, arch, opts, ex, filename="module.cu")
+        header, funcs = ptx_functions(one.ptx)
+        for e in group:
+            diff = [] if one.lowered_names[e] == whole.lowered_names[e] else ["lowered name"]
+            diff += [] if one.lowered_names[e] in funcs else ["entry missing"]
+            diff += [f"function {n}" for n, body in funcs.items() if w_funcs.get(n) != body]
+            diff += [f"declaration {ln.strip()}" for ln in header if ln not in w_header]
+            out[e] = diff
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Families, with an on-disk cache keyed by everything that goes into the compile
 # --------------------------------------------------------------------------------------------
 
 def cache_root() -> Path:
-    """The checks' cache folder: ``$CUPYOPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/cupyops``
-    (``~/.cache/cupyops``)."""
-    return Path(os.environ.get("CUPYOPS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cupyops"))
+    """The root of cupyops' caches (cupyops.core.caches.cache_root)."""
+    from cupyops.core import caches
+    return caches.cache_root()
 
 
 def default_cache_dir() -> Path:
-    return cache_root() / "nvrtc-checks"
+    """The checks' cache folder (cupyops.core.caches: ``nvrtc-checks``)."""
+    from cupyops.core import caches
+    return caches.cache_dir("nvrtc-checks")
 
 
 def cache_key(*parts: str) -> str:
@@ -388,10 +447,14 @@ def compile_family(family, dtype, arch: int, *, cache_dir: Path | str | None = N
     return compile_many([(family, dtype, arch)], cache_dir=cache_dir, jobs=1)[0]
 
 
-def job_for(family, dtype, arch, sources=None):
+def job_for(family, dtype, arch, sources=None, exprs=None):
     """``(family, (source, arch, options, name expressions))``: what compiling ``family``'s
-    module for ``dtype`` and ``sm_<arch>`` takes, as the CuPy path would compile it (its
-    includes inlined). ``sources`` caches the inlined sources across calls."""
+    instantiations for ``dtype`` and ``sm_<arch>`` takes, with the CuPy path's options and the
+    includes inlined. By default one compile holds every expression of the dtype (the checks'
+    grouping: the fewest compiles; a kernel's PTX does not depend on the module it is compiled
+    in, tests/test_nvrtc_compile.py checks it); with ``exprs``, one module of
+    :func:`runtime_modules`, its source ended by its tag exactly as the library compiles it.
+    ``sources`` caches the inlined sources across calls."""
     fam = _modules.get_family(family) if isinstance(family, str) else family
     sources = {} if sources is None else sources
     source = sources.get(fam.source)
@@ -399,8 +462,28 @@ def job_for(family, dtype, arch, sources=None):
         source = _modules.inline_includes(_modules.read_kernel_file(fam.source), fam.source)
         sources[fam.source] = source
     options = cupy_options(_modules.compile_options(fam))
-    exprs = fam.expressions_for(dtype)
-    return fam, (source, int(arch), options, exprs)
+    if exprs is None:
+        return fam, (source, int(arch), options, fam.expressions_for(dtype))
+    exprs = tuple(exprs)
+    tagged = source + ("" if source.endswith("\n") else "\n") + _modules.module_tag(fam.name, exprs)
+    return fam, (tagged, int(arch), options, exprs)
+
+
+def runtime_modules(families=None, dtypes=None) -> list:
+    """``[(family, dtypes, exprs), ...]``: every module the library compiles for ``families``
+    (names or KernelFamily; default all registered) and ``dtypes`` (default all served), each
+    once, with the dtypes that use it: the registry's grouping, as ``precompile`` builds them."""
+    fams = list(_modules.families().values()) if families is None else [
+        _modules.get_family(f) if isinstance(f, str) else f for f in families]
+    wanted = None if dtypes is None else {np.dtype(d) for d in dtypes}
+    out: dict = {}
+    for fam in fams:
+        for dt in fam.dtypes:
+            if wanted is not None and dt not in wanted:
+                continue
+            for group in fam.modules_for(dt):
+                out.setdefault((fam.name, group), (fam, []))[1].append(dt)
+    return [(fam, tuple(dts), group) for (_, group), (fam, dts) in out.items()]
 
 
 def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
@@ -417,31 +500,42 @@ def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
         cache.mkdir(parents=True, exist_ok=True)
     results: list = [None] * len(items)
     todo = []
+    same: dict = {}          # cache key -> the todo entry of the first identical job
     sources: dict = {}
     for i, (family, dtype, arch) in enumerate(items):
         fam, job = job_for(family, dtype, arch, sources)
         key = _cache_key(*job)
+        if key in same:      # identical instantiations (nonzero's bool, int8, uint8): once
+            same[key][0].append(i)
+            continue
         path = cache / f"{key}.json" if cache else None
         if path is not None and path.is_file():
             try:
                 results[i] = CompileResult.from_json(json.loads(path.read_text()))
+                same[key] = ([i], None)
                 continue
             except (ValueError, KeyError, TypeError):
                 pass
-        todo.append((i, job, path, f"{fam.name} {np.dtype(dtype)} sm_{arch}"))
+        same[key] = ([i], None)
+        todo.append((same[key][0], job, path, f"{fam.name} {np.dtype(dtype)} sm_{arch}"))
+    for places, _ in same.values():          # cached firsts: their twins share the result
+        for i in places[1:]:
+            results[i] = results[places[0]]
     failures = []
     done = [0]
 
     def finish(entry, out):
-        i, job, path, label = entry
+        places, job, path, label = entry
         done[0] += 1
         if progress is not None:
             progress(done[0], len(todo), label, out["ok"])
         if not out["ok"]:
             failures.append(f"{label}: {out['error']}")
-            results[i] = NvrtcError(f"{label}: {out['error']}", out["log"])
+            for i in places:
+                results[i] = NvrtcError(f"{label}: {out['error']}", out["log"])
             return
-        results[i] = CompileResult.from_json(out["result"])
+        for i in places:
+            results[i] = CompileResult.from_json(out["result"])
         if path is not None:          # written as each finishes: an interrupted run keeps them
             write_cache_entry(path, out["result"])
 
@@ -688,6 +782,33 @@ def render_table(rows, archs=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: blocks of docs/kernels.md that other generators write (``<!-- NAME:begin ... -->`` to
+#: ``<!-- NAME:end -->``): ``--table`` keeps them
+KEPT_BLOCKS = ("issue-rate", "nvrtc-timing")
+
+
+def _compare_ptx_main(families, dtypes, arch: int) -> int:
+    t0, n, bad = time.perf_counter(), 0, {}
+    for fam in ([_modules.get_family(f) for f in families] if families
+                else list(_modules.families().values())):
+        seen = set()
+        for dt in fam.dtypes:
+            exprs = fam.expressions_for(dt)
+            if (dtypes and str(dt) not in dtypes) or exprs in seen:
+                continue
+            seen.add(exprs)             # identical instantiations once
+            diffs = compare_grouping_ptx(fam, dt, arch)
+            n += len(diffs)
+            bad.update({e: d for e, d in diffs.items() if d})
+            print(f"{fam.name} {dt}: {len(diffs)} kernels, {sum(map(bool, diffs.values()))} "
+                  f"differ ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    for e, d in bad.items():
+        print(f"DIFFERS: {e}: {'; '.join(d)}")
+    print(f"compute_{arch} PTX of {n} kernels: {n - len(bad)} identical alone and in the "
+          f"family x dtype module, {len(bad)} differ")
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m cupyops.tools.nvrtc",
                                 description="NVRTC compile checks: registers, spills, occupancy")
@@ -698,10 +819,15 @@ def main(argv=None) -> int:
     p.add_argument("--selftest", action="store_true", help="include the selftest family")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--compare-ptx", action="store_true",
+                   help="check each kernel's PTX alone (the library's modules) against its PTX "
+                        "in the family x dtype compile, for --arch (default 90)")
     args = p.parse_args(argv)
     load_family_modules()
     if args.selftest:
         _modules.register_family(_modules.SELFTEST_FAMILY)
+    if args.compare_ptx:
+        return _compare_ptx_main(args.family, args.dtype, (args.arch or [90])[0])
     t0 = time.perf_counter()
     def progress(done, total, label, ok):
         print(f"[{done}/{total}] {label}{'' if ok else ' FAILED'} "
@@ -711,12 +837,14 @@ def main(argv=None) -> int:
                          cache_dir=False if args.no_cache else None, progress=progress)
     text = render_table(rows, args.arch)
     if args.table:
-        # keep a block another generator owns (the issue-rate table of cupyops.bench.issue_rate)
+        # keep the blocks other generators own (the issue-rate tables of
+        # cupyops.bench.issue_rate, the NVRTC times of cupyops.tools.nvrtc_timing)
         old = Path(args.table).read_text() if Path(args.table).exists() else ""
-        begin, end = "<!-- issue-rate:begin", "<!-- issue-rate:end -->"
-        if begin in old and end in old:
-            kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
-            text = text.rstrip("\n") + "\n\n" + kept + "\n"
+        for owner in KEPT_BLOCKS:
+            begin, end = f"<!-- {owner}:begin", f"<!-- {owner}:end -->"
+            if begin in old and end in old:
+                kept = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
+                text = text.rstrip("\n") + "\n\n" + kept + "\n"
         Path(args.table).write_text(text)
         print(f"wrote {args.table}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)

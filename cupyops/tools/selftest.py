@@ -128,20 +128,20 @@ def cases(dtype, rng, quick: bool) -> list:
 def _calls(op, case, rng):
     """[(label, kwargs, expected)] for one op (a name) on one input: the operator's selftest
     calls (cupyops/ops/<family>/checks.py), each reference run here."""
-    return [(c.label, (c.args, c.kwargs), _expect(c.reference))
+    return [(c.label, (c.args, c.kwargs), expect(c.reference))
             for c in _ops.operator(op).selftest(case, rng)]
 
 
-class _Raises(typing.NamedTuple):
+class Raises(typing.NamedTuple):
     error: type
 
 
-def _expect(ref):
+def expect(ref):
     """The reference's result, or the error it raises (the call must raise the same type)."""
     try:
         return ref()
     except (ValueError, TypeError) as exc:
-        return _Raises(type(exc))
+        return Raises(type(exc))
 
 
 def _to_numpy(r):
@@ -152,10 +152,10 @@ def _to_numpy(r):
     return np.asarray(r)
 
 
-def _same(got, want) -> bool:
+def same(got, want) -> bool:
     if isinstance(want, tuple):
         return isinstance(got, tuple) and len(got) == len(want) and all(
-            _same(g, w) for g, w in zip(got, want))
+            same(g, w) for g, w in zip(got, want))
     if isinstance(want, int):
         return np.ndim(got) == 0 and int(got) == want
     got = np.asarray(got)
@@ -236,13 +236,13 @@ def _check(fn, x, dev, call, want):
     try:
         got = fn(x, *args, device=dev, **kw) if dev is not None else fn(x, *args, **kw)
     except Exception as exc:   # noqa: BLE001 - every outcome is judged below
-        if isinstance(want, _Raises) and isinstance(exc, want.error):
+        if isinstance(want, Raises) and isinstance(exc, want.error):
             return True
         return f"raised {type(exc).__name__}: {exc}"[:300]
-    if isinstance(want, _Raises):
+    if isinstance(want, Raises):
         return f"returned instead of raising {want.error.__name__}"
     got = _to_numpy(got)
-    return True if _same(got, want) else f"got {_short(got)}, want {_short(want)}"
+    return True if same(got, want) else f"got {_short(got)}, want {_short(want)}"
 
 
 def _short(a) -> str:

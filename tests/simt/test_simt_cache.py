@@ -137,9 +137,11 @@ def test_parallel_first_use(tmp_path):
     def compiles():
         lines = log.read_text().splitlines()
         return (sum("simt_runtime.cpp" in ln for ln in lines),
-                sum(" -c " in f" {ln} " and "simt_cuda.h" in ln for ln in lines))
+                sum(" -c " in f" {ln} " and " -include " in f" {ln} " for ln in lines))
 
     assert compiles() == (1, rounds)
+    # the precompiled simt_cuda.h (_build.precompiled_header) once, for every module
+    assert sum("c++-header" in ln for ln in log.read_text().splitlines()) == 1
     assert len(list(cache.glob("mod-*.so"))) == rounds
     assert _leftovers(cache) == []
     # a fresh process on the settled cache: every module loads, nothing is compiled again

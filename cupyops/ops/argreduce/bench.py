@@ -27,6 +27,19 @@ DECODE_DTYPES = ("bfloat16", "float16", "float32")
 
 TIES = ("first", "last")
 
+_AXES_WORDS = "last, first, all"
+_TIE_WORDS = ("tie=first, tie=last", "which of equal extremes counts: the first (NumPy's rule) or "
+              "the last")
+#: the words of the case names (cupyops.core.operator.Bench.legend)
+ARGREDUCE_LEGEND = (
+    (_AXES_WORDS, "the axes reduced: the last, the first, or every axis of a matrix"),
+    ("middle", "the two middle axes of a 4-D array"), _TIE_WORDS)
+HARDMAX_LEGEND = (
+    (_AXES_WORDS, "the axes reduced: the last, the first, or every axis of a matrix"),
+    ("middle", "the middle axis of a 3-D array"), _TIE_WORDS)
+DECODE_LEGEND = (("decode", "greedy decoding: argmax over the last axis of B x V logits "
+                            "(B sequences, a vocabulary of V)"),)
+
 
 # --------------------------------------------------------------------------------------------
 # cases and calls
@@ -234,11 +247,12 @@ def argreduce_bench(kind, *, decode=False, cold=False):
                  torch=functools.partial(_argreduce_torch, kind),
                  onnx=functools.partial(_argreduce_onnx, kind),
                  extra_cases=_decode_cases if decode else None,
-                 cold=_cold_call if cold else None)
+                 cold=_cold_call if cold else None,
+                 legend=ARGREDUCE_LEGEND + (DECODE_LEGEND if decode else ()))
 
 
 HARDMAX_BENCH = Bench(_hardmax_cases, _hardmax_call, _hardmax_compose, torch=_hardmax_torch,
-                      onnx=_hardmax_onnx)
+                      onnx=_hardmax_onnx, legend=HARDMAX_LEGEND)
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,4 +287,4 @@ def values_bench(kind):
     """max_and_argmax's (``kind`` "max") or min_and_argmin's benchmark: peers NumPy's
     max + argmax and ``torch.max(x, dim)``; ONNX has no single operator for both."""
     return Bench(_values_cases, _argreduce_call, functools.partial(_values_compose, kind),
-                 torch=functools.partial(_values_torch, kind))
+                 torch=functools.partial(_values_torch, kind), legend=ARGREDUCE_LEGEND)

@@ -7,7 +7,7 @@ Each function returns ``(result, entry, class_entry)``:
 * ``entry(x, workspace)``: the same call on a later array of the same layout (the NumPy
   composition, or the kernel path's prepared launches), or None where none may (an input the
   call copied, NumPy input on "cuda", tests' planner options, the engine's own paths);
-* ``class_entry``: the first-call runner of the layout class (cupyops.ops.argreduce.first_call),
+* ``class_entry``: the first-call runner of the layout class (:func:`argreduce_class` below),
   or None.
 
 Whether and how long they are kept is cupyops._call's decision alone.
@@ -33,6 +33,7 @@ from cupyops.ops.argreduce import launch as _launch
 from cupyops.ops.argreduce import numpy_entries as _entries
 from cupyops.ops.argreduce import numpy_path as _numpy
 from cupyops.ops.argreduce.plan import plan_argreduce_contiguous
+from cupyops.ops.argreduce.nan_groups import all_nan_error
 from cupyops.ops.argreduce.rules import ValuesIndices, argreduce_rules, hardmax_rules
 
 __all__ = ["argreduce_call", "hardmax_call", "values_call", "argreduce_class", "ValuesIndices"]
@@ -51,7 +52,7 @@ def argreduce_call(kind, skip_nan, x, axis, keepdims, tie, dtype, out, device, w
         if not call.axes or math.prod(call.kept_shape) == 0:
             # (nanarg*: a group of one NaN is all NaN, as NumPy says)
             if skip_nan and not call.axes and x.dtype.kind in "fcV" and bool(xp.isnan(x).any()):
-                raise ValueError("All-NaN slice encountered")
+                raise all_nan_error(opname, x, call.axes)
             res = xp.zeros(call.kept_shape, call.index_dtype)
         elif placement.kind == "cpu":
             entry = _entries.cpu_argreduce_entry(

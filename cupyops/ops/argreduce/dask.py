@@ -28,6 +28,7 @@ import numpy as np
 from cupyops.core import dtypes as _bf16
 from cupyops.core import threads as _threads
 from cupyops.interop import dask as _shared
+from cupyops.ops.argreduce import nan_groups as _nan_groups
 from cupyops.ops.argreduce import rules as _rules
 
 __all__ = ["argreduce", "values", "hardmax", "arg_chunk"]
@@ -212,7 +213,8 @@ def _arg_combine(parts, axis, keepdims=True, *, kind, tie, computing_meta=False)
 
 
 def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, extents,
-                   values_dtype=None, computing_meta=False):
+                   values_dtype=None, computing_meta=False, opname="", ndim=0,
+                   kept_whole=True):
     if computing_meta:     # (array-expr mode) the result's meta, as handed to dask.reduction
         return parts
     acc = _merge(parts, kind, tie, len(axis))
@@ -220,7 +222,10 @@ def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, exten
         raise RuntimeError(f"cupyops: the combined partials cover {acc['x']} along the reduced "
                            f"axes, not {extents}")
     if bool(acc["e"].any()):
-        raise ValueError("All-NaN slice encountered")
+        # (the group's place is x's own where the kept axes are one chunk each)
+        raise _nan_groups.all_nan_groups_error(
+            opname, acc["e"], ndim, axis, note="" if kept_whole else
+            " (counted within the output chunk that holds it)")
     res = acc["i"].astype(index_dtype)
     if not keepdims:
         res = res.reshape(tuple(n for a, n in enumerate(res.shape) if a not in axis))
@@ -231,9 +236,16 @@ def _arg_aggregate(parts, axis, keepdims=False, *, kind, tie, index_dtype, exten
 
 
 @_threads.one_thread
-def _arg_whole(c, *, fn, axes, keepdims, tie, index_dtype, device, opname):
+def _arg_whole(c, *, fn, axes, keepdims, tie, index_dtype, device, opname, block_info=None):
     _shared.check_chunk(c, opname)
-    return fn(c, axes, keepdims=keepdims, tie=tie, dtype=index_dtype, device=device)
+    try:
+        return fn(c, axes, keepdims=keepdims, tie=tie, dtype=index_dtype, device=device)
+    except ValueError as exc:
+        if _nan_groups.ALL_NAN not in str(exc) or not block_info:
+            raise
+    # the group as x's, not the chunk's
+    start = [lo for lo, _ in block_info[0]["array-location"]]
+    raise _nan_groups.all_nan_error(opname, c, axes, offset=start)
 
 
 def _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opname):
@@ -257,7 +269,8 @@ def _arg_graph(x, kind, axes, keepdims, tie, index_dtype, device, skip_nan, opna
         x, partial(arg_chunk, kind=kind, tie=tie, skip_nan=skip_nan, device=device,
                    opname=opname),
         partial(_arg_aggregate, kind=kind, tie=tie, index_dtype=index_dtype,
-                extents=tuple(int(x.shape[a]) for a in axes)),
+                extents=tuple(int(x.shape[a]) for a in axes), opname=opname, ndim=x.ndim,
+                kept_whole=all(n == 1 for a, n in enumerate(x.numblocks) if a not in axes)),
         axis=axes, keepdims=keepdims, dtype=index_dtype, split_every=_shared.split_every(),
         combine=partial(_arg_combine, kind=kind, tie=tie), name=f"cupyops-{opname}",
         concatenate=False, meta=meta)

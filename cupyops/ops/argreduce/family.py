@@ -2,7 +2,9 @@
 with cupyops.core.modules at import.
 
 Per value dtype, the entry points ``argreduce_row``, ``argreduce_col`` and
-``argreduce_finish``, each for ``I = int`` and ``I = long long`` (6 name expressions a dtype).
+``argreduce_finish``, each for ``I = int`` and ``I = long long`` (6 name expressions a dtype),
+each compiled as a module of its own (the registry's default grouping): a first call compiles
+the one or two kernels its plan launches (:func:`first_calls`).
 datetime64 and timedelta64 of every unit run the module of the one canonical dtype
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed
 as int64 (CuPy has no datetime dtypes). No other module names these entry points.
@@ -15,7 +17,7 @@ from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "KERNELS", "expression",
-           "expressions", "ROW", "COL", "FINISH"]
+           "expressions", "first_calls", "ROW", "COL", "FINISH"]
 
 FAMILY = "argreduce"
 #: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
@@ -45,6 +47,23 @@ def expressions(dtype) -> tuple:
     return tuple(expression(k, dtype, b) for k in KERNELS for b in (False, True))
 
 
+OPS = "argmin / argmax / nanarg* / hardmax"
+
+
+def first_calls(dtype) -> tuple:
+    """The kernels a first call of each plan kind launches (for the NVRTC timing tool): row
+    and decode plans the row kernel, column plans the column kernel, split plans either one and
+    the finish, at each index width."""
+    plans = []
+    for wide in (False, True):
+        row, col, finish = (expression(k, dtype, wide) for k in KERNELS)
+        plans += [_modules.FirstCall(OPS, "row or decode", wide, (row,)),
+                  _modules.FirstCall(OPS, "column", wide, (col,)),
+                  _modules.FirstCall(OPS, "split rows", wide, (row, finish)),
+                  _modules.FirstCall(OPS, "split columns", wide, (col, finish))]
+    return tuple(plans)
+
+
 def _block_sizes(expr: str) -> tuple:
     return (256,)
 
@@ -63,4 +82,5 @@ def _dynamic_shared(dtype, expr: str, block: int) -> int:
 
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
     name=FAMILY, source="argreduce.cu", dtypes=DTYPES, expressions=expressions,
-    block_sizes=_block_sizes, dynamic_shared=_dynamic_shared, min_occupancy=0.5))
+    block_sizes=_block_sizes, dynamic_shared=_dynamic_shared, min_occupancy=0.5,
+    first_calls=first_calls))

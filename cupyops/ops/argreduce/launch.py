@@ -13,7 +13,8 @@ extreme) on the input viewed as int64 (CuPy has no datetime dtypes): ``datetime=
 nanargmin / nanargmax (``nan_skip=True``) are the same single pass with NaN mapped to the weakest
 key; the kernel that stores an index sets a 4-byte all-NaN flag (zeroed before the launch) when
 the group's winner is NaN, and :func:`argreduce` reads that flag once to raise NumPy's
-``ValueError("All-NaN slice encountered")``: one host read, only for float and complex dtypes.
+"All-NaN slice encountered" (rules.all_nan_error, which names the group): one host read, only
+for float and complex dtypes.
 
 The ``"decode"`` plan (few big contiguous groups) is one launch of ``argreduce_row`` in mode
 ``MODE_DECODE``: the last block of each group, found with an atomic ticket, combines the
@@ -38,6 +39,7 @@ from cupyops.ops.argreduce.family import COL, DATETIME, FAMILY, FINISH, ROW, exp
 from cupyops.ops.argreduce.params import (MODE_DECODE, MODE_DECODE_HARDMAX, MODE_HARDMAX,
                                           MODE_INDEX, MODE_PARTIAL, build_params)
 from cupyops.ops.argreduce.plan import ArgreducePlan
+from cupyops.ops.argreduce.nan_groups import all_nan_error
 
 __all__ = ["argreduce", "hardmax", "prepare", "launches_of", "runner", "run_state", "run",
            "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
@@ -98,7 +100,8 @@ def _partial_specs(plan, slots):
 class ArgreduceLaunches(typing.NamedTuple):
     """Everything one call does that follows from its layout and options: the plan, the
     kernels, the packed parameters and the scratch it carves. Built once per layout by
-    :func:`prepare` (cached per backend), run by :func:`execute` on any array of that layout.
+    :func:`prepare` for one layout (cupyops._call keeps the runner built from it), run by
+    :func:`execute` on any array of that layout.
     (A named tuple: a first call of a new layout builds one, in a third of a frozen
     dataclass's time.)"""
 
@@ -114,7 +117,7 @@ class ArgreduceLaunches(typing.NamedTuple):
                            # (+ decode tickets), with the function giving the carved views
     out_shape: tuple
     out_dtype: np.dtype
-    nan_skip: bool
+    nan_skip: tuple | None     # nanarg*: (its name, the reduced axes) for the all-NaN error
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
 
@@ -134,7 +137,8 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
             force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None):
     """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype) or
     hardmax (``out_dtype`` x's dtype) over ``axes`` of an array laid out like ``x`` (the
-    canonical array the kernels read): planned anew (cupyops._call keeps what it reuses)."""
+    canonical array the kernels read), planned for this call: nothing is kept here (cupyops._call
+    keeps the runners it reuses)."""
     out_dtype = np.dtype(out_dtype)
     vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
     plan = _plan(backend, x, axes, hardmax, force_64bit)
@@ -146,7 +150,7 @@ def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
 def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, tie: str,
                 out_dtype, nan_skip=False, narrow_out=False) -> "ArgreduceLaunches":
     """The launches of ``plan`` (of an input of ``shape`` and value dtype ``vdt`` over
-    ``axes``): kernels, checked configurations, packed parameters, scratch. Not cached (see
+    ``axes``): kernels, checked configurations, packed parameters, scratch; nothing kept here (see
     :func:`prepare`)."""
     main = (FAMILY, vdt, expression(ROW if plan.kernel == "row" else COL, vdt, plan.use_64bit))
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
@@ -188,21 +192,23 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
         out_shape = tuple([n for i, n in enumerate(shape) if i not in axes])
     return _new_launches((
         plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
-        out_dtype, bool(nan_skip), bool(nan_skip) or plan.last_block,
+        out_dtype, (f"nanarg{kind}", tuple(axes)) if nan_skip else None,
+        bool(nan_skip) or plan.last_block,
         element_alignment(out_dtype) if narrow_out else out_dtype.itemsize))
 
 
 def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
     """Run ``launches`` on ``x`` (laid out as prepared) into ``out`` (C-contiguous, of the
     output shape and dtype) or a fresh array; returns it. nanarg*: one host read of the
-    all-NaN flag, ``ValueError("All-NaN slice encountered")`` when set."""
+    all-NaN flag, ``ValueError("nanargmax: All-NaN slice encountered: x[1, :] holds only
+    NaN")`` when set (the group is found on the error path)."""
     return runner(backend, launches)(x, workspace, out)
 
 
 def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     """``run(x, workspace=None, out=None)``: :func:`execute` with everything it reads from
     ``launches`` bound once. ``entry=(prep, reshape)`` makes it a fast-path entry
-    (cupyops.ops.argreduce.numpy_entries.kernel_prep) in the same call: it records the plan as the slow path
+    (cupyops.core.placement.entry_prep gives ``prep``) in the same call: it records the plan as the slow path
     does, reads ``prep(x)`` (prep None: x) and returns the result reshaped to ``reshape``
     (None: as it is).
 
@@ -254,7 +260,7 @@ def run(state, x, workspace=None, out=None):
         if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an all-NaN "
                                           "group", "capture argmax/argmin, or check for NaN "
                                           "outside the graph"):
-            raise ValueError("All-NaN slice encountered")
+            raise all_nan_error(nan_skip[0], x, nan_skip[1])
     return res if reshape is None else res.reshape(reshape)
 
 

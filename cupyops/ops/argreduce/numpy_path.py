@@ -53,6 +53,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from cupyops.ops.argreduce.nan_groups import all_nan_error
+
 __all__ = ["argreduce", "nanargreduce", "hardmax"]
 
 # Tunables (module-level so tests can monkeypatch them small to exercise the chunk logic).
@@ -702,7 +704,7 @@ def nanargreduce(x: np.ndarray, axes: tuple, *, kind: str, tie: str, index_dtype
             m &= ~nan
             r3 = argreduce(m, axes, kind="max", tie=tie, index_dtype=np.int64)
             if not _gather(m, axes, r3)[bad].all():
-                raise ValueError("All-NaN slice encountered")
+                raise all_nan_error(f"nanarg{kind}", x, axes)
             res = np.where(bad, r3, res)
     if out is None:
         return res.astype(index_dtype, copy=False).reshape(kshape)

@@ -22,6 +22,13 @@ __all__ = ["DENSITIES", "ARGWHERE_BENCH", "NONZERO_BENCH", "COUNT_BENCH", "COORD
 DENSITIES = (0.001, 0.1, 0.5)
 
 
+#: the words of the case names (cupyops.core.operator.Bench.legend)
+DENSITY_LEGEND = (("d=", "the share of nonzero elements in the input (d=0.1: one in ten)"),)
+COORDINATES_LEGEND = DENSITY_LEGEND + (
+    ("size=n", "the fixed-size form: size = n, the input's element count (DirectML's "
+               "worst-case buffer)"),)
+
+
 def _density_cases(sizes, dtype):
     return [BenchCase(f"d={d}", sizes["nz"], {"density": d}, order=i)
             for i, d in enumerate(DENSITIES)]
@@ -146,10 +153,12 @@ def _count_onnx(case, elem_type):
 # --------------------------------------------------------------------------------------------
 
 ARGWHERE_BENCH = Bench(_density_cases, _plain_call, lambda xp, case: xp.argwhere,
-                       torch=_argwhere_torch, onnx=_argwhere_onnx, cold=_cold_call)
+                       torch=_argwhere_torch, onnx=_argwhere_onnx, cold=_cold_call,
+                       legend=DENSITY_LEGEND)
 NONZERO_BENCH = Bench(_density_cases, _plain_call, lambda xp, case: xp.nonzero,
-                      torch=_nonzero_torch, onnx=_nonzero_onnx)
+                      torch=_nonzero_torch, onnx=_nonzero_onnx, legend=DENSITY_LEGEND)
 COUNT_BENCH = Bench(_density_cases, _plain_call, lambda xp, case: xp.count_nonzero,
-                    torch=_count_torch, onnx=_count_onnx)
+                    torch=_count_torch, onnx=_count_onnx, legend=DENSITY_LEGEND)
 COORDINATES_BENCH = Bench(_coordinates_cases, _coordinates_call, _coordinates_compose,
-                          torch=_coordinates_torch, as_numpy=_coordinates_as_numpy)
+                          torch=_coordinates_torch, as_numpy=_coordinates_as_numpy,
+                          legend=COORDINATES_LEGEND)

@@ -154,6 +154,7 @@ def nonzero_coordinates_call(x, size, fill_value, dtype, out, device, workspace)
     dtype = _coordinates_out_rules(out, size, dtype, opname)
     index_dtype = _rules.check_coordinate_dtype(x, dtype, opname)
     size, fill_value = _rules.check_size_fill(size, fill_value, index_dtype, opname)
+    _rules.check_size_memory(size, x.ndim, index_dtype, opname)
     if out is not None:
         out = (_args.check_out(out[0], x, (size, x.ndim), index_dtype,
                                f"{opname} (out[0], coords)",
@@ -162,6 +163,9 @@ def nonzero_coordinates_call(x, size, fill_value, dtype, out, device, workspace)
                _args.check_out(out[1], x, (), _I64, f"{opname} (out[1], count)"))
     workspace = check_workspace(workspace, placement, opname)
     _place.require_available(placement)
+    if out is None and size is not None:      # (before anything is made)
+        _rules.check_size_memory(size, x.ndim, index_dtype, opname,
+                                 _place.memory_bytes(placement), _memory_of(placement))
     xp = _place.array_module(placement)
     with _place.device_context(placement):
         if x.ndim == 0 or x.size == 0:
@@ -179,6 +183,12 @@ def nonzero_coordinates_call(x, size, fill_value, dtype, out, device, workspace)
             x, x0, placement, opname, index_dtype, workspace, kernel_out, size=size,
             fill_value=fill_value, exact_count=size is None)
         return _place.deliver_all(res, out), entry, cls
+
+
+def _memory_of(placement) -> str:
+    if placement.kind == "cuda":
+        return "the GPU" + ("" if placement.device_id is None else f" cuda:{placement.device_id}")
+    return f"this machine (device {placement.kind!r})"
 
 
 def _coordinates_out_rules(out, size, dtype, opname):
@@ -214,7 +224,8 @@ def _empty_coordinates(x, xp, size, fill_value, index_dtype):
 # ------------------------------------------------------------------------------ first calls
 #
 # The first call of a new layout in a layout class seen before: count_nonzero, argwhere,
-# nonzero and nonzero_coordinates (see cupyops.ops.argreduce.first_call for the contract).
+# nonzero and nonzero_coordinates (see cupyops.ops.argreduce.calls, "first calls", for the
+# contract).
 #
 # The class entry re-plans the new shape through the family's own planners; its only shape rule
 # is a non-empty input whose longest dimension's last index fits the coordinate dtype.

@@ -191,6 +191,7 @@ def nonzero_coordinates(x, size=None, fill_value=0, dtype=None, out=None, device
     _shared.check_device(device)
     index_dtype = _coords_check(x, dtype, opname)
     size, fill_value = _rules.check_size_fill(size, fill_value, index_dtype, opname)
+    _rules.check_size_memory(size, x.ndim, index_dtype, opname)
     da = _shared.da()
     from dask.highlevelgraph import HighLevelGraph
     bname, hlg, nbands = _bands_graph(x, index_dtype, device, opname, size)

@@ -3,7 +3,9 @@ cupyops.core.modules at import.
 
 Per value dtype, the entry points ``nonzero_tiles`` (tiles in logical row-major order),
 ``nonzero_tiles_t`` (the same, tiles read in memory order: F-order, transposed and permuted
-inputs) and ``count_nonzero_axes``, each with 32- and 64-bit indexing (6 name expressions).
+inputs) and ``count_nonzero_axes``, each with 32- and 64-bit indexing (6 name expressions),
+each compiled as a module of its own (the registry's default grouping): a first call compiles
+the one kernel it launches (:func:`first_calls`).
 Bool and the integers are instantiated on the unsigned type of their size (the nonzero test
 reads only bits). No other module names these entry points.
 """
@@ -16,7 +18,7 @@ from cupyops.core import modules as _modules
 from cupyops.ops.nonzero.plan import NZ_BLOCK
 
 __all__ = ["FAMILY", "NONZERO_DTYPES", "TILES", "TILES_T", "COUNT", "expression",
-           "expressions", "kernel_value_dtype"]
+           "expressions", "first_calls", "kernel_value_dtype"]
 
 NONZERO_DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
@@ -59,6 +61,20 @@ def expressions(dtype) -> tuple:
                  for wide in (False, True))
 
 
+def first_calls(dtype) -> tuple:
+    """The kernel a first call of each plan kind launches (for the NVRTC timing tool): argwhere,
+    nonzero and nonzero_coordinates the tile kernel (both passes), transposed for inputs read
+    in memory order; count_nonzero its own."""
+    tiles = "argwhere / nonzero / nonzero_coordinates"
+    plans = []
+    for wide in (False, True):
+        plans += [_modules.FirstCall(tiles, "row-major order", wide, (expression(TILES, dtype, wide),)),
+                  _modules.FirstCall(tiles, "memory order (F, transposed)", wide,
+                                     (expression(TILES_T, dtype, wide),)),
+                  _modules.FirstCall("count_nonzero", "any", wide, (expression(COUNT, dtype, wide),))]
+    return tuple(plans)
+
+
 FAMILY = _modules.register_family(_modules.KernelFamily(
     name="nonzero",
     source="nonzero.cu",
@@ -67,4 +83,5 @@ FAMILY = _modules.register_family(_modules.KernelFamily(
     block_sizes=(NZ_BLOCK,),
     dynamic_shared=0,
     min_occupancy=0.5,
+    first_calls=first_calls,
 ))

@@ -106,6 +106,7 @@ def _plan(x, index_dtype, force_64bit):
 
 _U64 = np.dtype(np.uint64)
 _I64 = np.dtype(np.int64)
+_GRID_X_MAX = 2**31 - 1            # blocks along a grid's x (every arch from sm_30)
 
 
 def _scratch_spec(cp):
@@ -214,6 +215,11 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     k = int(size)
     cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
+    most = (_GRID_X_MAX - cp.num_tiles) * cp.fill_rows()
+    if k > most:
+        raise ValueError(f"nonzero_coordinates: size={k} is too large for one launch: its fill "
+                         f"needs {cp.grid(plan.MODE_FIXED, k)} blocks, over the grid's limit "
+                         f"({_GRID_X_MAX}); size must be at most {most} for this input")
     expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
     params = backend.struct_arg(
         coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))

@@ -9,8 +9,10 @@ import numpy as np
 
 from cupyops.core import args as _args
 
-__all__ = ["COORDINATE_DTYPES", "check_size_fill", "check_coordinate_dtype"]
+__all__ = ["COORDINATE_DTYPES", "check_size_fill", "check_size_memory",
+           "check_coordinate_dtype", "count_args", "check_nonzero_input"]
 
+_MAX_INTP = int(np.iinfo(np.intp).max)
 #: DirectML's four index dtypes: the coordinates of argwhere and nonzero_coordinates
 COORDINATE_DTYPES = tuple(np.dtype(t) for t in (np.int64, np.int32, np.uint32, np.uint64))
 
@@ -27,6 +29,9 @@ def check_size_fill(size, fill_value, index_dtype, opname):
             raise TypeError(f"{opname}: size must be None or a non-negative int, got {size!r}") from None
         if size < 0:
             raise ValueError(f"{opname}: size must be non-negative, got {size}")
+        if size > _MAX_INTP:
+            raise ValueError(f"{opname}: size must be at most {_MAX_INTP} (the largest array "
+                             f"dimension), got {size}")
     if isinstance(fill_value, (bool, np.bool_)):
         raise TypeError(f"{opname}: fill_value must be an int, got {fill_value!r}")
     try:
@@ -38,6 +43,24 @@ def check_size_fill(size, fill_value, index_dtype, opname):
         raise ValueError(f"{opname}: fill_value {fill_value} does not fit index dtype {index_dtype} "
                          f"[{info.min}, {info.max}]")
     return size, fill_value
+
+
+def check_size_memory(size, ndim, index_dtype, opname, memory=None, where="this machine"):
+    """nonzero_coordinates' ``size=k`` against its ``(k, ndim)`` coordinates: within the largest
+    array (``intp``'s maximum in bytes, counted as NumPy does: a dimension of 0 as 1) and,
+    where ``memory`` is given, within that many bytes (the memory of ``where``). Checked
+    before anything is made."""
+    if size is None:
+        return
+    dt = np.dtype(index_dtype)
+    row = int(ndim) * dt.itemsize
+    what = f"{opname}: size={size} is too large: ({size}, {ndim}) {dt} coordinates"
+    if size * max(row, dt.itemsize) > _MAX_INTP:
+        raise ValueError(f"{what} are over the largest array ({_MAX_INTP} bytes); size must be "
+                         f"at most {_MAX_INTP // max(row, dt.itemsize)}")
+    if memory is not None and size * row > memory:
+        raise ValueError(f"{what} take {size * row} bytes, over the memory of {where} ({memory} "
+                         f"bytes); size must be at most {memory // row}")
 
 
 def check_coordinate_dtype(x, dtype, opname):
