@@ -369,10 +369,11 @@ struct ArWire<T, I, false> {
     typedef typename ArType<T>::key K;
     typedef ArBest<K, I> Best;
     __device__ __forceinline__ static K send(const Best& b) { return b.k; }
-    __device__ __forceinline__ void set(Best& b, const K& w, I i, bool) const
+    // set b to entry `at` of the shared arrays (sk, si)
+    __device__ __forceinline__ void load(Best& b, const K* sk, const I* si, int at, bool) const
     {
-        b.k = w;
-        b.i = i;
+        b.k = sk[at];
+        b.i = si[at];
     }
     __device__ __forceinline__ void take(Best& b, const K& w, I i, bool last) const
     {
@@ -391,10 +392,12 @@ struct ArWire<T, I, true> {
         const I empty = last ? (I)-1 : cuo::index_max<I>();
         return i == empty ? K() : ar_key<T>((B)w, flip, ~K());
     }
-    __device__ __forceinline__ void set(Best& b, const K& w, I i, bool last) const
+    __device__ __forceinline__ void load(Best& b, const K* sk, const I* si, int at,
+                                         bool last) const
     {
-        b.k = key(w, i, last);
-        b.i = i;
+        const K w = sk[at];
+        b.i = si[at];
+        b.k = key(w, b.i, last);
         b.v = (B)w;
     }
     __device__ __forceinline__ void take(Best& b, const K& w, I i, bool last) const
@@ -801,8 +804,13 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
             const cuo::u32 m = ar_pack_max<S, W>(kw);
             const int j = ar_pack_locate<S, W>(kw, m, low);
             // (lbase, w0 reread from the parameters: registers are short with 64-bit indices)
-            best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]), last,
-                      ar_vec_bits<T>(v, j));
+            // (values mode: the winning lane's bits too; index mode: the call unchanged, which
+            // keeps its code byte for byte, argument evaluation order included)
+            if constexpr (Best::VAL)
+                best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]),
+                          last, ar_vec_bits<T>(v, j));
+            else
+                best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]), last);
             t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
         }
     };
@@ -901,11 +909,7 @@ __device__ __forceinline__ void ar_block_combine(Best& b, bool last, const Ex& e
     if (warp == 0) {
         Best c;
         c.clear(last);
-        if (lane < nwarps) {
-            const K w = sk[lane];
-            const I i = si[lane];
-            ex.set(c, w, i, last);
-        }
+        if (lane < nwarps) ex.load(c, sk, si, lane, last);
         ar_warp_combine(c, 32, last, ex);
         if (lane == 0) {
             sk[nwarps] = ex.send(c);
@@ -913,9 +917,7 @@ __device__ __forceinline__ void ar_block_combine(Best& b, bool last, const Ex& e
         }
     }
     __syncthreads();
-    const K w = sk[nwarps];
-    const I i = si[nwarps];
-    ex.set(b, w, i, last);
+    ex.load(b, sk, si, nwarps, last);
 }
 
 // Slot of logical entry L (thread t's j-th best at t * NB + j) in the combine's shared arrays:
@@ -962,11 +964,7 @@ __device__ __forceinline__ void ar_column_combine(Best (&b)[NB], bool last, cons
     }
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < NB; ++j) {
-        const K w = sk[ar_slot<NB>(tx * NB + j)];
-        const I i = si[ar_slot<NB>(tx * NB + j)];
-        ex.set(b[j], w, i, last);
-    }
+    for (int j = 0; j < NB; ++j) ex.load(b[j], sk, si, ar_slot<NB>(tx * NB + j), last);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1264,8 +1262,12 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __re
     const bool last = p.last != 0;
     if (threadIdx.x == 0) {
         const U slot = (U)blockIdx.y * (U)p.n_out + o;
-        ar_store_partial<T, I>(pkey, pidx, slot, ex.send(best), best.i, ar_chunk_lid<U>((U)blockIdx.y, p),
-                               p.pidx_width);
+        if constexpr (Best::VAL)        // (the bits, ArWire; index mode: unchanged, as above)
+            ar_store_partial<T, I>(pkey, pidx, slot, ex.send(best), best.i,
+                                   ar_chunk_lid<U>((U)blockIdx.y, p), p.pidx_width);
+        else
+            ar_store_partial<T, I>(pkey, pidx, slot, best.k, best.i,
+                                   ar_chunk_lid<U>((U)blockIdx.y, p), p.pidx_width);
         __threadfence();                             // release: the partial before the ticket
         const unsigned int ticket = atomicAdd(allnan + 1 + o, 1u);
         const unsigned int is_last = ticket == (unsigned int)(p.nchunks - 1) ? 1u : 0u;
