@@ -4,7 +4,8 @@
 // index (over the reduced axes, in increasing axis order) of the extreme element, and writes
 // either that index (argmin/argmax/nanargmin/nanargmax; any integer index dtype of 1, 2, 4 or 8
 // bytes, chosen at the store by p.out_width) or the one-hot output of x's shape and dtype
-// (hardmax).
+// (hardmax); in values mode (max_and_argmax / min_and_argmin) the index and, from the same
+// reduction, the extreme element itself, bit for bit (see "Values mode" below).
 //
 // Template parameters of every entry point:
 //   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
@@ -14,7 +15,7 @@
 //   I — the internal index type: int (every offset, position and index < 2**31) or long long.
 // argmax/argmin, NaN skipping (nanarg*), the tie direction, the output mode, the index width and
 // the narrow (element-aligned only) loads and stores of complex values are runtime fields of
-// ArParams, so a module holds only 3 kernels x 2 index types.
+// ArParams, so a module holds only 3 kernels x 2 index types (and their 3 values-mode twins).
 //
 // Entry points (blocks of at most 256 threads; __launch_bounds__(256, 4) keeps >= 50% occupancy):
 //   argreduce_row<T, I>    groups whose innermost memory dimension is reduced: a team of
@@ -31,6 +32,11 @@
 //                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
 //                          (combined in shared memory), then writes the index or the one-hot
 //                          hardmax output.
+//   argreduce_row_values, argreduce_col_values, argreduce_finish_values <T, I>: values mode,
+//                          the same kernels (the same device functions, instantiated with
+//                          VAL = true) taking one more pointer, vout (after out), where each
+//                          group's value is stored next to its index. Modes 0, 1 and 3 only (no
+//                          hardmax) and no nan_skip (NaN is the extreme; the host refuses it).
 // Output modes (p.mode): 0 index, 1 per-chunk partial (key, index), 2 fused hardmax one-hot,
 // 3 decode: per-chunk partial, then the last block of the group to finish combines the group's
 // partials and stores the index (argreduce_row with a whole block per group, grid.y chunks;
@@ -47,7 +53,8 @@
 // Partials (modes 1 and 3) are compact, two arrays (structure of arrays), slot c * n_out + group
 // for chunk c (grid.y), so neighbouring groups' partials are neighbours:
 //   pkey: the ordering key at the value's own width (ArType<T>::bits: 1 byte for bool and 8-bit
-//         integers, 2 for 16-bit types; wider values' keys have that width already). A key of a
+//         integers, 2 for 16-bit types; wider values' keys have that width already; values
+//         mode: the winner's bits instead, at the same width, see ArWire). A key of a
 //         <= 2-byte value fits those bits: the value keys are a bijection on them, and the NaN
 //         keys (all ones, or 0 for nanarg*) truncate to all ones and 0, which no
 //         float16/bfloat16 number's key reaches (float16 keys of numbers lie in
@@ -58,6 +65,23 @@
 //         planner to hold any such difference within a chunk.
 // The column kernel with several groups a thread stores a block's partials (and indices) from
 // shared memory, one group a thread in group order, so a warp's stores are contiguous.
+//
+// Values mode (VAL, the *_values entry points). A best (ArBestOf<T, I, true>: ArBest<K, I, B>,
+// B = ArType<T>::bits) also carries its element's raw bits v, taken together with the key and
+// index wherever a scan takes an element (the row packed scan extracts the winning lane's bits
+// from the loaded vector, ar_vec_bits; the packed column scan keeps its bests' bits in one word,
+// lane j = group j, and hands them over after its walk). Between threads (shuffles, the shared
+// memory of the block and column combines, the partials) a best travels as (bits, index)
+// instead of (key, index) (ArWire): the bits determine the key, so the receiver recomputes it
+// with the same ar_key (the cleared best, whose index is the empty marker, keeps key 0). So the
+// partials' key slot holds the bits at the same width (no partial byte more), the shuffles and
+// shared memory move no more words than index mode, and each group's value is stored by the
+// thread that stores its index, at the value's own width (ar_store_value; complex128 one 16-byte
+// store; the host gives vout aligned to the itemsize): a values output adds only its own
+// stores, with no gather, no second launch and no re-read of the winner. The index is exactly
+// index mode's (the same keys, the same ar_better), the value the element at that index: the
+// sign of a zero, a NaN's payload (either part of a complex value), NaT, a bool's byte. Index
+// mode's instantiation does not carry, send or store any of this (VAL = false: ArBest<K, I>).
 //
 // Instantiated by: cupyops/ops/argreduce/family.py (family "argreduce"), launched by
 // cupyops/ops/argreduce/launch.py with ArParams packed by cupyops/ops/argreduce/params.py,
@@ -264,35 +288,135 @@ __device__ __forceinline__ bool ar_better(K ka, I ia, K kb, I ib, bool last)
     return ka != kb ? ka > kb : (last ? ia > ib : ia < ib);
 }
 
-// A running best (key, logical index). The empty state loses to every real element.
-template <class K, class I>
-struct ArBest {
+// Values mode (the *_values entry points: max_and_argmax, min_and_argmin) carries the raw bits
+// of the best's element along (V = ArType<T>::bits); index mode carries none (V = void).
+template <class V> struct ArBestBits { V v; };
+template <> struct ArBestBits<void> {};
+template <class V> struct ar_carries { enum { value = 1 }; };
+template <> struct ar_carries<void> { enum { value = 0 }; };
+
+// A running best (key, logical index; values mode: and the element's bits). The empty state
+// loses to every real element.
+template <class K, class I, class V = void>
+struct ArBest : ArBestBits<V> {
+    enum { VAL = ar_carries<V>::value };
     K k;
     I i;
     __device__ __forceinline__ void clear(bool last)
     {
         k = K();
         i = last ? (I)-1 : cuo::index_max<I>();
+        if constexpr (VAL) this->v = V();
+    }
+    // the bits of the element just taken (values mode; nothing in index mode)
+    template <class B>
+    __device__ __forceinline__ void keep(const B& v2)
+    {
+        if constexpr (VAL) this->v = v2;
     }
     __device__ __forceinline__ void take(K k2, I i2, bool last)
     {
+        static_assert(!VAL, "values mode: take the element's bits too");
         if (ar_better(k2, i2, k, i, last)) {
             k = k2;
             i = i2;
         }
     }
+    // take the key and index only, saying whether they won (the packed column scan keeps its
+    // bests' bits elsewhere, in one word: ar_scan_cols_packed)
+    __device__ __forceinline__ bool take_key(K k2, I i2, bool last)
+    {
+        const bool won = ar_better(k2, i2, k, i, last);
+        if (won) {
+            k = k2;
+            i = i2;
+        }
+        return won;
+    }
+    // take with the element's bits v2 (kept in values mode)
+    template <class B>
+    __device__ __forceinline__ void take(K k2, I i2, bool last, const B& v2)
+    {
+        if (ar_better(k2, i2, k, i, last)) {
+            k = k2;
+            i = i2;
+            keep(v2);
+        }
+    }
     // take(k2, base + l) for an index beyond i in the direction of the walk (the positions
     // after the first of a walk over one reduced dimension): ar_better reduces to comparing
     // keys, an equal key winning when the walk runs towards the tie side (`tie_wins`).
-    template <class U>
-    __device__ __forceinline__ void take_beyond(K k2, U base, U l, bool tie_wins)
+    template <class U, class B>
+    __device__ __forceinline__ void take_beyond(K k2, U base, U l, bool tie_wins, const B& v2)
     {
         if (k2 > k || (tie_wins && k2 == k)) {
             k = k2;
             i = (I)(base + l);
+            keep(v2);
         }
     }
 };
+
+// How a best travels between threads (warp shuffles, shared memory, partials): one word of the
+// key's width (`w`) and the index. Index mode sends the key itself. Values mode sends the
+// element's raw bits instead (zero-extended to the key's width; complex128: the same 16
+// bytes), which determine the key: the receiver recomputes it with ar_key (the scan's flip;
+// NaN the extreme, as values mode has no nan_skip). So a value costs no shuffle, shared memory
+// or partial byte more than an index. The cleared best (its index the empty marker, which no
+// element has) keeps its key 0.
+template <class T, class I, bool VAL> struct ArWire;
+template <class T, class I>
+struct ArWire<T, I, false> {
+    typedef typename ArType<T>::key K;
+    typedef ArBest<K, I> Best;
+    __device__ __forceinline__ static K send(const Best& b) { return b.k; }
+    // set b to entry `at` of the shared arrays (sk, si)
+    __device__ __forceinline__ void load(Best& b, const K* sk, const I* si, int at, bool) const
+    {
+        b.k = sk[at];
+        b.i = si[at];
+    }
+    __device__ __forceinline__ void take(Best& b, const K& w, I i, bool last) const
+    {
+        b.take(w, i, last);
+    }
+};
+template <class T, class I>
+struct ArWire<T, I, true> {
+    typedef typename ArType<T>::key K;
+    typedef typename ArType<T>::bits B;
+    typedef ArBest<K, I, B> Best;
+    K flip;                                          // all ones for argmin
+    __device__ __forceinline__ static K send(const Best& b) { return (K)b.v; }
+    __device__ __forceinline__ K key(const K& w, I i, bool last) const
+    {
+        const I empty = last ? (I)-1 : cuo::index_max<I>();
+        return i == empty ? K() : ar_key<T>((B)w, flip, ~K());
+    }
+    __device__ __forceinline__ void load(Best& b, const K* sk, const I* si, int at,
+                                         bool last) const
+    {
+        const K w = sk[at];
+        b.i = si[at];
+        b.k = key(w, b.i, last);
+        b.v = (B)w;
+    }
+    __device__ __forceinline__ void take(Best& b, const K& w, I i, bool last) const
+    {
+        b.take(key(w, i, last), i, last, (B)w);
+    }
+};
+template <class T, class I, bool VAL>
+using ArBestOf = typename ArWire<T, I, VAL>::Best;
+
+// The wire of a scan with ordering-key flip `flip`.
+template <class T, class I, bool VAL>
+__device__ __forceinline__ ArWire<T, I, VAL> ar_wire(typename ArType<T>::key flip)
+{
+    ArWire<T, I, VAL> ex;
+    if constexpr (VAL) ex.flip = flip;
+    return ex;
+}
 
 // ------------------------------------------------------------------------------------------
 // Thread level: scan positions [start, hi) with a constant stride, V elements per position
@@ -424,12 +548,12 @@ __device__ __forceinline__ void ar_walk(const unsigned char* bytes, bool narrow,
 // ar_better reduces to k > best.k, or k == best.k when that direction is towards the tie side
 // (`tie_wins`). `best` must come in cleared (ar_row clears it). 4-byte values with 64-bit
 // indices keep twice the vectors in flight over one dimension.
-template <class T, class I, int V, int UN>
+template <class T, class I, int V, int UN, class Best>
 __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
                                           typename cuo::unsigned_of<I>::type hi,
                                           typename cuo::unsigned_of<I>::type step,
                                           const ArParams& p, typename ArType<T>::key flip,
-                                          ArBest<typename ArType<T>::key, I>& best)
+                                          Best& best)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::bits B;
@@ -437,7 +561,7 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
     const bool narrow = p.narrow_in != 0;
-    const K nank = p.nan_skip ? K() : ~K();
+    const K nank = (!Best::VAL && p.nan_skip) ? K() : ~K();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -450,11 +574,12 @@ __device__ __forceinline__ void ar_scan_v(const T* __restrict__ base, typename c
         }
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-            const K k = ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank);
+            const B b = cuo::vec_elem<S>(v, j);
+            const K k = ar_key<T>(b, flip, nank);
             if constexpr (decltype(at)::kind == AR_AT_FLAT)
-                best.take_beyond(k, lbase, l + (U)j * w0, tie_wins);
+                best.take_beyond(k, lbase, l + (U)j * w0, tie_wins, b);
             else
-                best.take(k, (I)(lbase + l + (U)j * w0), last);
+                best.take(k, (I)(lbase + l + (U)j * w0), last, b);
         }
     };
     constexpr int UF = (S == 4 && sizeof(I) == 8) ? 2 * UN : UN;
@@ -613,19 +738,34 @@ __device__ __forceinline__ cuo::u32 ar_word(const cuo::vec_bytes<N>& v, int i)
     else return (cuo::u32)(v.w[i >> 1] >> (32 * (i & 1)));
 }
 
+// The bits of element j (a runtime lane, 0 <= j < N / S) of a raw vector of N = 4 or 16 bytes
+// of S-byte elements: a select among its words, then a shift (an indexed register array would
+// go to local memory).
+template <class T, int N>
+__device__ __forceinline__ typename ArType<T>::bits ar_vec_bits(const cuo::vec_bytes<N>& v, int j)
+{
+    constexpr int S = (int)sizeof(T);
+    constexpr int L = 4 / S;                         // elements per 32-bit word
+    cuo::u32 w = ar_word(v, 0);
+#pragma unroll
+    for (int i = 1; i < N / 4; ++i)
+        if (j >= i * L) w = ar_word(v, i);
+    return (typename ArType<T>::bits)(w >> (8 * S * (j & (L - 1))));
+}
+
 // Row scan of 1- and 2-byte values in vectors of V elements (4 or 16 bytes): same walk, loads
 // and result as ar_scan_v. A vector is skipped when its packed keys show that none of its
 // elements beats `best`: all lane keys below best's (lane) key, or (when none of the vector's
 // logical indices could win a tie against best.i) not above it. The vector's tie-side index
 // (its smallest logical index for tie "first", its largest for "last") decides that; w0 may be
 // negative. Any other vector offers its best element (ar_pack_locate) to one ar_better step.
-template <class T, class I, int V, int UN>
+template <class T, class I, int V, int UN, class Best>
 __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
                                                typename cuo::unsigned_of<I>::type start,
                                                typename cuo::unsigned_of<I>::type hi,
                                                typename cuo::unsigned_of<I>::type step,
                                                const ArParams& p, typename ArType<T>::key flip,
-                                               ArBest<typename ArType<T>::key, I>& best)
+                                               Best& best)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
@@ -634,7 +774,7 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
     typedef cuo::vec_bytes<V * S> Vec;
     const bool last = p.last != 0;
     const cuo::u32 px = ar_pack_xor<T>(flip);
-    const cuo::u32 pn = p.nan_skip ? 0u : 0xffffffffu;
+    const cuo::u32 pn = (!Best::VAL && p.nan_skip) ? 0u : 0xffffffffu;
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -665,7 +805,13 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
             const cuo::u32 m = ar_pack_max<S, W>(kw);
             const int j = ar_pack_locate<S, W>(kw, m, low);
             // (lbase, w0 reread from the parameters: registers are short with 64-bit indices)
-            best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]), last);
+            // (values mode: the winning lane's bits too; index mode: the call unchanged, which
+            // keeps its code byte for byte, argument evaluation order included)
+            if constexpr (Best::VAL)
+                best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]),
+                          last, ar_vec_bits<T>(v, j));
+            else
+                best.take(ar_lane_to_key<T>(m), (I)((U)p.index_base + l + (U)j * (U)p.d_w[0]), last);
             t_tie = ar_pack_thr<S>(ar_lane_key<T>(best.k));
         }
     };
@@ -673,12 +819,12 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
                                           visit);
 }
 
-template <class T, class I>
+template <class T, class I, class Best>
 __device__ __forceinline__ void ar_scan(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
                                         typename cuo::unsigned_of<I>::type hi,
                                         typename cuo::unsigned_of<I>::type step, int vec,
                                         const ArParams& p, typename ArType<T>::key flip,
-                                        ArBest<typename ArType<T>::key, I>& best)
+                                        Best& best)
 {
     // vector widths: 1 element, 4 bytes or 16 bytes (the planner picks among these)
     constexpr int S = (int)sizeof(T);
@@ -730,49 +876,49 @@ __device__ __forceinline__ void ar_kept_offsets(U o, const ArParams& p, U& in_of
 // ------------------------------------------------------------------------------------------
 
 // Butterfly over aligned teams of `width` lanes (a power of two <= 32): every lane of a team
-// ends with the team's best. All 32 lanes must call it.
-template <class K, class I>
-__device__ __forceinline__ void ar_warp_combine(ArBest<K, I>& b, int width, bool last)
+// ends with the team's best. All 32 lanes must call it. (`ex`: what travels, ArWire.)
+template <class Best, class Ex>
+__device__ __forceinline__ void ar_warp_combine(Best& b, int width, bool last, const Ex& ex)
 {
+    typedef typename Ex::K K;
+    typedef decltype(b.i) I;
     for (int m = width >> 1; m >= 1; m >>= 1) {
-        const K k2 = cuo::shfl_xor(b.k, m, 32);
+        const K k2 = cuo::shfl_xor(ex.send(b), m, 32);
         const I i2 = cuo::shfl_xor(b.i, m, 32);
-        b.take(k2, i2, last);
+        ex.take(b, k2, i2, last);
     }
 }
 
 // Whole block (1-D, a multiple of 32 threads): every thread ends with the block's best.
-template <class K, class I>
-__device__ __forceinline__ void ar_block_combine(ArBest<K, I>& b, bool last)
+template <class Best, class Ex>
+__device__ __forceinline__ void ar_block_combine(Best& b, bool last, const Ex& ex)
 {
+    typedef typename Ex::K K;
+    typedef decltype(b.i) I;
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int nwarps = blockDim.x >> 5;
     K* sk;
     I* si;
     cuo::smem_split(reinterpret_cast<unsigned char*>(ar_smem), nwarps + 1, sk, si);
-    ar_warp_combine(b, 32, last);
+    ar_warp_combine(b, 32, last, ex);
     if (lane == 0) {
-        sk[warp] = b.k;
+        sk[warp] = ex.send(b);
         si[warp] = b.i;
     }
     __syncthreads();
     if (warp == 0) {
-        ArBest<K, I> c;
+        Best c;
         c.clear(last);
-        if (lane < nwarps) {
-            c.k = sk[lane];
-            c.i = si[lane];
-        }
-        ar_warp_combine(c, 32, last);
+        if (lane < nwarps) ex.load(c, sk, si, lane, last);
+        ar_warp_combine(c, 32, last, ex);
         if (lane == 0) {
-            sk[nwarps] = c.k;
+            sk[nwarps] = ex.send(c);
             si[nwarps] = c.i;
         }
     }
     __syncthreads();
-    b.k = sk[nwarps];
-    b.i = si[nwarps];
+    ex.load(b, sk, si, nwarps, last);
 }
 
 // Slot of logical entry L (thread t's j-th best at t * NB + j) in the combine's shared arrays:
@@ -786,9 +932,11 @@ __device__ __forceinline__ int ar_slot(int L)
 
 // Across threadIdx.y for each threadIdx.x (blockDim.y a power of two), for the NB bests each
 // thread holds: a tree in shared memory; every thread ends with its column's bests.
-template <class K, class I, int NB>
-__device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool last)
+template <class Best, int NB, class Ex>
+__device__ __forceinline__ void ar_column_combine(Best (&b)[NB], bool last, const Ex& ex)
 {
+    typedef typename Ex::K K;
+    typedef decltype(b[0].i) I;
     const int bx = blockDim.x, by = blockDim.y;
     const int tx = threadIdx.x, ty = threadIdx.y;
     if (by == 1) return;
@@ -798,7 +946,7 @@ __device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool la
     const int me = (ty * bx + tx) * NB;
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-        sk[ar_slot<NB>(me + j)] = b[j].k;
+        sk[ar_slot<NB>(me + j)] = ex.send(b[j]);
         si[ar_slot<NB>(me + j)] = b[j].i;
     }
     for (int s = by >> 1; s >= 1; s >>= 1) {
@@ -807,18 +955,17 @@ __device__ __forceinline__ void ar_column_combine(ArBest<K, I> (&b)[NB], bool la
             const int other = me + s * bx * NB;
 #pragma unroll
             for (int j = 0; j < NB; ++j) {
-                b[j].take(sk[ar_slot<NB>(other + j)], si[ar_slot<NB>(other + j)], last);
-                sk[ar_slot<NB>(me + j)] = b[j].k;
+                const K w = sk[ar_slot<NB>(other + j)];
+                const I i = si[ar_slot<NB>(other + j)];
+                ex.take(b[j], w, i, last);
+                sk[ar_slot<NB>(me + j)] = ex.send(b[j]);
                 si[ar_slot<NB>(me + j)] = b[j].i;
             }
         }
     }
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < NB; ++j) {
-        b[j].k = sk[ar_slot<NB>(tx * NB + j)];
-        b[j].i = si[ar_slot<NB>(tx * NB + j)];
-    }
+    for (int j = 0; j < NB; ++j) ex.load(b[j], sk, si, ar_slot<NB>(tx * NB + j), last);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -839,12 +986,43 @@ __device__ __forceinline__ void ar_store_index(void* out, long long elem, U idx,
         reinterpret_cast<unsigned char*>(out)[elem] = (unsigned char)idx;
 }
 
+// Values mode: the winner's raw bits, stored at the value's own width (the host gives an
+// output aligned to it). complex128: one 16-byte store (two 8-byte ones would each touch the
+// sectors of the warp's whole range).
+template <class T>
+__device__ __forceinline__ void ar_store_value(void* vout, long long elem,
+                                               const typename ArType<T>::bits& v)
+{
+    typedef typename ArType<T>::bits B;
+    if constexpr (sizeof(B) == 16) {
+        cuo::vec_bytes<16> w;
+        w.w[0] = v.lo;
+        w.w[1] = v.hi;
+        cuo::vec_store(reinterpret_cast<cuo::vec_bytes<16>*>(vout) + elem, w);
+    } else {
+        reinterpret_cast<B*>(vout)[elem] = v;
+    }
+}
+
 // nanargmin/nanargmax: a group whose winning key is 0 (the key of NaN) holds only NaN.
 template <class K>
 __device__ __forceinline__ void ar_flag_all_nan(unsigned int* allnan, const K& k,
                                                 const ArParams& p)
 {
     if (p.nan_skip && k == K()) atomicOr(allnan, 1u);   // several groups may be all NaN
+}
+
+// A group's result at output element `elem`: its index, and in values mode its value (values
+// mode has no nan_skip; index mode flags an all-NaN group).
+template <class T, class U, class Best>
+__device__ __forceinline__ void ar_store_result(void* out, void* vout, unsigned int* allnan,
+                                                long long elem, const Best& b, const ArParams& p)
+{
+    ar_store_index<U>(out, elem, (U)b.i, p.out_width);
+    if constexpr (Best::VAL)
+        ar_store_value<T>(vout, elem, b.v);
+    else
+        ar_flag_all_nan(allnan, b.k, p);
 }
 
 // The bit pattern of 1 in T.
@@ -1068,23 +1246,29 @@ __device__ __forceinline__ void ar_load_partial(const void* pkey, const void* pi
 // Decode mode (a whole block per group, grid.y chunks): store this block's partial of group o,
 // draw the group's ticket; the last block to finish combines the group's nchunks partials (the
 // same ar_better order, so the answer does not depend on which block is last) and stores the
-// index. Every thread of the block calls it (`best` is the block's best in every thread).
-template <class T, class I>
-__device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __restrict__ pkey,
+// index (values mode: and the value; the partials carry the bits, see ArWire). Every thread of
+// the block calls it (`best` is the block's best in every thread).
+template <class T, class I, class Best, class Ex>
+__device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __restrict__ vout,
+                                              void* __restrict__ pkey,
                                               void* __restrict__ pidx,
                                               unsigned int* __restrict__ allnan,
                                               const ArParams& p,
                                               typename cuo::unsigned_of<I>::type o,
                                               typename cuo::unsigned_of<I>::type out_off,
-                                              ArBest<typename ArType<T>::key, I>& best)
+                                              Best& best, const Ex& ex)
 {
     typedef typename cuo::unsigned_of<I>::type U;
     __shared__ unsigned int ar_is_last;
     const bool last = p.last != 0;
     if (threadIdx.x == 0) {
         const U slot = (U)blockIdx.y * (U)p.n_out + o;
-        ar_store_partial<T, I>(pkey, pidx, slot, best.k, best.i, ar_chunk_lid<U>((U)blockIdx.y, p),
-                               p.pidx_width);
+        if constexpr (Best::VAL)        // (the bits, ArWire; index mode: unchanged, as above)
+            ar_store_partial<T, I>(pkey, pidx, slot, ex.send(best), best.i,
+                                   ar_chunk_lid<U>((U)blockIdx.y, p), p.pidx_width);
+        else
+            ar_store_partial<T, I>(pkey, pidx, slot, best.k, best.i,
+                                   ar_chunk_lid<U>((U)blockIdx.y, p), p.pidx_width);
         __threadfence();                             // release: the partial before the ticket
         const unsigned int ticket = atomicAdd(allnan + 1 + o, 1u);
         const unsigned int is_last = ticket == (unsigned int)(p.nchunks - 1) ? 1u : 0u;
@@ -1099,24 +1283,24 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __re
         I i;
         ar_load_partial<T, I, true>(pkey, pidx, c * (U)p.n_out + o, ar_chunk_lid<U>(c, p),
                                     p.pidx_width, k, i);
-        best.take(k, i, last);
+        ex.take(best, k, i, last);
     }
-    ar_block_combine(best, last);
+    ar_block_combine(best, last, ex);
     if (threadIdx.x != 0) return;
-    if (p.mode == AR_MODE_DECODE_HARDMAX) {
+    if (!Best::VAL && p.mode == AR_MODE_DECODE_HARDMAX) {
         ar_write_one<T, I>(out, out_off, best.i, p);
         return;
     }
-    ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
-    ar_flag_all_nan(allnan, best.k, p);
+    ar_store_result<T, U>(out, vout, allnan, p.out_base + (long long)(I)out_off, best, p);
 }
 
 // ------------------------------------------------------------------------------------------
 // Device level (one function per entry point)
 // ------------------------------------------------------------------------------------------
 
-template <class T, class I>
+template <class T, class I, bool VAL>
 __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict__ out,
+                                       void* __restrict__ vout,
                                        void* __restrict__ pkey, void* __restrict__ pidx,
                                        unsigned int* __restrict__ allnan, const ArParams& p)
 {
@@ -1130,8 +1314,9 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
     const U o = block_team ? (U)blockIdx.x
                            : (U)blockIdx.x * (U)(blockDim.x / team) + (U)(threadIdx.x / team);
     const bool valid = o < (U)p.n_out;
+    const ArWire<T, I, VAL> ex = ar_wire<T, I, VAL>(flip);
 
-    ArBest<K, I> best;
+    ArBestOf<T, I, VAL> best;
     best.clear(last);
     U in_off = 0, out_off = 0;
     if (valid) {
@@ -1144,12 +1329,12 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
                       best);
     }
     if (block_team)
-        ar_block_combine(best, last);
+        ar_block_combine(best, last, ex);
     else
-        ar_warp_combine(best, team, last);
+        ar_warp_combine(best, team, last, ex);
     if (!valid) return;
 
-    if (p.mode == AR_MODE_HARDMAX || p.mode == AR_MODE_DECODE_HARDMAX) {
+    if (!VAL && (p.mode == AR_MODE_HARDMAX || p.mode == AR_MODE_DECODE_HARDMAX)) {
         // the one-hot of positions [q0, q1): the whole group (p.wchunk = p.wgroup), or in a
         // decode, this block's share, all zeros (no logical index is -1), the 1 being the
         // group's last block's (ar_last_block)
@@ -1161,14 +1346,13 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
         __syncthreads();        // so thread 0's release in ar_last_block covers every thread's
     }
     if (p.mode >= AR_MODE_DECODE) {     // (block teams only: `valid` is the same in the block)
-        ar_last_block<T, I>(out, pkey, pidx, allnan, p, o, out_off, best);
+        ar_last_block<T, I>(out, vout, pkey, pidx, allnan, p, o, out_off, best, ex);
     } else if (t == 0) {
         if (p.mode == AR_MODE_INDEX) {
-            ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best.i, p.out_width);
-            ar_flag_all_nan(allnan, best.k, p);
+            ar_store_result<T, U>(out, vout, allnan, p.out_base + (long long)(I)out_off, best, p);
         } else {
             const U c = (U)blockIdx.y;
-            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o, best.k, best.i,
+            ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o, ex.send(best), best.i,
                                    ar_chunk_lid<U>(c, p), p.pidx_width);
         }
     }
@@ -1183,13 +1367,13 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
 // (ar_col_impl clears it). 4-byte values keep twice the positions in flight over one dimension
 // (narrower values come here only when their rows are misaligned: the packed scan is their
 // main path).
-template <class T, class I, int VC, int UN>
+template <class T, class I, int VC, int UN, class Best>
 __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
                                              typename cuo::unsigned_of<I>::type start,
                                              typename cuo::unsigned_of<I>::type hi,
                                              typename cuo::unsigned_of<I>::type step,
                                              const ArParams& p, typename ArType<T>::key flip,
-                                             ArBest<typename ArType<T>::key, I> (&best)[VC])
+                                             Best (&best)[VC])
 {
     typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::bits B;
@@ -1197,7 +1381,7 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
     constexpr int S = (int)sizeof(B);
     const bool last = p.last != 0;
     const bool narrow = p.narrow_in != 0;
-    const K nank = p.nan_skip ? K() : ~K();
+    const K nank = (!Best::VAL && p.nan_skip) ? K() : ~K();
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -1209,11 +1393,12 @@ __device__ __forceinline__ void ar_scan_cols(const T* __restrict__ base,
         }
 #pragma unroll
         for (int j = 0; j < VC; ++j) {
-            const K k = ar_key<T>(cuo::vec_elem<S>(v, j), flip, nank);
+            const B b = cuo::vec_elem<S>(v, j);
+            const K k = ar_key<T>(b, flip, nank);
             if constexpr (decltype(at)::kind == AR_AT_FLAT)
-                best[j].take_beyond(k, lbase, l, tie_wins);
+                best[j].take_beyond(k, lbase, l, tie_wins, b);
             else
-                best[j].take(k, (I)(lbase + l), last);
+                best[j].take(k, (I)(lbase + l), last, b);
         }
     };
     constexpr int UF = S == 4 ? 2 * UN : UN;
@@ -1239,8 +1424,8 @@ struct ArColReach {
 
     // From the bests; `next`: the logical index of the next position. `settles`: the walk runs
     // away from the tie side, so a position at or behind every best cannot win a tie.
-    __device__ __forceinline__ void set(const ArBest<K, I> (&best)[VC], I next, I tmask,
-                                        bool settles)
+    template <class Best>
+    __device__ __forceinline__ void set(const Best (&best)[VC], I next, I tmask, bool settles)
     {
         cuo::u32 t[2] = {0u, 0u};
         ilim = best[0].i ^ tmask;
@@ -1263,8 +1448,10 @@ struct ArColReach {
     // position behind, the thresholds are one step up where ties cannot win, and lane keys
     // compare as keys). So the lanes that reach take their place, and only their thresholds
     // change; tflat (tf: tstep where the walk settles) is final once every lane holds one.
-    __device__ __forceinline__ void take_flat(cuo::u32 kw, I li, bool settles,
-                                              ArBest<K, I> (&best)[VC])
+    // Returns the lanes that won (bit 8 S j: lane j).
+    template <class Best>
+    __device__ __forceinline__ cuo::u32 take_flat(cuo::u32 kw, I li, bool settles,
+                                                  Best (&best)[VC])
     {
         constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
         const cuo::u32 tf = settles ? tstep() : 0u;
@@ -1292,6 +1479,7 @@ struct ArColReach {
                 best[j].i = li;
             }
         }
+        return hit;
     }
 };
 
@@ -1303,22 +1491,23 @@ struct ArColReach {
 // lanes that reach their thresholds are exactly those that beat their bests, and take their
 // place directly (ArColReach::take_flat).
 // `best` must hold the cleared state or positions of this walk (ar_col_impl clears it).
-template <class T, class I, int VC, int UN>
+template <class T, class I, int VC, int UN, class Best>
 __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
                                                     typename cuo::unsigned_of<I>::type start,
                                                     typename cuo::unsigned_of<I>::type hi,
                                                     typename cuo::unsigned_of<I>::type step,
                                                     const ArParams& p,
                                                     typename ArType<T>::key flip,
-                                                    ArBest<typename ArType<T>::key, I> (&best)[VC])
+                                                    Best (&best)[VC])
 {
     typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
     constexpr int S = (int)sizeof(T);
     static_assert(VC * S == 4, "one 32-bit word per position");
     typedef cuo::vec_bytes<4> Vec;
     const bool last = p.last != 0;
     const cuo::u32 px = ar_pack_xor<T>(flip);
-    const cuo::u32 pn = p.nan_skip ? 0u : 0xffffffffu;
+    const cuo::u32 pn = (!Best::VAL && p.nan_skip) ? 0u : 0xffffffffu;
     cuo::Odometer<U, AR_MAX_DIMS, true> od;
     od.init(start, p.nd, p.d_size, p.d_in, p.d_w);
     const U lbase = (U)p.index_base;
@@ -1331,6 +1520,11 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
     const I tmask = last ? (I)0 : (I)-1;
     ArColReach<T, I, VC> r;
     r.set(best, (I)(lbase + od.lid), tmask, settles);
+    // values mode: the bits of the bests, lane j of one word as in the loads (one register
+    // instead of VC; ar_col_impl's 64-bit, 1-byte instantiation spilled with VC), handed to
+    // the bests after the walk. Lane masks: 8 S bits at lane j for each won lane.
+    constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
+    cuo::u32 vw = 0u;
     auto visit = [&](const Vec& v, const U& l, auto at) {
         const U lu = lbase + l;         // (U: the index one step past the end may wrap)
         const I li = (I)lu;
@@ -1344,12 +1538,24 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
         }
         if (!reach) return;
         if constexpr (decltype(at)::kind == AR_AT_FLAT) {
-            r.take_flat(kw, li, settles, best);
+            const cuo::u32 won = r.take_flat(kw, li, settles, best);
+            if constexpr (Best::VAL) {
+                const cuo::u32 m = won * lmax;
+                vw = (vw & ~m) | (v.w[0] & m);
+            }
         } else {
-            constexpr cuo::u32 lmax = S == 1 ? 0xffu : 0xffffu;
 #pragma unroll
-            for (int j = 0; j < VC; ++j)
-                best[j].take(ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax), li, last);
+            for (int j = 0; j < VC; ++j) {
+                const typename ArType<T>::key kj = ar_lane_to_key<T>((kw >> (8 * S * j)) & lmax);
+                if constexpr (Best::VAL) {
+                    if (best[j].take_key(kj, li, last)) {
+                        const cuo::u32 m = lmax << (8 * S * j);
+                        vw = (vw & ~m) | (v.w[0] & m);
+                    }
+                } else {
+                    best[j].take(kj, li, last);
+                }
+            }
             r.set(best, (I)(lu + dlid), tmask, settles);
         }
     };
@@ -1357,14 +1563,20 @@ __device__ __forceinline__ void ar_scan_cols_packed(const T* __restrict__ base,
     ar_walk<T, Vec, UN, UN / 2, AR_PEEL_NONE>(reinterpret_cast<const unsigned char*>(base), false,
                                               od, start, hi, step, [&] { return (U)p.d_w[0]; }, p,
                                               visit);
+    if constexpr (Best::VAL) {
+#pragma unroll
+        for (int j = 0; j < VC; ++j) best[j].keep((B)(vw >> (8 * S * j)));
+    }
 }
 
 // The column kernel's results (index, or partial of chunk blockIdx.y) when a thread holds VC > 1
 // groups: after ar_column_combine, row 0 of its shared arrays holds the block's blockDim.x * VC
 // bests in group order, so thread t (linear in the block) stores group t's and a warp's stores
 // are contiguous (from registers, each store would stride VC groups).
-template <class T, class I, int VC>
-__device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* __restrict__ pkey,
+// (Values mode: the shared key slots hold the bits, ArWire.)
+template <class T, class I, int VC, bool VAL>
+__device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* __restrict__ vout,
+                                                  void* __restrict__ pkey,
                                                   void* __restrict__ pidx,
                                                   unsigned int* __restrict__ allnan,
                                                   const ArParams& p)
@@ -1385,7 +1597,11 @@ __device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* 
             ar_kept_offsets<U>(g, p, in_off, out_off);
             const int at = ar_slot<VC>((int)t);      // (the combine's slots)
             ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)si[at], p.out_width);
-            ar_flag_all_nan(allnan, sk[at], p);
+            if constexpr (VAL)
+                ar_store_value<T>(vout, p.out_base + (long long)(I)out_off,
+                                  (typename ArType<T>::bits)sk[at]);
+            else
+                ar_flag_all_nan(allnan, sk[at], p);
         } else {
             const U c = (U)blockIdx.y;
             const int at = ar_slot<VC>((int)t);
@@ -1397,8 +1613,9 @@ __device__ __forceinline__ void ar_col_store_smem(void* __restrict__ out, void* 
 
 // Column kernel body: thread (x, y) of block (bx, by) owns the VC groups starting at output
 // (bx * blockDim.x + x) * VC and the positions y, y + blockDim.y, ... of chunk by.
-template <class T, class I, int VC>
+template <class T, class I, int VC, bool VAL>
 __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __restrict__ out,
+                                            void* __restrict__ vout,
                                             void* __restrict__ pkey, void* __restrict__ pidx,
                                             unsigned int* __restrict__ allnan, const ArParams& p)
 {
@@ -1409,8 +1626,9 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
     const U o = ((U)blockIdx.x * (U)blockDim.x + (U)threadIdx.x) * (U)VC;
     const U ty = (U)threadIdx.y;
     const bool valid = o < (U)p.n_out;
+    const ArWire<T, I, VAL> ex = ar_wire<T, I, VAL>(flip);
 
-    ArBest<K, I> best[VC];
+    ArBestOf<T, I, VAL> best[VC];
 #pragma unroll
     for (int j = 0; j < VC; ++j) best[j].clear(last);
     U in_off = 0, out_off = 0;
@@ -1429,14 +1647,14 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
             ar_scan_cols<T, I, VC, UNC>(x + p.in_base + (I)in_off, lo + ty, hi,
                                         (U)blockDim.y, p, flip, best);
     }
-    ar_column_combine(best, last);
+    ar_column_combine(best, last, ex);
     if (VC > 1 && p.mode != AR_MODE_HARDMAX && blockDim.y > 1) {
-        ar_col_store_smem<T, I, VC>(out, pkey, pidx, allnan, p);
+        ar_col_store_smem<T, I, VC, VAL>(out, vout, pkey, pidx, allnan, p);
         return;
     }
     if (!valid) return;
 
-    if constexpr (VC > 1) {          // (the VC groups' outputs are neighbours: one word)
+    if constexpr (VC > 1 && !VAL) {  // (the VC groups' outputs are neighbours: one word)
         if (p.mode == AR_MODE_HARDMAX) {
             ar_write_onehot_packed<T, I, VC>(out, out_off, ty, (U)p.wgroup, (U)blockDim.y,
                                              best, p);
@@ -1447,23 +1665,23 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
 #pragma unroll
     for (int j = 0; j < VC; ++j) {
         const U oj = out_off + (U)j * ostep;
-        if (VC == 1 && p.mode == AR_MODE_HARDMAX) {     // (VC > 1: written above)
+        if (!VAL && VC == 1 && p.mode == AR_MODE_HARDMAX) {     // (VC > 1: written above)
             ar_write_onehot<T, I>(out, oj, ty, (U)p.wgroup, (U)blockDim.y, best[j].i, p);
         } else if (ty == 0) {
             if (p.mode == AR_MODE_INDEX) {
-                ar_store_index<U>(out, p.out_base + (long long)(I)oj, (U)best[j].i, p.out_width);
-                ar_flag_all_nan(allnan, best[j].k, p);
+                ar_store_result<T, U>(out, vout, allnan, p.out_base + (long long)(I)oj, best[j], p);
             } else {
                 const U c = (U)blockIdx.y;
-                ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o + (U)j, best[j].k,
+                ar_store_partial<T, I>(pkey, pidx, c * (U)p.n_out + o + (U)j, ex.send(best[j]),
                                        best[j].i, ar_chunk_lid<U>(c, p), p.pidx_width);
             }
         }
     }
 }
 
-template <class T, class I>
+template <class T, class I, bool VAL>
 __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict__ out,
+                                       void* __restrict__ vout,
                                        void* __restrict__ pkey, void* __restrict__ pidx,
                                        unsigned int* __restrict__ allnan, const ArParams& p)
 {
@@ -1471,18 +1689,20 @@ __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict
     constexpr int S = (int)sizeof(T);
     if constexpr (S < 4) {
         if (p.vec == 4 / S) {
-            ar_col_impl<T, I, 4 / S>(x, out, pkey, pidx, allnan, p);
+            ar_col_impl<T, I, 4 / S, VAL>(x, out, vout, pkey, pidx, allnan, p);
             return;
         }
     }
-    ar_col_impl<T, I, 1>(x, out, pkey, pidx, allnan, p);
+    ar_col_impl<T, I, 1, VAL>(x, out, vout, pkey, pidx, allnan, p);
 }
 
 // Second pass of a split group. Block (x, y) threads: x over groups (coalesced partial reads
 // and, for the column layouts, coalesced one-hot writes), y over the chunks' partials and then
 // over the group's positions; grid.y splits the one-hot write of big groups.
-template <class T, class I>
-__device__ __forceinline__ void ar_finish(void* __restrict__ out, const void* __restrict__ pkey,
+// (Values mode: the partials carry the bits, ArWire.)
+template <class T, class I, bool VAL>
+__device__ __forceinline__ void ar_finish(void* __restrict__ out, void* __restrict__ vout,
+                                          const void* __restrict__ pkey,
                                           const void* __restrict__ pidx,
                                           unsigned int* __restrict__ allnan, const ArParams& p)
 {
@@ -1492,7 +1712,8 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out, const void* __
     const U o = (U)blockIdx.x * (U)blockDim.x + (U)threadIdx.x;
     const U ty = (U)threadIdx.y;
     const bool valid = o < (U)p.n_out;
-    ArBest<K, I> best[1];
+    const ArWire<T, I, VAL> ex = ar_wire<T, I, VAL>(p.is_min ? ~K() : K());
+    ArBestOf<T, I, VAL> best[1];
     best[0].clear(last);
     if (valid) {
         for (U c = ty; c < (U)p.nchunks; c += (U)blockDim.y) {
@@ -1500,21 +1721,20 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out, const void* __
             I i;
             ar_load_partial<T, I, false>(pkey, pidx, c * (U)p.n_out + o, ar_chunk_lid<U>(c, p),
                                          p.pidx_width, k, i);
-            best[0].take(k, i, last);
+            ex.take(best[0], k, i, last);
         }
     }
-    ar_column_combine(best, last);
+    ar_column_combine(best, last, ex);
     if (!valid) return;
     U in_off, out_off;
     ar_kept_offsets<U>(o, p, in_off, out_off);
-    if (p.mode == AR_MODE_HARDMAX) {
+    if (!VAL && p.mode == AR_MODE_HARDMAX) {
         const U q0 = (U)blockIdx.y * (U)p.wchunk;
         const U rest = (U)p.wgroup - q0;
         const U q1 = q0 + ((U)p.wchunk < rest ? (U)p.wchunk : rest);
         ar_write_onehot<T, I>(out, out_off, q0 + ty, q1, (U)blockDim.y, best[0].i, p);
     } else if (ty == 0) {
-        ar_store_index<U>(out, p.out_base + (long long)(I)out_off, (U)best[0].i, p.out_width);
-        ar_flag_all_nan(allnan, best[0].k, p);
+        ar_store_result<T, U>(out, vout, allnan, p.out_base + (long long)(I)out_off, best[0], p);
     }
 }
 
@@ -1527,7 +1747,7 @@ __global__ void __launch_bounds__(256, 4)
 argreduce_row(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
               void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_row<T, I>(x, out, pkey, pidx, allnan, p);
+    ar_row<T, I, false>(x, out, nullptr, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
@@ -1535,7 +1755,7 @@ __global__ void __launch_bounds__(256, 4)
 argreduce_col(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
               void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_col<T, I>(x, out, pkey, pidx, allnan, p);
+    ar_col<T, I, false>(x, out, nullptr, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
@@ -1543,5 +1763,34 @@ __global__ void __launch_bounds__(256, 4)
 argreduce_finish(void* __restrict__ out, const void* __restrict__ pkey,
                  const void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_finish<T, I>(out, pkey, pidx, allnan, p);
+    ar_finish<T, I, false>(out, nullptr, pkey, pidx, allnan, p);
+}
+
+// Values mode (max_and_argmax / min_and_argmin): the same kernels, also storing the winner's
+// bits to `vout` (modes 0, 1 and 3 only: no hardmax, no nan_skip).
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_row_values(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ vout,
+                     void* __restrict__ pkey, void* __restrict__ pidx,
+                     unsigned int* __restrict__ allnan, ArParams p)
+{
+    ar_row<T, I, true>(x, out, vout, pkey, pidx, allnan, p);
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_col_values(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ vout,
+                     void* __restrict__ pkey, void* __restrict__ pidx,
+                     unsigned int* __restrict__ allnan, ArParams p)
+{
+    ar_col<T, I, true>(x, out, vout, pkey, pidx, allnan, p);
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+argreduce_finish_values(void* __restrict__ out, void* __restrict__ vout,
+                        const void* __restrict__ pkey, const void* __restrict__ pidx,
+                        unsigned int* __restrict__ allnan, ArParams p)
+{
+    ar_finish<T, I, true>(out, vout, pkey, pidx, allnan, p);
 }

@@ -16,6 +16,7 @@
 //   cuo::index_max<I>()                           largest value of a signed index type
 //   cuo::vec_bytes<N>                             N-byte aligned raw vector (N = 1..16), for loads
 //   cuo::vec_load<V>(p)                           one whole-vector load (checked; one access in simt)
+//   cuo::vec_store(p, v)                          one whole-vector store (the same)
 //   cuo::vec_align_check<V>(p)                    before a whole-vector load: alignment checked on simt
 //   cuo::shfl_xor(v, mask, width)                 full-warp __shfl_xor_sync for 32/64-bit ints
 //   cuo::smem_split(...)                          carve a (key array, index array) pair out of
@@ -147,6 +148,25 @@ __device__ __forceinline__ V vec_load(const void* p)
     }
 #endif
     return *reinterpret_cast<const V*>(p);
+}
+
+// A whole raw vector v stored at p (alignment checked as above): one store of sizeof(V) bytes,
+// under cupyops.simt too (a 16-byte vector through a GCC vector type, as in vec_load).
+template <class V>
+__device__ __forceinline__ void vec_store(V* p, const V& v)
+{
+    vec_align_check<V>(p);
+#ifdef CUPYOPS_SIMT
+    if constexpr (sizeof(V) == 16) {
+        typedef u64 v2 __attribute__((vector_size(16)));
+        v2 w;
+        w[0] = v.w[0];
+        w[1] = v.w[1];
+        *reinterpret_cast<v2*>(p) = w;
+        return;
+    }
+#endif
+    *p = v;
 }
 
 // Element j (of size S bytes) of a raw vector, as an unsigned integer of S bytes.

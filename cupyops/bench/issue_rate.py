@@ -661,7 +661,7 @@ def model_source(source: str, arch: int, name_expressions: tuple, itemsize, *,
 
 
 #: Entry functions that do not read the input (their loads are partials): not modelled.
-NON_INPUT_KERNELS = ("argreduce_finish",)
+NON_INPUT_KERNELS = ("argreduce_finish", "argreduce_finish_values")
 
 
 def _family_job(job):

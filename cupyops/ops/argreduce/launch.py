@@ -22,6 +22,13 @@ group's partials (hardmax, ``MODE_DECODE_HARDMAX``: every block zeroes its share
 first, and the last block writes the 1). The tickets (one uint32 per group) follow the all-NaN flag in its scratch
 buffer and are zeroed with ``backend.zero_fill`` in stream order before every launch, so each
 call, and each replay of a captured CUDA graph, starts from zero; the kernel never resets them.
+
+Values mode (``values=True``: max_and_argmax / min_and_argmin) runs the ``*_values`` twins of
+the same kernels, which store the winner's value (x's raw bits at the index) next to its index
+from the same single reduction: the runner returns ``(values, indices)``, both of the kept
+shape, values in the kernel input's dtype (datetime: its int64 view). The partials of split and
+decode plans carry the value's bits in the key slot (the finish pass and the last block
+recompute the key), so a values output adds only its own stores. No nan_skip.
 """
 from __future__ import annotations
 
@@ -35,14 +42,15 @@ from cupyops.core import workspace as _workspace
 from cupyops.core.arrays import data_ptr
 from cupyops.core.dtypes import datetime_as_int64, element_alignment
 from cupyops.ops.argreduce import plan as _plan_module
-from cupyops.ops.argreduce.family import COL, DATETIME, FAMILY, FINISH, ROW, expression
+from cupyops.ops.argreduce.family import (COL, COL_V, DATETIME, FAMILY, FINISH, FINISH_V, ROW,
+                                          ROW_V, expression)
 from cupyops.ops.argreduce.params import (MODE_DECODE, MODE_DECODE_HARDMAX, MODE_HARDMAX,
                                           MODE_INDEX, MODE_PARTIAL, build_params)
 from cupyops.ops.argreduce.plan import ArgreducePlan
 from cupyops.ops.argreduce.nan_groups import all_nan_error
 
-__all__ = ["argreduce", "hardmax", "prepare", "launches_of", "runner", "run_state", "run",
-           "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
+__all__ = ["argreduce", "values_argreduce", "hardmax", "prepare", "launches_of", "runner",
+           "run_state", "run", "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
            "ArgreduceLaunches", "ROUNDED_SLOTS"]
 
 
@@ -81,6 +89,7 @@ def _dense_copy(x):
 
 
 _UINT32 = np.dtype(np.uint32)
+_INT64 = np.dtype(np.int64)     # values of DATETIME: the kernel input's int64 view
 #: split/decode partials: slot counts up to this are rounded up to a power of two
 ROUNDED_SLOTS = 1024
 _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
@@ -120,6 +129,7 @@ class ArgreduceLaunches(typing.NamedTuple):
     nan_skip: tuple | None     # nanarg*: (its name, the reduced axes) for the all-NaN error
     zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
+    values_dtype: np.dtype | None = None   # values mode: the dtype of the values output
 
 
 #: an ArgreduceLaunches from all its fields, in order (without the generated ``__new__``'s
@@ -134,25 +144,41 @@ def _scratch_views(arrays):
 
 
 def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
-            force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None):
-    """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype) or
-    hardmax (``out_dtype`` x's dtype) over ``axes`` of an array laid out like ``x`` (the
-    canonical array the kernels read), planned for this call: nothing is kept here (cupyops._call
-    keeps the runners it reuses)."""
+            force_64bit=False, nan_skip=False, narrow_out=False, value_dtype=None,
+            values=False):
+    """The launches of argmin/argmax (``hardmax=False``: ``out_dtype`` the index dtype; with
+    ``values``, the extreme's value too) or hardmax (``out_dtype`` x's dtype) over ``axes`` of
+    an array laid out like ``x`` (the canonical array the kernels read), planned for this call:
+    nothing is kept here (cupyops._call keeps the runners it reuses)."""
     out_dtype = np.dtype(out_dtype)
     vdt = x.dtype if value_dtype is None else np.dtype(value_dtype)
     plan = _plan(backend, x, axes, hardmax, force_64bit)
     return launches_of(
         backend, plan, vdt, x.shape, axes, hardmax=hardmax, kind=kind, tie=tie,
-        out_dtype=out_dtype, nan_skip=nan_skip, narrow_out=narrow_out)
+        out_dtype=out_dtype, nan_skip=nan_skip, narrow_out=narrow_out, values=values)
+
+
+def _check_values_mode(hardmax, nan_skip):
+    if hardmax:
+        raise ValueError("values=True: hardmax has no values output (argmin/argmax only)")
+    if nan_skip:
+        raise ValueError("values=True does not take skip_nan / nan_skip: the values kernels "
+                         "treat NaN as the extreme (there is no nanmax_and_argmax)")
 
 
 def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, tie: str,
-                out_dtype, nan_skip=False, narrow_out=False) -> "ArgreduceLaunches":
+                out_dtype, nan_skip=False, narrow_out=False,
+                values=False) -> "ArgreduceLaunches":
     """The launches of ``plan`` (of an input of ``shape`` and value dtype ``vdt`` over
-    ``axes``): kernels, checked configurations, packed parameters, scratch; nothing kept here (see
+    ``axes``): kernels, checked configurations, packed parameters, scratch. ``values``: the
+    values-mode kernels (the runner returns ``(values, indices)``). Nothing is kept here (see
     :func:`prepare`)."""
-    main = (FAMILY, vdt, expression(ROW if plan.kernel == "row" else COL, vdt, plan.use_64bit))
+    if values:
+        _check_values_mode(hardmax, nan_skip)
+        row, col, fin = ROW_V, COL_V, FINISH_V
+    else:
+        row, col, fin = ROW, COL, FINISH
+    main = (FAMILY, vdt, expression(row if plan.kernel == "row" else col, vdt, plan.use_64bit))
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
     out_width = 0 if hardmax else out_dtype.itemsize
@@ -180,7 +206,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     params = arg(build_params(plan, kind=kind, tie=tie, mode=mode, out_width=out_width,
                               nan_skip=nan_skip, narrow_out=narrow_out))
     if split:
-        finish = (FAMILY, vdt, expression(FINISH, vdt, plan.use_64bit))
+        finish = (FAMILY, vdt, expression(fin, vdt, plan.use_64bit))
         fparams = arg(build_params(plan, kind=kind, tie=tie, mode=final_mode,
                                    out_width=out_width, finish=True, nan_skip=nan_skip,
                                    narrow_out=narrow_out))
@@ -194,7 +220,8 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
         plan, vdt, main, main_cfg, params, finish, finish_cfg, fparams, scratch, out_shape,
         out_dtype, (f"nanarg{kind}", tuple(axes)) if nan_skip else None,
         bool(nan_skip) or plan.last_block,
-        element_alignment(out_dtype) if narrow_out else out_dtype.itemsize))
+        element_alignment(out_dtype) if narrow_out else out_dtype.itemsize,
+        (_INT64 if vdt == DATETIME else vdt) if values else None))
 
 
 def execute(backend, launches: ArgreduceLaunches, x, out=None, workspace=None):
@@ -227,12 +254,18 @@ def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
         launches.plan if entry is not None else None, prep, reshape, launches.out_shape,
         launches.out_dtype, launches.scratch, launches.nan_skip, launches.main, launches.params,
         launches.zero_flags, *launches.main_cfg, launches.finish, launches.finish_params,
-        *finish_cfg, launches.out_align, backend)
+        *finish_cfg, launches.out_align, backend, launches.values_dtype)
 
 
 def run(state, x, workspace=None, out=None):
+    """Run prepared launches on ``x``: the index array, or in values mode ``(values,
+    indices)`` (``out``: None or such a pair, each None or C-contiguous; see
+    :func:`_run_values`)."""
     (plan, prep, reshape, out_shape, out_dtype, scratch, nan_skip, main, params, zero_flags,
-     grid, block, smem, finish, fparams, fgrid, fblock, fsmem, out_align, backend) = state
+     grid, block, smem, finish, fparams, fgrid, fblock, fsmem, out_align, backend,
+     values_dtype) = state
+    if values_dtype is not None:
+        return _run_values(state, x, workspace, out)
     if plan is not None:
         _record_plan(plan)
         if prep is not None:
@@ -268,6 +301,44 @@ _record_plan = _trace.record_plan
 _holder_for = _workspace.holder_for
 
 
+def _run_values(state, x, workspace, out):
+    """:func:`run` in values mode: one reduction stores the index and the value of each group
+    (``(values, indices)``). ``out``: None or a pair ``(values_out, indices_out)``, each None
+    (a fresh array) or C-contiguous of the kept shape and written directly; the values one
+    aligned to its itemsize (the kernels store whole values)."""
+    (plan, prep, reshape, out_shape, out_dtype, scratch, _, main, params, zero_flags,
+     grid, block, smem, finish, fparams, fgrid, fblock, fsmem, out_align, backend,
+     values_dtype) = state
+    if plan is not None:
+        _record_plan(plan)
+        if prep is not None:
+            x = prep(x)
+    vout, iout = (None, None) if out is None else out
+    vres = backend.empty(out_shape, values_dtype) if vout is None else \
+        _aligned(vout, values_dtype.itemsize, "values")
+    res = backend.empty(out_shape, out_dtype) if iout is None else \
+        _aligned(iout, out_align, "indices")
+    holder = _holder_for(backend, workspace)
+    with holder.lock:
+        pk, pi, flags, _ = holder.carve(scratch)
+        if zero_flags:
+            backend.zero_fill(flags)
+        launcher = backend.launcher
+        launcher(*main)(grid, block, (x, res, vres, pk, pi, flags, params), smem)
+        if finish is not None:
+            launcher(*finish)(fgrid, fblock, (res, vres, pk, pi, flags, fparams), fsmem)
+    if reshape is not None:
+        return vres.reshape(reshape), res.reshape(reshape)
+    return vres, res
+
+
+def _aligned(out, align, what):
+    if data_ptr(out) % align:
+        raise ValueError(f"out's {what} array: its data pointer is not a multiple of {align} "
+                         "bytes, which the kernels store at (execute_into copies instead)")
+    return out
+
+
 def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
               workspace=None, skip_nan=False, datetime=False):
     """argmin (``kind="min"``) / argmax (``"max"``) over ``axes`` (sorted, non-empty); the
@@ -285,19 +356,39 @@ def argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit
 
 
 def prepare_argreduce(backend, x, axes, *, kind, tie, index_dtype, force_64bit=False,
-                      skip_nan=False, datetime=False):
-    """(the array the kernels read, its launches) for :func:`argreduce`'s arguments."""
+                      skip_nan=False, datetime=False, values=False):
+    """(the array the kernels read, its launches) for :func:`argreduce`'s arguments
+    (``values``: :func:`values_argreduce`'s, which take no ``skip_nan``)."""
+    if values and skip_nan:
+        _check_values_mode(False, True)
     axes = tuple(int(a) for a in axes)
     x, vdt = _canonical(x, datetime)
     nan_skip = bool(skip_nan) and vdt.kind in "fcV"   # V: bfloat16
     return x, prepare(backend, x, axes, hardmax=False, kind=kind, tie=tie,
                       out_dtype=index_dtype, force_64bit=force_64bit, nan_skip=nan_skip,
-                      value_dtype=vdt)
+                      value_dtype=vdt, values=values)
+
+
+def values_argreduce(backend, x, axes, *, kind, tie, index_dtype, out=None, force_64bit=False,
+                     workspace=None, datetime=False):
+    """``(values, indices)`` of max (``kind="max"``) / min (``"min"``) over ``axes`` (sorted,
+    non-empty), from one reduction: ``indices`` exactly :func:`argreduce`'s (tie and NaN rules
+    included), ``values`` the raw bits of x at those indices (the sign of zero and NaN payloads
+    kept), in the kernel input's dtype (``datetime``: x is the int64 view of datetime64 /
+    timedelta64 values, and so are the values). ``out``: None or a pair ``(values_out,
+    indices_out)`` (each may be None), written directly where C-contiguous and aligned, else
+    through a copy."""
+    x, launches = prepare_argreduce(backend, x, axes, kind=kind, tie=tie,
+                                    index_dtype=index_dtype, force_64bit=force_64bit,
+                                    datetime=datetime, values=True)
+    return execute_into(runner(backend, launches), x, out, workspace)
 
 
 def execute_into(run, x, out, workspace):
     """``run`` (a :func:`runner`) into ``out`` when it is C-contiguous, else a fresh array
-    copied there."""
+    copied there. Values mode: ``out`` a pair (:func:`_execute_pair`)."""
+    if isinstance(out, tuple):
+        return _execute_pair(run, x, out, workspace)
     if out is None or not _c_contiguous(out):
         res = run(x, workspace)
         if out is None:
@@ -305,6 +396,24 @@ def execute_into(run, x, out, workspace):
         out[...] = res
         return out
     return run(x, workspace, out)
+
+
+def _execute_pair(run, x, out, workspace):
+    """Values mode into ``out = (values_out, indices_out)``: each written directly where it is
+    C-contiguous (values: and aligned to its itemsize), else a fresh array copied there (either
+    may be None: a fresh array returned)."""
+    vout, iout = out
+    direct_v = vout if vout is not None and _c_contiguous(vout) and \
+        data_ptr(vout) % vout.dtype.itemsize == 0 else None
+    direct_i = iout if iout is not None and _c_contiguous(iout) else None
+    vres, ires = run(x, workspace, (direct_v, direct_i))
+    if vout is not None and direct_v is None:
+        vout[...] = vres
+        vres = vout
+    if iout is not None and direct_i is None:
+        iout[...] = ires
+        ires = iout
+    return vres, ires
 
 
 def hardmax(backend, x, axes, *, tie, out=None, force_64bit=False, workspace=None):
