@@ -14,6 +14,13 @@ Scratch that must start at zero is zeroed in-stream by the launch code on every 
 (``Backend.zero_fill``), so replays start clean too. Holding the holder's lock for the whole
 carve-and-launch section keeps two host threads that share a stream from interleaving their
 launches over the same scratch.
+
+Each holder also keeps :data:`ZEROED_WORDS` 4-byte words apart from that scratch
+(:meth:`_Holder.zeroed`), zeroed once when made (a Workspace at construction, an arena on its
+first use outside capture) and never carved: kernels that use them (tickets, flags) leave them
+zero when they end, but for error codes that the host reads and clears
+(``Backend.arm_flag``). So those kernels need no memset per call, and a replay of a captured
+graph finds them as the capture did.
 """
 from __future__ import annotations
 
@@ -26,10 +33,12 @@ import numpy as np
 from cupyops.core import backend as _backend
 from cupyops.core import devices as _devices
 
-__all__ = ["Workspace", "holder_for", "arena_for", "check_workspace", "ALIGN"]
+__all__ = ["Workspace", "holder_for", "arena_for", "check_workspace", "ALIGN", "ZEROED_WORDS"]
 
 #: every carved array starts on this boundary (as CuPy's allocator does)
 ALIGN = 256
+#: uint32 words of each holder's zeroed region (16 KiB)
+ZEROED_WORDS = 4096
 
 
 def _layout(specs) -> tuple:
@@ -101,6 +110,11 @@ class _Holder:
     def _current(self):
         raise NotImplementedError
 
+    def zeroed(self):
+        """The holder's :data:`ZEROED_WORDS` uint32 words that every kernel using them leaves
+        zero (see the module docstring)."""
+        return self._zeroed
+
 
 class Workspace(_Holder):
     """Caller-owned scratch for kernel-path calls, for CUDA-graph capture.
@@ -134,6 +148,7 @@ class Workspace(_Holder):
         self.stream = self._backend.stream_key()
         self.nbytes = nbytes
         self._buf = self._backend.empty((max(nbytes, 1),), np.uint8)
+        self._zeroed = self._backend.zeros((ZEROED_WORDS,), np.uint32)
 
     def check(self, backend) -> None:
         """ValueError unless ``backend`` and its current stream are this workspace's."""
@@ -169,6 +184,18 @@ class _Arena(_Holder):
         self._backend = backend
         self._stream = stream
         self._buffers: list = []         # every buffer ever made; the last is the current one
+        self._zeroed = None
+
+    def zeroed(self):
+        if self._zeroed is None:
+            if self._backend.stream_capturing():
+                raise ValueError(
+                    "the call needs this stream's zeroed scratch words, which are made on the "
+                    "stream's first such call, during CUDA-graph capture, where nothing may be "
+                    "allocated: run the same call once before capture, or pass "
+                    "workspace=cupyops.Workspace(...)")
+            self._zeroed = self._backend.zeros((ZEROED_WORDS,), np.uint32)
+        return self._zeroed
 
     def _current(self):
         return self._buffers[-1] if self._buffers else None

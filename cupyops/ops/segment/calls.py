@@ -18,7 +18,9 @@ from cupyops.core import placement as _place
 from cupyops.core.arrays import is_cupy_array
 from cupyops.core.backend import backend_for
 from cupyops.core.placement import force_64bit
+from cupyops.core.arrays import data_ptr as _data_ptr
 from cupyops.core.workspace import check_workspace
+from cupyops.ops.segment import family as _family  # noqa: F401  (registers the kernels)
 from cupyops.ops.segment import numpy_path as _numpy
 from cupyops.ops.segment.rules import ValuesIndices, check_offset_values, segment_rules
 
@@ -117,22 +119,38 @@ def _deliver(res, call, values):
 
 
 def _kernel_call(state, x, offsets, placement, workspace, host):
-    """The kernel path: one launch (cupyops.ops.segment.launch)."""
+    """The kernel path: one launch (cupyops.ops.segment.launch). Host offsets go to the device
+    once per call (a copy for CUDA; simt reads them in place); offsets already on the GPU are
+    checked by the kernel (its error code armed for the next host read)."""
     from cupyops.ops.segment import launch as _launch
     kind, tie, call, values, opname = state
     backend = backend_for(placement)
     datetime = x.dtype.kind in "mM"
     kx = _dtypes.datetime_as_int64(x) if datetime else x
     kin = _place.to_kernel_input(kx, placement, opname)
-    run = _launch.runner(backend, kin, offsets.dtype, call, kind=kind, tie=tie, values=values,
+    koffs = _launch.kernel_offsets(
+        _place.to_kernel_input(offsets, placement, opname) if host else offsets)
+    run = _launch.runner(backend, kin, koffs, call, kind=kind, tie=tie, values=values,
                          force_64bit=force_64bit.get(), datetime=datetime)
-    res = run(kin, _place.to_kernel_input(offsets, placement, opname) if host else offsets,
-              workspace)
+    res = run(kin, koffs, workspace, out=_kernel_outs(call, placement, values, datetime),
+              checked=host)
     res = _place.from_kernel_result(res, placement)
     if values:
         vals, idx = res
         res = ValuesIndices(_as_dtype_of(vals, x), idx)
     return _deliver(res, call, values), None, None
+
+
+def _kernel_outs(call, placement, values, datetime):
+    """The outs the kernel writes directly: C-contiguous, aligned, on its device (values: not
+    datetime, whose kernel values are int64)."""
+    iout = _place.kernel_out(call.out, placement)
+    if not values:
+        return iout
+    vout = None if datetime else _place.kernel_out(call.values_out, placement)
+    if vout is not None and _data_ptr(vout) % vout.dtype.itemsize:
+        vout = None
+    return (vout, iout)
 
 
 def _as_dtype_of(vals, x):
