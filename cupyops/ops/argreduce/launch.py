@@ -313,11 +313,13 @@ def _run_values(state, x, workspace, out):
         _record_plan(plan)
         if prep is not None:
             x = prep(x)
-    vout, iout = (None, None) if out is None else out
+    vout, iout = (None, None) if out is None else _pair(out)
     vres = backend.empty(out_shape, values_dtype) if vout is None else \
-        _aligned(vout, values_dtype.itemsize, "values")
+        _aligned(_fits(vout, out_shape, values_dtype, "values"), values_dtype.itemsize, "values")
     res = backend.empty(out_shape, out_dtype) if iout is None else \
-        _aligned(iout, out_align, "indices")
+        _aligned(_fits(iout, out_shape, out_dtype, "indices"), out_align, "indices")
+    if vout is not None and iout is not None and _may_overlap(vres, res):
+        raise ValueError("out's values and indices arrays overlap (the kernels store both)")
     holder = _holder_for(backend, workspace)
     with holder.lock:
         pk, pi, flags, _ = holder.carve(scratch)
@@ -330,6 +332,29 @@ def _run_values(state, x, workspace, out):
     if reshape is not None:
         return vres.reshape(reshape), res.reshape(reshape)
     return vres, res
+
+
+def _pair(out):
+    """A values-mode out: a pair (values, indices), each None or an array."""
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError(f"values-mode launches take out=(values, indices), got "
+                        f"{type(out).__name__}")
+    return out
+
+
+def _fits(out, shape, dtype, what):
+    """A values-mode output must be of the kept shape and the dtype the kernels store."""
+    if tuple(out.shape) != tuple(shape) or out.dtype.itemsize != dtype.itemsize \
+            or out.dtype.kind not in (dtype.kind, "V", "M", "m"):
+        raise ValueError(f"out's {what} array has shape {tuple(out.shape)} and dtype "
+                         f"{out.dtype}; these launches store shape {tuple(shape)}, {dtype}")
+    return out
+
+
+def _may_overlap(a, b) -> bool:
+    """Whether two outputs' byte ranges meet (both C-contiguous here)."""
+    pa, pb = data_ptr(a), data_ptr(b)
+    return pa < pb + b.nbytes and pb < pa + a.nbytes
 
 
 def _aligned(out, align, what):
@@ -402,10 +427,11 @@ def _execute_pair(run, x, out, workspace):
     """Values mode into ``out = (values_out, indices_out)``: each written directly where it is
     C-contiguous (values: and aligned to its itemsize), else a fresh array copied there (either
     may be None: a fresh array returned)."""
-    vout, iout = out
+    vout, iout = _pair(out)
     direct_v = vout if vout is not None and _c_contiguous(vout) and \
         data_ptr(vout) % vout.dtype.itemsize == 0 else None
-    direct_i = iout if iout is not None and _c_contiguous(iout) else None
+    direct_i = iout if iout is not None and _c_contiguous(iout) and \
+        data_ptr(iout) % iout.dtype.itemsize == 0 else None
     vres, ires = run(x, workspace, (direct_v, direct_i))
     if vout is not None and direct_v is None:
         vout[...] = vres
