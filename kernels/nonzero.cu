@@ -17,7 +17,8 @@
 //         sector - then 32 per step; a 64-bit word packs flag and value), posts its inclusive
 //         prefix and writes rows < k. Ids past the input tiles are fill tiles: they wait for
 //         the last tile's inclusive prefix (= count) and write fill_value into rows
-//         [count, k). The last tile stores count to count_out.
+//         [count, k). The last tile stores count to count_out. The counter and status words
+//         reset themselves across launches (NZ_HDR_DRAW): no memset before a launch.
 //       NZ_MODE_SCAN (exact size, pass 1): the same count + look-back without staging or
 //         writing; leaves the inclusive prefixes in status and the total in count_out, which the
 //         host reads once to allocate the exact output.
@@ -48,11 +49,13 @@
 //     index (one atomicOr per row and 32 elements, swizzled words: nz_t_word), then compacted
 //     and written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K * I <=
 //     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
-//   count_nonzero_axes<T, Wide>(x, params, out)
+//   count_nonzero_axes<T, Wide>(x, params, out, sums)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
 //     per (output, chunk), lanes on consecutive outputs (kept axis innermost in memory). With
-//     several chunks the partial counts are atomically added into a zeroed output. With one
+//     several chunks the partial counts are added atomically into a word of `sums` per output,
+//     with a ticket; the last chunk stores the output and zeroes the word (nz_count_store).
+//     With one
 //     reduced dim both modes step a pointer (no division per position; mode 0 then counts per
 //     lane and sums the warp once). Mode 0 over
 //     one contiguous reduced run of a 1- or 2-byte type (params.vec) reads aligned 16-byte words
@@ -77,6 +80,32 @@
 #define NZ_FLAG_AGG (1ull << 62)                // status: aggregate of this tile only
 #define NZ_FLAG_INC (1ull << 63)                // status: inclusive prefix through this tile
 #define NZ_VALUE_MASK ((1ull << 62) - 1ull)
+
+// The look-back's state (`counter`, `status`) lives in memory the host zeroes once, when it is
+// made, and never again: every launch leaves it ready for the next one, in stream order, so
+// that a call needs no memset and a CUDA-graph replay (the same parameter bytes) works too.
+//   counter[NZ_HDR_DRAW]: the low 32 bits hand out tile ids; the block that draws the last id
+//     of its launch (gridDim.x - 1: every block has drawn) resets them and adds 1 to the
+//     epoch, the high 32 bits. A launch's parity q is its epoch's lowest bit.
+//   status words come in two parities (nz_sw): a launch posts into parity q only. Each block of
+//     it first clears its share of parity 1 - q's words [0, counter[NZ_HDR_TILES + 1 - q]),
+//     all that the last launch of parity 1 - q posted, and the block of tile 0 records its own
+//     num_tiles in counter[NZ_HDR_TILES + q]. So a launch finds its parity all zero: the
+//     launch before it (parity 1 - q) cleared what the one before that posted, and nothing
+//     else has written parity q since. No word a launch reads is cleared during it.
+//   PLACE (exact size, pass 2) draws nothing: its tile is blockIdx.x, and it reads the SCAN's
+//     parity (epoch - 1) and its prefixes, which the next SCAN or FIXED launch clears.
+// A fresh (zeroed) state is also a valid one, which is what a grown or discarded buffer gives.
+#define NZ_HDR_DRAW 0
+#define NZ_HDR_TILES 1         // [1 + q]: tiles the last launch of parity q posted
+
+// Status word of tile t: runs of 32 tiles, parity 0's run then parity 1's, so that the 32
+// predecessors a look-back step reads are at most two runs of 256 bytes; `s` is the base
+// moved to one parity (status + 32 * q).
+__device__ __forceinline__ nz_u64* nz_sw(nz_u64* s, nz_u64 t)
+{
+    return s + t + ((t >> 5) << 5);
+}
 
 // ------------------------------------------------------------------ shared helpers
 __device__ __forceinline__ void nz_store_index(void* out, nz_u64 pos, nz_u64 v, int index_bytes)
@@ -221,10 +250,10 @@ __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* l
 __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64* stats, int lane)
 {
     if (tile == 0) {
-        if (lane == 0) nz_store_volatile(&status[0], NZ_FLAG_INC | count);
+        if (lane == 0) nz_store_volatile(nz_sw(status, 0), NZ_FLAG_INC | count);
         return 0;
     }
-    if (lane == 0) nz_store_volatile(&status[tile], NZ_FLAG_AGG | count);
+    if (lane == 0) nz_store_volatile(nz_sw(status, tile), NZ_FLAG_AGG | count);
     nz_u64 excl = 0, partial = 0, spins = 0;
     nz_i64 p = (nz_i64)tile - 1;
     // The first step looks at the 4 nearest predecessors only (one 32-byte sector: usually
@@ -235,7 +264,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
         nz_u64 s;
         while (true) {
             s = lane >= width ? NZ_FLAG_AGG
-                : (q >= 0 ? nz_load_volatile(&status[q]) : NZ_FLAG_INC);   // before tile 0: 0
+                : (q >= 0 ? nz_load_volatile(nz_sw(status, (nz_u64)q)) : NZ_FLAG_INC);   // before tile 0: 0
             if (__ballot_sync(NZ_FULL_MASK, (s >> 62) == 0ull) == 0u) break;
             ++spins;
             __nanosleep(100);
@@ -249,7 +278,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
         width = 32;
     }
     if (lane == 0) {
-        nz_store_volatile(&status[tile], NZ_FLAG_INC | (excl + count));
+        nz_store_volatile(nz_sw(status, tile), NZ_FLAG_INC | (excl + count));
         if (stats != nullptr) {   // debug statistics, off unless the plan asks for them
             atomicAdd(&stats[0], partial);
             atomicAdd(&stats[1], spins);
@@ -267,7 +296,8 @@ __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void*
 {
     if (threadIdx.x == 0) {
         nz_u64 s;
-        while (((s = nz_load_volatile(&status[p.num_tiles - 1])) & NZ_FLAG_INC) == 0ull)
+        while (((s = nz_load_volatile(nz_sw(status, (nz_u64)p.num_tiles - 1ull))) & NZ_FLAG_INC)
+               == 0ull)
             __nanosleep(200);
         s_bcast[0] = s & NZ_VALUE_MASK;
     }
@@ -327,16 +357,44 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
 // The steps nonzero_tiles and nonzero_tiles_t share; every thread of the block calls them.
 
 // The tile of this block: blockIdx.x (PLACE), else the next id of the atomic counter, so that
-// every tile a block waits on in its look-back belongs to a block already running.
+// every tile a block waits on in its look-back belongs to a block already running. Also moves
+// `status` to the parity of status words this launch uses, and (SCAN, FIXED) clears this
+// block's share of the other parity's words: the self-resetting scheme described at
+// NZ_HDR_DRAW. PLACE reads the parity the SCAN before it used.
 __device__ __forceinline__ nz_u64 nz_draw_tile(const nz_params& p, nz_u64* counter,
-                                               nz_u64* s_bcast)
+                                               nz_u64*& status, nz_u64* s_bcast)
 {
-    if (p.mode == NZ_MODE_PLACE) return blockIdx.x;
-    if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
+    if (threadIdx.x == 0) {
+        nz_u64 w, clear = 0;
+        if (p.mode == NZ_MODE_PLACE) {
+            // the SCAN drew with epoch e and left e + 1: its parity is that of e
+            w = (nz_u64)blockIdx.x | ((((counter[NZ_HDR_DRAW] >> 32) - 1ull) & 1ull) << 32);
+        } else {
+            w = atomicAdd(&counter[NZ_HDR_DRAW], 1ull);
+            const nz_u32 t = (nz_u32)w, q = (nz_u32)(w >> 32) & 1u;
+            // every block of this launch has drawn: the next launch draws from 0, other parity
+            if (t == gridDim.x - 1u) atomicAdd(&counter[NZ_HDR_DRAW], (1ull << 32) - gridDim.x);
+            if (t == 0u) counter[NZ_HDR_TILES + q] = (nz_u64)p.num_tiles;
+            clear = counter[NZ_HDR_TILES + (q ^ 1u)];   // written by the last launch of 1 - q
+        }
+        s_bcast[0] = w;
+        s_bcast[1] = clear;
+    }
     __syncthreads();
-    const nz_u64 tile = s_bcast[0];
+    const nz_u64 w = s_bcast[0], clear = s_bcast[1];
     __syncthreads();   // s_bcast is reused below
-    return tile;
+    const nz_u32 q = (nz_u32)(w >> 32) & 1u;
+    if (clear != 0ull) {
+        // this block's share of the other parity's words [0, clear): whole 32-word runs
+        const nz_u64 n = clear, g = gridDim.x;
+        const nz_u64 per = ((n + g - 1ull) / g + 31ull) & ~31ull;
+        const nz_u64 lo = (nz_u64)blockIdx.x * per < n ? (nz_u64)blockIdx.x * per : n;
+        const nz_u64 hi = n - lo < per ? n : lo + per;
+        nz_u64* other = status + 32u * (q ^ 1u);
+        for (nz_u64 i = lo + threadIdx.x; i < hi; i += NZ_BLOCK) *nz_sw(other, i) = 0ull;
+    }
+    status += 32u * q;
+    return (nz_u64)(nz_u32)w;
 }
 
 // Publishes the warp's count `run` and returns the block's; `wexcl`: the counts of the warps
@@ -370,7 +428,7 @@ __device__ __forceinline__ nz_u64 nz_tile_offset(const nz_params& p, nz_u64 tile
 {
     nz_u64 excl;
     if (p.mode == NZ_MODE_PLACE) {
-        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
+        excl = tile == 0 ? 0ull : (*nz_sw(status, tile - 1) & NZ_VALUE_MASK);
     } else {
         if (warp == 0) {
             const nz_u64 e = nz_lookback(status, tile, count, p.stats_on ? stats : nullptr, lane);
@@ -445,7 +503,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
 
-    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
+    const nz_u64 tile = nz_draw_tile(p, counter, status, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
         nz_fill_tile<false>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
@@ -758,7 +816,7 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     typedef typename nz_index<Wide>::off off_t;
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
+    const nz_u64 tile = nz_draw_tile(p, counter, status, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {
         nz_fill_tile<true>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
@@ -803,16 +861,28 @@ nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* s
 
 // ------------------------------------------------------------------ count_nonzero
 // Output o's count into out: kept dims planned in memory order map o to its row-major
-// position through out_stride (identity when out_mapped is 0).
+// position through out_stride (identity when out_mapped is 0). With several chunks (p.atomic)
+// each unit adds its count and a ticket into o's word of `acc` (NZ_ACC_SHIFT): the unit whose
+// ticket is the last (n_chunks - 1) has the whole sum from its own atomic (every other unit's
+// addition came before it in the word's order), stores it to out and zeroes the word, which no
+// other unit of the launch touches again. `acc` starts zeroed (the host zeroes it once, when it
+// is made) and every launch leaves it zero, so no memset is needed, even under graph replay.
+#define NZ_ACC_SHIFT 40        // acc word: ticket count << 40 | partial sum (< 2^40: the planner)
 template <bool Wide>
 __device__ __forceinline__ void nz_count_store(const nz_count_params& p, nz_i64* out,
-                                               typename nz_index<Wide>::idx o, nz_u64 acc)
+                                               nz_u64* acc, typename nz_index<Wide>::idx o,
+                                               nz_u64 n)
 {
     typedef typename nz_index<Wide>::off off_t;
+    if (p.atomic) {
+        const nz_u64 old = atomicAdd(&acc[o], (1ull << NZ_ACC_SHIFT) | n);
+        if ((old >> NZ_ACC_SHIFT) != (nz_u64)p.n_chunks - 1ull) return;
+        n += old & ((1ull << NZ_ACC_SHIFT) - 1ull);
+        acc[o] = 0ull;
+    }
     const off_t pos = p.out_mapped
         ? (off_t)p.out_base + nz_offset<Wide>(o, p.kept_div, p.out_stride, p.kept_ndim) : (off_t)o;
-    if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[pos]), acc);
-    else out[pos] = (nz_i64)acc;
+    out[pos] = (nz_i64)n;
 }
 
 // Work unit g = (output o, chunk c of the reduced range). mode 0 numbers units chunk-fastest
@@ -846,9 +916,10 @@ struct nz_count_unit {
             xo + nz_offset<Wide>(j, p.red_div, p.red_stride, p.red_ndim)), p.narrow_loads != 0);
     }
 
-    __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const
+    __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64* acc,
+                                          nz_u64 n) const
     {
-        nz_count_store<Wide>(p, out, o, acc);
+        nz_count_store<Wide>(p, out, acc, o, n);
     }
 };
 
@@ -895,7 +966,7 @@ __device__ __forceinline__ nz_u64 nz_count_run_vec(const char* x, typename nz_in
 // window's ballot. 8 windows in flight.
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_params& p,
-                                                  nz_i64* out)
+                                                  nz_i64* out, nz_u64* sums)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int S = (int)sizeof(T);
@@ -932,17 +1003,17 @@ __device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_
         const int t = min(max(lo + R - (k << 5), 0), 32);
         acc += __popc(m & (nz_u32)((1ull << t) - (1ull << s)));
     }
-    if (lane < outs) nz_count_store<Wide>(p, out, o0 + (idx_t)lane, (nz_u64)acc);
+    if (lane < outs) nz_count_store<Wide>(p, out, sums, o0 + (idx_t)lane, (nz_u64)acc);
 }
 
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
-                                              nz_i64* out)
+                                              nz_i64* out, nz_u64* sums)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     const char* x = reinterpret_cast<const char*>(x_) + p.base;
     if (p.mode == 2) {
-        nz_count_in_order<T, Wide>(x, p, out);
+        nz_count_in_order<T, Wide>(x, p, out, sums);
     } else if (p.mode == 0) {
         // a warp per unit; the reduced range is read 32 consecutive positions a round
         const int lane = threadIdx.x & 31;
@@ -956,7 +1027,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
                 acc = nz_count_run_vec<T, Wide>(x, u.off + (off_t)(u.lo * sizeof(T)),
                                                 u.off + (off_t)(u.hi * sizeof(T)),
                                                 p.align + (int)(p.base & 15), lane);
-                if (lane == 0) u.store(p, out, acc);
+                if (lane == 0) u.store(p, out, sums, acc);
                 return;
             }
         }
@@ -978,7 +1049,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
                 acc += (nz_u64)__popc(__ballot_sync(NZ_FULL_MASK, pred));
             }
         }
-        if (lane == 0) u.store(p, out, acc);
+        if (lane == 0) u.store(p, out, sums, acc);
     } else {
         // a thread per unit
         const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
@@ -1002,13 +1073,13 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
             for (idx_t j = u.lo; j < u.hi; ++j)
                 acc += u.template nonzero_at<T>(p, j) ? 1u : 0u;
         }
-        u.store(p, out, acc);
+        u.store(p, out, sums, acc);
     }
 }
 
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK)
-count_nonzero_axes(const T* __restrict__ x, nz_count_params p, nz_i64* out)
+count_nonzero_axes(const T* __restrict__ x, nz_count_params p, nz_i64* out, nz_u64* sums)
 {
-    nz_count_axes<T, Wide>(x, p, out);
+    nz_count_axes<T, Wide>(x, p, out, sums);
 }

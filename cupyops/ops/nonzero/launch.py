@@ -77,17 +77,41 @@ def count_runner(backend, x, axes, *, force_64bit=False):
     kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
     return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
-                                          smem, backend.struct_arg(count_params(p)), backend))
+                                          smem, backend.struct_arg(count_params(p)),
+                                          8 * p.n_out, backend))
 
 
 def _count_run(state, x, workspace=None):
-    p, kept_shape, atomic, dtype, expr, grid, block, smem, params, backend = state
+    p, kept_shape, atomic, dtype, expr, grid, block, smem, params, sums_bytes, backend = state
     _record_plan(p)
-    out = backend.empty(kept_shape, _I64)
-    if atomic:                              # chunks add into it: zeroed in-stream
-        backend.zero_fill(out)
-    backend.launcher(_NAME, dtype, expr)(grid, block, (x, params, out), smem)
+    scope, stream = backend.begin()
+    with scope:
+        out = backend.alloc(kept_shape, _I64)
+        launch = backend.launcher(_NAME, dtype, expr)
+        if not atomic:                      # (the sums are not read: out stands in)
+            launch(grid, block, (x, params, out, out), smem, stream)
+            return out
+        # chunks add into a word of `sums` per output: state that every launch leaves zero
+        holder = _holder_for(backend, workspace, backend.stream_key(stream))
+        with holder.lock:
+            sums = holder.state(STATE_ZERO, sums_bytes, _whole_u64)
+            try:
+                launch(grid, block, (x, params, out, sums), smem, stream)
+            except BaseException:
+                holder.discard_state(STATE_ZERO)
+                raise
     return out
+
+
+#: the state kinds (cupyops.core.workspace): words that are zero at rest (count_nonzero's
+#: chunk sums; argreduce keeps its tickets in the same kind), the look-back's counter and
+#: status words
+STATE_ZERO, STATE_LOOKBACK = "zero", "nonzero-lookback"
+
+
+def _whole_u64(buf):
+    """A state buffer as uint64 words."""
+    return buf.view(_U64)
 
 
 # ------------------------------------------------------------------------------ coordinates
@@ -104,26 +128,23 @@ _U64 = np.dtype(np.uint64)
 _I64 = np.dtype(np.int64)
 
 
-def _scratch_spec(cp):
-    """What :func:`_scratch` carves for plan ``cp`` (built once per runner)."""
-    return ((((cp.num_tiles + 1,), _U64), ((), _I64)), _split_counter)
+#: the look-back state's header (kernels/nonzero.cu, NZ_HDR_DRAW): its uint64 words, and
+#: where the status words start (bytes)
+LOOKBACK_HEADER, LOOKBACK_STATUS = 4, 256
 
 
-def _scratch(backend, ws, spec):
-    """Tile counter (element 0) and per-tile status words from the call's scratch holder,
-    zeroed in-stream: the one small initialisation, on every call (and every graph replay);
-    then a device count slot for the exact forms whose caller never sees the count (argwhere,
-    nonzero), which the kernels overwrite (not zeroed). ``spec``: :func:`_scratch_spec`."""
-    s, counter, status, count_slot = ws.carve(spec)
-    backend.zero_fill(s)
-    return counter, status, count_slot
+def _lookback_bytes(cp) -> int:
+    """Bytes of look-back state plan ``cp`` needs: the header, then two parities of status
+    words in runs of 32 tiles (nz_sw)."""
+    return LOOKBACK_STATUS + 16 * 32 * -(-cp.num_tiles // 32)
 
 
-def _split_counter(arrays):
-    """carve's derived views: (whole, tile counter = element 0, status words = the rest,
-    count slot)."""
-    s, count_slot = arrays
-    return s, s[0:1], s[1:], count_slot
+def _lookback_views(buf):
+    """(the header words, the status words) of a look-back state buffer."""
+    return (buf[:8 * LOOKBACK_HEADER].view(_U64), buf[LOOKBACK_STATUS:].view(_U64))
+
+
+_COUNT_SLOT = (((), _I64),)
 
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
@@ -155,7 +176,37 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         arg(coordinate_params(cp, plan.MODE_SCAN, layout)), place_expr, *place_cfg, place,
-        np.dtype(index_dtype), cp.ndim, _scratch_spec(cp), backend))
+        np.dtype(index_dtype), cp.ndim, _lookback_bytes(cp), backend))
+
+
+def _exact_passes(state, ws, stream, x, stats):
+    """:func:`_exact_run`'s launches and host read, inside its scope and holder lock."""
+    (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
+     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, nbytes, backend) = state
+    counter, status = ws.state(STATE_LOOKBACK, nbytes, _lookback_views)
+    if keep_count:
+        count_dev = backend.alloc((), _I64)
+    else:                                   # the caller never sees it: a scratch slot
+        count_dev, = ws.carve(_COUNT_SLOT)
+    if stats is None:
+        st, params = counter, scan_params
+    else:
+        st, params = stats, backend.struct_arg(
+            coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
+    scan = backend.launcher(_NAME, dtype, scan_expr)
+    scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem, stream)
+    count = backend.read_scalar(count_dev, stream)           # the one device-to-host read
+    out = backend.alloc((count, ndim) if rows else (ndim, count), index_dtype)
+    if count:
+        p = place if rows else place.get(count)
+        if p is None:
+            p = _column_params(backend, cp, place, count)
+        # (the same kernel as the scan's: its launcher again)
+        place_kernel = scan if place_expr == scan_expr else \
+            backend.launcher(_NAME, dtype, place_expr)
+        place_kernel(pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem,
+                     stream)
+    return out, count, count_dev
 
 
 def _column_params(backend, cp, recent, count):
@@ -169,31 +220,18 @@ def _column_params(backend, cp, recent, count):
 
 
 def _exact_run(state, x, workspace=None, stats=None):
-    (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
-     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, spec, backend) = state
+    cp, backend = state[0], state[-1]
     _record_plan(cp)
-    ws = _holder_for(backend, workspace)
-    with ws.lock:
-        counter, status, count_dev = _scratch(backend, ws, spec)
-        if keep_count:
-            count_dev = backend.empty_scalar(_I64)
-        if stats is None:
-            st, params = counter, scan_params
-        else:
-            st, params = stats, backend.struct_arg(
-                coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
-        scan = backend.launcher(_NAME, dtype, scan_expr)
-        scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
-        count = backend.read_scalar(count_dev)               # the one device-to-host read
-        out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
-        if count:
-            p = place if rows else place.get(count)
-            if p is None:
-                p = _column_params(backend, cp, place, count)
-            # (the same kernel as the scan's: its launcher again)
-            place_kernel = scan if place_expr == scan_expr else \
-                backend.launcher(_NAME, dtype, place_expr)
-            place_kernel(pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem)
+    scope, stream = backend.begin()
+    with scope:
+        ws = _holder_for(backend, workspace, backend.stream_key(stream))
+        with ws.lock:
+            try:
+                out, count, count_dev = _exact_passes(state, ws, stream, x, stats)
+            except BaseException:
+                ws.discard_state(STATE_LOOKBACK)
+                raise
+    result = state[4]
     if result == RESULT_COORDS:
         return out
     if result == RESULT_ROWS:
@@ -214,26 +252,34 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     params = backend.struct_arg(
         coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
     return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
-                                          (k, cp.ndim), index_dtype, _scratch_spec(cp), backend))
+                                          (k, cp.ndim), index_dtype, _lookback_bytes(cp),
+                                          backend))
 
 
 def _fixed_run(state, x, workspace=None, out=None, stats=None):
-    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, spec, backend = state
+    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, nbytes, backend = \
+        state
     _record_plan(cp)
-    if out is not None:
-        coords, count_dev = out
-    else:
-        coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
-    ws = _holder_for(backend, workspace)
-    with ws.lock:
-        counter, status, _ = _scratch(backend, ws, spec)
-        if stats is None:
-            st, p = counter, params
+    scope, stream = backend.begin()
+    with scope:
+        if out is not None:
+            coords, count_dev = out
         else:
-            st, p = stats, backend.struct_arg(coordinate_params(
-                cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
-        backend.launcher(_NAME, dtype, expr)(grid, block, (x, p, counter, status, coords,
-                                                           count_dev, st), smem)
+            coords, count_dev = backend.alloc(shape, index_dtype), backend.alloc((), _I64)
+        ws = _holder_for(backend, workspace, backend.stream_key(stream))
+        with ws.lock:
+            counter, status = ws.state(STATE_LOOKBACK, nbytes, _lookback_views)
+            if stats is None:
+                st, p = counter, params
+            else:
+                st, p = stats, backend.struct_arg(coordinate_params(
+                    cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
+            try:
+                backend.launcher(_NAME, dtype, expr)(
+                    grid, block, (x, p, counter, status, coords, count_dev, st), smem, stream)
+            except BaseException:
+                ws.discard_state(STATE_LOOKBACK)
+                raise
     return coords, count_dev
 
 
