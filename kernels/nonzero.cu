@@ -2,7 +2,7 @@
 // nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
 //
 // Kernels (all launched with NZ_BLOCK = 256 threads):
-//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats)
+//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats, mask)
 //     The input, in its logical row-major order, is cut into tiles of NZ_BLOCK * ITEMS elements
 //     (ITEMS = 16 for 1..4-byte types, 8 for 8-byte, 4 for 16-byte: 4096 / 4096 / 2048 / 1024).
 //     Warp w of a tile owns ITEMS * 32 consecutive elements; for each of its ITEMS rounds it
@@ -20,12 +20,12 @@
 //         [count, k). The last tile stores count to count_out. The counter and status words
 //         reset themselves across launches (NZ_HDR_DRAW): no memset before a launch.
 //       NZ_MODE_SCAN (exact size, pass 1): the same count + look-back without staging or
-//         writing; leaves the inclusive prefixes in status and the total in count_out, which the
-//         host reads once to allocate the exact output.
-//       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; its offset is the inclusive
-//         prefix of tile - 1 from pass 1; it votes again, stages and writes. The exact-size
-//         forms therefore read the input twice (the price of an exact allocation without a
-//         worst-case buffer); both passes read each element with one coalesced warp-wide load.
+//         writing rows; records each tile's votes (a bit per element) and its exclusive prefix
+//         in the tile's record of `mask` (nz_mask_stride: size / 8 bytes and a sector a tile),
+//         and the total in count_out, which the host reads once to allocate the exact output.
+//       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; it stages its votes from the
+//         mask record and writes from the prefix there: the input is read once, the mask
+//         (an eighth of a 1-byte input) written once and read once.
 //     Packed path (params.vec: a 1- or 2-byte type whose reading dims merge into one contiguous
 //       run): the same tiles, cut at 16-byte boundaries of the address space (params.head
 //       elements of the first tile lie before x), each lane reading aligned 16-byte words
@@ -36,7 +36,8 @@
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
 //     store) - int32/uint32 and int64/uint64 share their bit patterns for the values written.
-//   nonzero_tiles_t<T, Wide>(same arguments)
+//   nonzero_tiles_t<T, Wide>(same arguments; SCAN stores the tile's shared mask as its record,
+//     PLACE loads it back)
 //     The same three modes for inputs whose memory-innermost reading dim m (stride of one
 //     element, either sign) is not the last one (F-order, transposed, permuted), where
 //     nonzero_tiles' warps would touch a sector per lane. A tile is K = 2^tr_kshift indices
@@ -93,8 +94,8 @@
 //     num_tiles in counter[NZ_HDR_TILES + q]. So a launch finds its parity all zero: the
 //     launch before it (parity 1 - q) cleared what the one before that posted, and nothing
 //     else has written parity q since. No word a launch reads is cleared during it.
-//   PLACE (exact size, pass 2) draws nothing: its tile is blockIdx.x, and it reads the SCAN's
-//     parity (epoch - 1) and its prefixes, which the next SCAN or FIXED launch clears.
+//   PLACE (exact size, pass 2) draws nothing and reads no status word: its tile is blockIdx.x,
+//     and SCAN left the tile's prefix in the tile's mask record (nz_mask_record).
 // A fresh (zeroed) state is also a valid one, which is what a grown or discarded buffer gives.
 #define NZ_HDR_DRAW 0
 #define NZ_HDR_TILES 1         // [1 + q]: tiles the last launch of parity q posted
@@ -143,11 +144,13 @@ __device__ __forceinline__ nz_u32 nz_stage_ballot(nz_u32 b, bool stage, const bo
 
 // One warp's vote over its ITEMS * 32 elements starting at warp_base. Returns the warp's
 // count; with `stage`, the warp-local index (round * 32 + lane) of each nonzero element goes to
-// stage_w[its warp-local slot]. Guard: the range may run past the end of the input.
+// stage_w[its warp-local slot]; with `rec` (SCAN), round j's ballot goes to rec[j] (the mask
+// PLACE reads instead of x). Guard: the range may run past the end of the input.
 template <typename T, bool Wide, bool Guard>
 __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const nz_params& p,
                                                typename nz_index<Wide>::idx warp_base,
-                                               nz_u16* stage_w, bool stage, int lane)
+                                               nz_u16* stage_w, bool stage, nz_u32* rec,
+                                               int lane)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int ITEMS = nz_items<T>::value;
@@ -155,7 +158,7 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
     // for 32-bit indexing; half with 64-bit addresses, which cost twice the registers).
     constexpr int BATCH = (Wide && ITEMS > 8) ? 8 : ITEMS;
     const nz_u32 below = (1u << lane) - 1u;
-    nz_u32 run = 0;
+    nz_u32 run = 0, word = 0;
 #pragma unroll
     for (int j0 = 0; j0 < ITEMS; j0 += BATCH) {
         bool pred[BATCH];
@@ -169,9 +172,54 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
         }
 #pragma unroll
         for (int j = 0; j < BATCH; ++j) {
-            run = nz_stage_ballot(__ballot_sync(NZ_FULL_MASK, pred[j]), stage, pred[j],
-                                  (nz_u16)((j0 + j) * 32 + lane), stage_w, run, below);
+            const nz_u32 b = __ballot_sync(NZ_FULL_MASK, pred[j]);
+            if (lane == j0 + j) word = b;
+            run = nz_stage_ballot(b, stage, pred[j], (nz_u16)((j0 + j) * 32 + lane), stage_w,
+                                  run, below);
         }
+    }
+    if (rec != nullptr && lane < ITEMS) rec[lane] = word;
+    return run;
+}
+
+// The mask words of one round of the packed vote (nz_vote_warp_vec), from lane `lane`'s four
+// words of nz_packed bits `b` (VEC = 16 / sizeof(T) elements, the top bit of each element's
+// lane): its VEC bits gathered in order, the 32 / VEC lanes of a mask word or-ed together with
+// shuffles, the first of them storing word lane / (32 / VEC) of the round to rec.
+template <typename T>
+__device__ __forceinline__ void nz_vec_record(const nz_u32 (&b)[4], nz_u32* rec, int lane)
+{
+    constexpr int S = (int)sizeof(T);
+    constexpr int VEC = 16 / S;
+    constexpr int L = 32 / VEC;
+    nz_u32 v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (S == 1)   // bits 7, 15, 23, 31 -> 0..3: a multiply gathers them in byte 3
+            v |= ((((b[k] >> 7) & 0x01010101u) * 0x01020408u) >> 24) << (4 * k);
+        else                    // bits 15, 31 -> 0, 1
+            v |= (((b[k] >> 15) & 1u) | ((b[k] >> 30) & 2u)) << (2 * k);
+    }
+#pragma unroll
+    for (int o = 1; o < L; o <<= 1) v |= __shfl_down_sync(NZ_FULL_MASK, v, o) << (VEC * o);
+    if ((lane & (L - 1)) == 0) rec[lane / L] = v;
+}
+
+// PLACE's vote (exact size, pass 2): the warp's ITEMS mask words that SCAN recorded (word j:
+// round j's ballot; in shared memory, where the block loaded its tile's words with one
+// coalesced pass: a warp's 16 or 32 bytes would share their sector with other warps), staged
+// as nz_vote_warp stages its ballots; x is not read again.
+template <int ITEMS>
+__device__ __forceinline__ nz_u32 nz_vote_mask(const nz_u32* mask_w, nz_u16* stage_w, int lane)
+{
+    const nz_u32 mine = lane < ITEMS ? mask_w[lane] : 0u;
+    const nz_u32 below = (1u << lane) - 1u;
+    nz_u32 run = 0;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const nz_u32 b = __shfl_sync(NZ_FULL_MASK, mine, j);
+        const bool set = ((b >> lane) & 1u) != 0u;
+        run = nz_stage_ballot(b, true, set, (nz_u16)(j * 32 + lane), stage_w, run, below);
     }
     return run;
 }
@@ -187,7 +235,8 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
 template <typename T, bool Wide, bool Guard>
 __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* lo, const char* hi,
                                                    typename nz_index<Wide>::idx warp_base,
-                                                   nz_u16* stage_w, bool stage, int lane)
+                                                   nz_u16* stage_w, bool stage, nz_u32* rec,
+                                                   int lane)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int S = (int)sizeof(T);
@@ -207,11 +256,17 @@ __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* l
         }
     }
     nz_u32 run = 0;
-    if (!stage) {
+    if (!stage) {   // (SCAN: the counts, and the mask words with `rec`)
 #pragma unroll
-        for (int r = 0; r < ROUNDS; ++r)
+        for (int r = 0; r < ROUNDS; ++r) {
+            nz_u32 b[4];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) run += __popc(nz_packed<T>::bits(w[r][k]));
+            for (int k = 0; k < 4; ++k) {
+                b[k] = nz_packed<T>::bits(w[r][k]);
+                run += __popc(b[k]);
+            }
+            if (rec != nullptr) nz_vec_record<T>(b, rec + r * VEC, lane);
+        }
 #pragma unroll
         for (int o = 16; o >= 1; o >>= 1) run += __shfl_xor_sync(NZ_FULL_MASK, run, o);
         return run;
@@ -360,15 +415,14 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
 // every tile a block waits on in its look-back belongs to a block already running. Also moves
 // `status` to the parity of status words this launch uses, and (SCAN, FIXED) clears this
 // block's share of the other parity's words: the self-resetting scheme described at
-// NZ_HDR_DRAW. PLACE reads the parity the SCAN before it used.
+// NZ_HDR_DRAW. (PLACE reads no status word: its tile's prefix is in the mask record.)
 __device__ __forceinline__ nz_u64 nz_draw_tile(const nz_params& p, nz_u64* counter,
                                                nz_u64*& status, nz_u64* s_bcast)
 {
     if (threadIdx.x == 0) {
         nz_u64 w, clear = 0;
         if (p.mode == NZ_MODE_PLACE) {
-            // the SCAN drew with epoch e and left e + 1: its parity is that of e
-            w = (nz_u64)blockIdx.x | ((((counter[NZ_HDR_DRAW] >> 32) - 1ull) & 1ull) << 32);
+            w = (nz_u64)blockIdx.x;
         } else {
             w = atomicAdd(&counter[NZ_HDR_DRAW], 1ull);
             const nz_u32 t = (nz_u32)w, q = (nz_u32)(w >> 32) & 1u;
@@ -415,8 +469,40 @@ __device__ __forceinline__ nz_u32 nz_block_count(nz_u32* s_warp, nz_u32 run, int
     return cnt;
 }
 
-// The tile's first output row, the exclusive prefix of its `count` nonzeros. PLACE reads the
-// inclusive prefix of tile - 1 that pass 1 left in `status`; SCAN and FIXED post the count and
+// The exact forms' mask record of a tile: `words` mask words (a bit per element, tile-local
+// row-major order) rounded up to whole 32-byte sectors, then a sector holding the tile's prefix
+// (the first 8 bytes), which SCAN stores once its look-back is done; `words` + 8 words a tile
+// in all (nz_mask_stride; cupyops/ops/nonzero/launch.py, mask_words, sizes the same).
+__device__ __forceinline__ nz_u64 nz_mask_stride(nz_u64 words)
+{
+    return ((words + 7ull) & ~7ull) + 8ull;
+}
+
+// The record stride of nonzero_tiles_t (K * I bits a tile), from the parameters: formed where
+// it is used, so that no register holds it over the read loop.
+__device__ __forceinline__ nz_u64 nz_t_stride(const nz_params& p)
+{
+    return nz_mask_stride((((nz_u64)p.tr_inner << p.tr_kshift) + 31ull) >> 5);
+}
+
+__device__ __forceinline__ nz_u64* nz_record_prefix(nz_u32* mask, nz_u64 tile, nz_u64 stride)
+{
+    return reinterpret_cast<nz_u64*>(mask + tile * stride + stride - 8ull);
+}
+
+// PLACE: thread 0 loads the tile's prefix from its record into s_bcast[1], which
+// nz_tile_offset reads after the block's next barrier (one load a block).
+__device__ __forceinline__ void nz_place_prefix(const nz_params& p, nz_u32* mask, nz_u64 tile,
+                                                nz_u64 stride, nz_u64* s_bcast)
+{
+    if (p.mode == NZ_MODE_PLACE && threadIdx.x == 0)
+        s_bcast[1] = *nz_record_prefix(mask, tile, stride);
+}
+
+// The tile's first output row, the exclusive prefix of its `count` nonzeros. PLACE takes the
+// prefix SCAN stored in the tile's mask record (of `stride` words in `mask`; its thread 0
+// loaded it into s_bcast[1] before a barrier: nz_place_prefix); SCAN (which stores it there)
+// and FIXED post the count and
 // look back (warp 0), and the last tile stores the total. FIXED hands the prefix to every
 // thread (s_bcast[1]); SCAN (!stage), which writes no rows, returns 0 without waiting for it.
 // (`stage` is the caller's p.mode != NZ_MODE_SCAN, passed in so that the compiler sees the
@@ -424,17 +510,19 @@ __device__ __forceinline__ nz_u32 nz_block_count(nz_u32* s_warp, nz_u32 run, int
 __device__ __forceinline__ nz_u64 nz_tile_offset(const nz_params& p, nz_u64 tile, nz_u32 count,
                                                  nz_u64* status, nz_i64* count_out,
                                                  nz_u64* stats, nz_u64* s_bcast, int warp,
-                                                 int lane, bool stage)
+                                                 int lane, bool stage, nz_u32* mask,
+                                                 nz_u64 stride)
 {
     nz_u64 excl;
     if (p.mode == NZ_MODE_PLACE) {
-        excl = tile == 0 ? 0ull : (*nz_sw(status, tile - 1) & NZ_VALUE_MASK);
+        excl = s_bcast[1];
     } else {
         if (warp == 0) {
             const nz_u64 e = nz_lookback(status, tile, count, p.stats_on ? stats : nullptr, lane);
             if (lane == 0) {
                 s_bcast[1] = e;
                 if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + count);
+                if (!stage) *nz_record_prefix(mask, tile, stride) = e;   // SCAN: for PLACE
             }
         }
         if (!stage) return 0;
@@ -488,7 +576,7 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_params& p,
                                          nz_u64* counter, nz_u64* status, void* out,
-                                         nz_i64* count_out, nz_u64* stats)
+                                         nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int ITEMS = nz_items<T>::value;
@@ -498,6 +586,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     __shared__ nz_u16 s_stage[TILE];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
+    __shared__ nz_u32 s_mask[TILE / 32];   // PLACE: the tile's mask words
 
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5;
@@ -515,33 +604,54 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     // tile_base: the logical index of tile-local index 0 (staged indices are tile-local)
     idx_t tile_base = (idx_t)tile * (idx_t)TILE;
     const idx_t warp_base = tile_base + (idx_t)(warp * WARP_ITEMS);
-    bool packed = false;
-    if constexpr (nz_packed<T>::ok) {
-        if (p.vec) {   // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
-            packed = true;
+    // the exact forms' mask record (nz_mask_stride): SCAN records the votes (rec) and the
+    // tile's prefix, PLACE votes from them instead of reading x again
+    constexpr nz_u64 RECORD = ((TILE / 32 + 7) & ~7) + 8;
+    nz_u32* record = mask + (nz_u64)tile * RECORD;
+    nz_place_prefix(p, mask, tile, RECORD, s_bcast);
+    nz_u32* mask_w = record + (nz_u64)(warp * ITEMS);
+    nz_u32* rec = p.mode == NZ_MODE_SCAN ? mask_w : nullptr;
+    bool voted = false;
+    if (p.mode == NZ_MODE_PLACE) {
+        if (threadIdx.x < TILE / 32) s_mask[threadIdx.x] = record[threadIdx.x];
+        __syncthreads();
+        run = nz_vote_mask<ITEMS>(s_mask + warp * ITEMS, stage_w, lane);
+        voted = true;
+    } else if (nz_packed<T>::ok && p.vec) {
+        if constexpr (nz_packed<T>::ok) {
+            // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
             const int head = p.head;   // from the host: see nz_count_run_vec on casts
             const char* xa = x - head * (int)sizeof(T);
             const char* hi = x + (nz_u64)p.size * sizeof(T);
             const nz_u64 end = (nz_u64)p.size + (nz_u64)head;
+            voted = true;
             if ((nz_u64)tile_base >= (nz_u64)head && (nz_u64)tile_base + TILE <= end)
-                run = nz_vote_warp_vec<T, Wide, false>(xa, x, hi, warp_base, stage_w, stage, lane);
+                run = nz_vote_warp_vec<T, Wide, false>(xa, x, hi, warp_base, stage_w, stage, rec,
+                                                       lane);
             else if ((nz_u64)warp_base < end)
-                run = nz_vote_warp_vec<T, Wide, true>(xa, x, hi, warp_base, stage_w, stage, lane);
-            tile_base -= (idx_t)head;   // modulo 2^N: only valid (>= head) indices are staged
+                run = nz_vote_warp_vec<T, Wide, true>(xa, x, hi, warp_base, stage_w, stage, rec,
+                                                      lane);
+            else
+                voted = false;
         }
-    }
-    if (!packed) {
+    } else {
+        voted = true;
         if ((nz_u64)tile_base + TILE <= (nz_u64)p.size)
-            run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, lane);
+            run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, rec, lane);
         else if ((nz_u64)warp_base < (nz_u64)p.size)
-            run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
+            run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, rec, lane);
+        else
+            voted = false;
     }
+    if (!voted && rec != nullptr && lane < ITEMS) rec[lane] = 0u;   // a warp past the input
+    if (nz_packed<T>::ok && p.vec)
+        tile_base -= (idx_t)p.head;   // modulo 2^N: only valid (>= head) indices are staged
     nz_u32 wexcl;
     const nz_u32 cnt = nz_block_count(s_warp, run, warp, lane, wexcl);
     nz_u32 vals[ITEMS];   // this thread's staged entries, read before the block-order rewrite
     if (stage) nz_read_staged(vals, stage_w, run, lane);
     const nz_u64 excl = nz_tile_offset(p, tile, cnt, status, count_out, stats, s_bcast, warp,
-                                       lane, stage);
+                                       lane, stage, mask, RECORD);
     if (!stage) return;
     __syncthreads();   // everyone has read its warp-local entries
     nz_place_rows<Wide, false>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
@@ -551,9 +661,9 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK)
 nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
-              nz_i64* count_out, nz_u64* stats)
+              nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
-    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats);
+    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats, mask);
 }
 
 // ------------------------------------------------------------------ nonzero_tiles_t
@@ -790,14 +900,15 @@ template <typename T, bool Wide>
 __device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
                                             const nz_t_tile<Wide>& t, nz_u32 cnt, bool stage,
                                             nz_u64* status, void* out,
-                                            nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
+                                            nz_i64* count_out, nz_u64* stats, nz_u32* mask,
+                                            nz_u16* s_stage,
                                             nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast,
                                             int warp, int lane)
 {
     nz_u32 wexcl;
     const nz_u32 total = nz_block_count(s_warp, cnt, warp, lane, wexcl);
     const nz_u64 excl = nz_tile_offset(p, tile, total, status, count_out, stats, s_bcast, warp,
-                                       lane, stage);
+                                       lane, stage, mask, nz_t_stride(p));
     if (!stage) return;
     __syncthreads();   // every warp has read s_warp (rewritten below)
     nz_t_write<T, Wide>(p, out, t.n, t.words, t.tile_base, excl, s_bits, s_stage, s_warp, warp,
@@ -809,11 +920,10 @@ __device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_params& p,
                                            nz_u64* counter, nz_u64* status, void* out,
-                                           nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
-                                           nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast)
+                                           nz_i64* count_out, nz_u64* stats, nz_u32* mask,
+                                           nz_u16* s_stage, nz_u32* s_bits, nz_u32* s_warp,
+                                           nz_u64* s_bcast)
 {
-    typedef typename nz_index<Wide>::idx idx_t;
-    typedef typename nz_index<Wide>::off off_t;
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const nz_u64 tile = nz_draw_tile(p, counter, status, s_bcast);
@@ -824,39 +934,54 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
     const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);
     const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
-    if (stage) {
-        // whole 32-word groups: nz_t_word permutes inside them
-        for (nz_u32 i = threadIdx.x; i < ((t.words + 31u) & ~31u); i += NZ_BLOCK) s_bits[i] = 0u;
-        __syncthreads();
-    }
-    // 1. read in memory order; count, mark the nonzeros in the shared mask
+    // the exact forms' mask record (nz_t_stride; K * I bits a tile): SCAN stores the tile's
+    // shared mask in row-major order and its prefix, PLACE loads them instead of reading x
+    // whole 32-word groups: nz_t_word permutes inside them
+    const nz_u32 groups = (t.words + 31u) & ~31u;
     nz_u32 cnt = 0;
-    bool packed = false;
-    if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
-        if (p.tr_vec == 2) {
-            packed = true;
-            cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, stage, lane);
+    if (p.mode == NZ_MODE_PLACE) {
+        nz_place_prefix(p, mask, tile, nz_t_stride(p), s_bcast);
+        const nz_u32* mask_t = mask + tile * nz_t_stride(p);
+        for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK)
+            s_bits[nz_t_word(i)] = i < t.words ? mask_t[i] : 0u;
+        // (nz_t_finish's first barrier orders these stores before the compaction)
+    } else {
+        for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK) s_bits[i] = 0u;
+        __syncthreads();
+        // 1. read in memory order; count, mark the nonzeros in the shared mask
+        bool packed = false;
+        if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
+            if (p.tr_vec == 2) {
+                packed = true;
+                cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, true, lane);
+            }
+        }
+        if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, true, lane);
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+        if (!stage) {   // SCAN: the mask, for PLACE
+            __syncthreads();
+            nz_u32* mask_t = mask + tile * nz_t_stride(p);
+            for (nz_u32 i = threadIdx.x; i < t.words; i += NZ_BLOCK)
+                mask_t[i] = s_bits[nz_t_word(i)];
         }
     }
-    if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, stage, lane);
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
-    nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
-                         s_warp, s_bcast, warp, lane);
+    nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, mask, s_stage,
+                         s_bits, s_warp, s_bcast, warp, lane);
 }
 
 // (4 blocks of 256 per SM: at most 64 registers, 50% occupancy on sm_80 and sm_90)
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK, 4)
 nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
-                nz_i64* count_out, nz_u64* stats)
+                nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
     __shared__ nz_u16 s_stage[NZ_BLOCK * nz_t_items<T>::value];
     __shared__ nz_u32 s_bits[NZ_T_BITS / 32];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
-    nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, s_stage, s_bits, s_warp,
-                        s_bcast);
+    nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, mask, s_stage, s_bits,
+                        s_warp, s_bcast);
 }
 
 // ------------------------------------------------------------------ count_nonzero

@@ -9,7 +9,8 @@ algorithm needs, and the tests fail on any more:
 * nanarg*: one launch and the one host read of the all-NaN flag (with the capture check that
   read needs), no memset;
 * ``size=k`` nonzero: one launch, no memset (the look-back state resets itself);
-* exact nonzero: two launches and one host read of the count;
+* exact nonzero: two launches and one host read of the count (and the mask of the nonzeros that
+  the first records for the second, which then does not read the input again);
 * no ``cupy.cuda.Device`` context while the device is current (one per call when it is not);
 * every launch is handed the call's stream (CuPy would ask for the current one again) and
   the parameter structs built once per prepared launch, none of them a structured NumPy
@@ -287,9 +288,9 @@ def test_nonzero_fixed_size(fake):
 
 
 @pytest.mark.parametrize("layout, keep_count, result, allocs", [
-    (NL.LAYOUT_ROWS, False, NL.RESULT_COORDS, 1),        # argwhere
-    (NL.LAYOUT_COLS, False, NL.RESULT_ROWS, 1),          # nonzero
-    (NL.LAYOUT_ROWS, True, NL.RESULT_COORDS_COUNT, 2),   # nonzero_coordinates(size=None)
+    (NL.LAYOUT_ROWS, False, NL.RESULT_COORDS, 2),        # argwhere
+    (NL.LAYOUT_COLS, False, NL.RESULT_ROWS, 2),          # nonzero
+    (NL.LAYOUT_ROWS, True, NL.RESULT_COORDS_COUNT, 3),   # nonzero_coordinates(size=None)
 ])
 def test_nonzero_exact(fake, layout, keep_count, result, allocs):
     be, counts, cp = fake
@@ -303,7 +304,9 @@ def test_nonzero_exact(fake, layout, keep_count, result, allocs):
         scan_expr = run.args[0][6]
         assert scan_expr.startswith("nonzero_tiles_t<" if order == "F" else "nonzero_tiles<")
         per_call, _ = _steady(lambda: run(x), counts)
-        # (the fake's count is 3) SCAN, the one host read (and its capture check), PLACE
+        # (the fake's count is 3) SCAN, the one host read (and its capture check), PLACE; the
+        # output, the count where the caller keeps it, and the mask SCAN records for PLACE
+        # (CuPy's pool, for the call: an exact call cannot be captured)
         assert per_call == {"alloc": allocs, "launch": 2, "device_to_host": 1,
                             "capture_query": 1, **QUERIES}, (order, per_call)
 
@@ -329,3 +332,34 @@ def test_the_counts_can_fail(fake):
         be.zero_fill(FakeArray(counts, (8,), np.uint64))
     per_call, _ = _steady(old_way, counts)
     assert per_call["memset"] == 1 and per_call["device_query"] == 2
+
+
+def test_host_reads_refuse_capture(fake):
+    """During capture (the fake stream says so) the exact forms and nanarg* refuse their host
+    read with a clear error before they read, and state is never made (a first call's arena
+    would have to allocate): the capture recipe runs a call once before capturing it."""
+    be, counts, cp = fake
+    x = FakeArray(counts, (64, 1000), np.float32)
+    exact = NL.exact_runner(be, x, np.int64, NL.LAYOUT_ROWS, keep_count=False,
+                            result=NL.RESULT_COORDS)
+    nan = AL.runner(be, _argreduce(be, x, skip_nan=True))
+    fixed = NL.fixed_runner(be, x, 100, -1, np.int64)
+    capturing = {"on": True}
+    cp.stream.is_capturing = lambda: capturing["on"]
+    with pytest.raises(ValueError, match="during CUDA-graph capture"):
+        fixed(x)                               # its first look-back state: not made
+    capturing["on"] = False
+    exact(x)
+    fixed(x)
+    with pytest.raises(ValueError, match="All-NaN"):   # (the fake's flag reads 3)
+        nan(x)
+    capturing["on"] = True
+    counts.clear()
+    with pytest.raises(ValueError, match="CUDA-graph capture cannot hold"):
+        exact(x)
+    with pytest.raises(ValueError, match="CUDA-graph capture cannot hold"):
+        nan(x)
+    assert "device_to_host" not in counts
+    counts.clear()
+    fixed(x)                                   # size=k: fine, its state exists
+    assert counts.get("launch") == 1 and "alloc" in counts

@@ -5,13 +5,18 @@ on the CPU); the kernels are in ``kernels/nonzero.cu``, planned by
 :mod:`cupyops.ops.nonzero.plan`.
 
 * Exact size (``argwhere``, ``nonzero``, ``nonzero_coordinates(size=None)``): pass 1 (SCAN)
-  counts each tile by warp ballots and scans the tile counts with a decoupled look-back; the
-  host reads the total once (``backend.read_scalar``) and allocates exactly ``count`` rows;
-  pass 2 (PLACE) re-reads the input and writes each tile from its stored offset. The input is
-  therefore read twice: that is the price of an exact allocation without a worst-case buffer.
-* Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch after zeroing the tile
-  counter and status words; ``count`` stays a 0-d device array, no host read.
-* ``count_nonzero``: one launch (plus zeroing the output when chunks add atomically).
+  counts each tile by warp ballots, scans the tile counts with a decoupled look-back and
+  records a bit per element (the mask: size / 8 bytes, from CuPy's pool for the call: exact
+  calls cannot be captured); the host reads the total once (``backend.read_scalar``) and
+  allocates exactly ``count`` rows; pass 2 (PLACE) writes each tile from its stored offset and
+  its mask words, without reading the input again.
+* Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch; ``count`` stays a 0-d device
+  array, no host read.
+* ``count_nonzero``: one launch.
+
+No launch is preceded by a memset: the look-back's counter and status words and the chunk
+sums of count_nonzero are state the kernels leave ready for the next launch
+(cupyops.core.workspace, ``holder.state``; kernels/nonzero.cu, NZ_HDR_DRAW).
 
 Inputs whose memory-innermost dim is not the last logical one (F-order, transposed, permuted)
 run ``nonzero_tiles_t`` instead of ``nonzero_tiles`` in every mode (``plan.tr``, see
@@ -95,11 +100,7 @@ def _count_run(state, x, workspace=None):
         holder = _holder_for(backend, workspace, backend.stream_key(stream))
         with holder.lock:
             sums = holder.state(STATE_ZERO, sums_bytes, _whole_u64)
-            try:
-                launch(grid, block, (x, params, out, sums), smem, stream)
-            except BaseException:
-                holder.discard_state(STATE_ZERO)
-                raise
+            _launch(holder, STATE_ZERO, launch, grid, block, (x, params, out, sums), smem, stream)
     return out
 
 
@@ -125,6 +126,7 @@ def _plan(x, index_dtype, force_64bit):
 
 
 _U64 = np.dtype(np.uint64)
+_U32 = np.dtype(np.uint32)
 _I64 = np.dtype(np.int64)
 
 
@@ -179,10 +181,18 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
         np.dtype(index_dtype), cp.ndim, _lookback_bytes(cp), backend))
 
 
+def mask_words(cp) -> int:
+    """uint32 words of the exact forms' mask record a tile of plan ``cp`` takes (nz_mask_stride:
+    a bit per element, nonzero_tiles' TILE / 32 or nonzero_tiles_t's K * I / 32, rounded up to
+    whole 32-byte sectors, then a sector for the tile's prefix)."""
+    return -(-cp.tile // 256) * 8 + 8
+
+
 def _exact_passes(state, ws, stream, x, stats):
     """:func:`_exact_run`'s launches and host read, inside its scope and holder lock."""
     (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
      place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, nbytes, backend) = state
+    mask = backend.alloc((cp.num_tiles * mask_words(cp),), _U32)
     counter, status = ws.state(STATE_LOOKBACK, nbytes, _lookback_views)
     if keep_count:
         count_dev = backend.alloc((), _I64)
@@ -194,7 +204,8 @@ def _exact_passes(state, ws, stream, x, stats):
         st, params = stats, backend.struct_arg(
             coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
     scan = backend.launcher(_NAME, dtype, scan_expr)
-    scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem, stream)
+    _launch(ws, STATE_LOOKBACK, scan, sgrid, sblock,
+            (x, params, counter, status, counter, count_dev, st, mask), ssmem, stream)
     count = backend.read_scalar(count_dev, stream)           # the one device-to-host read
     out = backend.alloc((count, ndim) if rows else (ndim, count), index_dtype)
     if count:
@@ -204,9 +215,21 @@ def _exact_passes(state, ws, stream, x, stats):
         # (the same kernel as the scan's: its launcher again)
         place_kernel = scan if place_expr == scan_expr else \
             backend.launcher(_NAME, dtype, place_expr)
-        place_kernel(pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem,
-                     stream)
+        _launch(ws, STATE_LOOKBACK, place_kernel, pgrid, pblock,
+                (x, p, counter, status, out, count_dev, counter, mask), psmem, stream)
     return out, count, count_dev
+
+
+def _launch(holder, kind, launch, *args):
+    """``launch(*args)``; if it raises (a kernel stopped part way: the simt backend can, and a
+    GPU's sticky error), the holder's state of ``kind`` is discarded, so that the next call
+    starts from fresh zeroed state. (Errors raised between launches, such as a host read
+    refused during capture, leave the state as the kernels left it.)"""
+    try:
+        launch(*args)
+    except BaseException:
+        holder.discard_state(kind)
+        raise
 
 
 def _column_params(backend, cp, recent, count):
@@ -226,11 +249,7 @@ def _exact_run(state, x, workspace=None, stats=None):
     with scope:
         ws = _holder_for(backend, workspace, backend.stream_key(stream))
         with ws.lock:
-            try:
-                out, count, count_dev = _exact_passes(state, ws, stream, x, stats)
-            except BaseException:
-                ws.discard_state(STATE_LOOKBACK)
-                raise
+            out, count, count_dev = _exact_passes(state, ws, stream, x, stats)
     result = state[4]
     if result == RESULT_COORDS:
         return out
@@ -274,12 +293,9 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
             else:
                 st, p = stats, backend.struct_arg(coordinate_params(
                     cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
-            try:
-                backend.launcher(_NAME, dtype, expr)(
-                    grid, block, (x, p, counter, status, coords, count_dev, st), smem, stream)
-            except BaseException:
-                ws.discard_state(STATE_LOOKBACK)
-                raise
+            # (FIXED keeps no mask: the counter stands in for its pointer)
+            _launch(ws, STATE_LOOKBACK, backend.launcher(_NAME, dtype, expr), grid, block,
+                    (x, p, counter, status, coords, count_dev, st, counter), smem, stream)
     return coords, count_dev
 
 
