@@ -49,7 +49,9 @@
 //     params.tr_vec == 2), the bits marked in a shared mask at their tile-local row-major
 //     index (one atomicOr per row and 32 elements, swizzled words: nz_t_word), then compacted
 //     and written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K * I <=
-//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
+//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles); past that, a tile is K x one
+//     chunk of the inner range (params.tr_c chunks of tr_ic), which SCAN counts and records,
+//     and NZ_MODE_SEGMENTS writes segment by segment (nz_t_locate, nz_t_segment).
 //   count_nonzero_axes<T, Wide>(x, params, out, sums)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
@@ -478,11 +480,12 @@ __device__ __forceinline__ nz_u64 nz_mask_stride(nz_u64 words)
     return ((words + 7ull) & ~7ull) + 8ull;
 }
 
-// The record stride of nonzero_tiles_t (K * I bits a tile), from the parameters: formed where
+// The record stride of nonzero_tiles_t (K * tr_ic bits a tile: tr_ic is I, or the width of an
+// inner chunk), from the parameters: formed where
 // it is used, so that no register holds it over the read loop.
 __device__ __forceinline__ nz_u64 nz_t_stride(const nz_params& p)
 {
-    return nz_mask_stride((((nz_u64)p.tr_inner << p.tr_kshift) + 31ull) >> 5);
+    return nz_mask_stride((((nz_u64)p.tr_ic << p.tr_kshift) + 31ull) >> 5);
 }
 
 __device__ __forceinline__ nz_u64* nz_record_prefix(nz_u32* mask, nz_u64 tile, nz_u64 stride)
@@ -564,7 +567,7 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
     }
     __syncthreads();
     nz_u32 nrows = count;
-    if (p.mode == NZ_MODE_FIXED) {
+    if (p.mode >= NZ_MODE_FIXED) {   // FIXED, SEGMENTS: only rows below k
         const nz_u64 k = (nz_u64)p.k;
         nrows = row >= k ? 0u : (k - row < (nz_u64)count ? (nz_u32)(k - row) : count);
     }
@@ -695,6 +698,13 @@ struct nz_t_tile {
     typename nz_index<Wide>::off off_pre, off_m, sm;   // sm: bytes between indices along m
 };
 
+// With inner chunks (p.tr_c = C > 1: all of I would not fit the mask), a tile is K indices along m
+// times one chunk c of p.tr_ic inner indices (tile = (prefix tile) * C + c): not a range of the
+// row-major order, so such tiles only count and record (SCAN), and a second pass writes the
+// rows segment by segment (NZ_MODE_SEGMENTS, nz_t_segment). The chunk's first inner index q0
+// is a multiple of the extents of every inner dim but the outermost (the planner's choice), so
+// its offset plus the unit's own is the offset of q0 + q: the read loop sees a tile of I = the
+// chunk's width, its base moved by q0's offset (in off_m).
 template <bool Wide>
 __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u64 tile)
 {
@@ -705,13 +715,23 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
     t.ks = p.tr_kshift;
     t.K = 1u << t.ks;
     t.I = (nz_u32)p.tr_inner;
+    nz_u32 q0 = 0;
+    if (p.tr_c > 1) {   // (a division a block)
+        const nz_u64 c = tile % (nz_u64)p.tr_c;
+        tile /= (nz_u64)p.tr_c;
+        q0 = (nz_u32)c * (nz_u32)p.tr_ic;
+        t.I = t.I - q0 < (nz_u32)p.tr_ic ? t.I - q0 : (nz_u32)p.tr_ic;
+    }
     const idx_t nm = (idx_t)p.in_div[t.m].d;
     const idx_t pre = nz_div((idx_t)tile, p.tr_chunks);
     const idx_t a = ((idx_t)tile - pre * (idx_t)p.tr_chunks.d) << t.ks;
     t.kt = nm - a < (idx_t)t.K ? (nz_u32)(nm - a) : t.K;
-    t.tile_base = (pre * nm + a) * (idx_t)t.I;
+    t.tile_base = (pre * nm + a) * (idx_t)p.tr_inner + (idx_t)q0;
     t.off_pre = t.m > 0 ? nz_offset<Wide>(pre, p.in_div, p.in_stride, t.m) : (off_t)0;
     t.off_m = (off_t)a * (off_t)p.in_stride[t.m];
+    if (q0 != 0u)
+        t.off_m += nz_offset<Wide>((idx_t)q0, p.in_div + t.m + 1, p.in_stride + t.m + 1,
+                                   p.in_ndim - t.m - 1);
     t.sm = (off_t)p.in_stride[t.m];
     t.n = t.kt * t.I;
     t.words = (t.n + 31u) >> 5;
@@ -725,6 +745,55 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
 __device__ __forceinline__ nz_u32 nz_t_word(nz_u32 w)
 {
     return w ^ (((w >> 5) ^ (w >> 10)) & 31u);
+}
+
+// NZ_MODE_SEGMENTS: segment s = R * C + c is row R (an index over the dims up to m: prefix index
+// * nm + j) of the logical array times inner chunk c, a range of the row-major order
+// (tile_base = R * I + q0, n = the chunk's width). Its bits are row j % K of the record SCAN
+// left for tile ((prefix index * chunks + j / K) * C + c), at bit `rec_bit` of the mask (rows of
+// that record lie n bits apart).
+template <bool Wide>
+__device__ __forceinline__ nz_t_tile<Wide> nz_t_segment(const nz_params& p, nz_u64 s,
+                                                        nz_u64& rec_bit)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    nz_t_tile<Wide> t;
+    t.m = p.tr_dim;
+    t.ks = p.tr_kshift;
+    t.K = t.I = t.kt = 0;                    // (not read: no x, no look-back of tiles)
+    t.off_pre = t.off_m = t.sm = 0;
+    const nz_u64 C = (nz_u64)p.tr_c, R = s / C;
+    const nz_u32 q0 = (nz_u32)(s - R * C) * (nz_u32)p.tr_ic, I = (nz_u32)p.tr_inner;
+    t.n = I - q0 < (nz_u32)p.tr_ic ? I - q0 : (nz_u32)p.tr_ic;
+    t.words = (t.n + 31u) >> 5;
+    t.tile_base = (idx_t)R * (idx_t)I + (idx_t)q0;
+    const nz_u64 pre = nz_div(R, p.in_div[t.m]), j = R - pre * p.in_div[t.m].d;
+    const nz_u64 mt = (pre * p.tr_chunks.d + (j >> t.ks)) * C + (s - R * C);
+    rec_bit = mt * nz_t_stride(p) * 32ull + (j & ((1ull << t.ks) - 1ull)) * (nz_u64)t.n;
+    return t;
+}
+
+// The segment's n bits from bit `rec_bit` of the mask into the shared mask (whole 32-word
+// groups, nz_t_word's places), one coalesced load of a word a thread (and the next word from the
+// neighbouring lane, for a row that does not start on a word); returns this thread's count.
+__device__ __forceinline__ nz_u32 nz_t_load_segment(const nz_u32* mask, nz_u64 rec_bit, nz_u32 n,
+                                                    nz_u32* s_bits, int lane)
+{
+    const nz_u32* src = mask + (rec_bit >> 5);
+    const nz_u32 sh = (nz_u32)rec_bit & 31u, words = (n + 31u) >> 5;
+    nz_u32 cnt = 0;
+    for (nz_u32 i0 = threadIdx.x & ~31u; i0 < ((words + 31u) & ~31u); i0 += NZ_BLOCK) {
+        const nz_u32 i = i0 + (nz_u32)lane;                  // warp-uniform trip count
+        // (the record holds src[words]: rows after this one, or the prefix sector)
+        nz_u32 w = i < words + (sh != 0u ? 1u : 0u) ? src[i] : 0u;
+        const nz_u32 up = __shfl_down_sync(NZ_FULL_MASK, w, 1);
+        if (sh != 0u && i < words) w = __funnelshift_r(w, lane == 31 ? src[i + 1] : up, sh);
+        if (i >= words) w = 0u;
+        else if (i + 1u == words && (n & 31u) != 0u) w &= (1u << (n & 31u)) - 1u;
+        cnt += __popc(w);
+        s_bits[nz_t_word(i)] = w;
+    }
+    return cnt;
 }
 
 // A column of V = 4 / sizeof(T) elements along m at `a` (V > 1: the word path, p.tr_vec == 2),
@@ -895,24 +964,39 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
 }
 
 // Steps 2 and 3 of nz_tiles_t, from the warps' counts `cnt` (every thread calls it): the tile's
-// offset, then (unless the count pass) the mask compacted and written.
+// offset, then (unless the count pass) the mask compacted and written. The tile's id (the draw
+// nz_draw_tile left in s_bcast[0]) and its logical base, bits and words (s_tile, stored before a
+// barrier by nz_t_keep) come from shared memory: registers over the read loop are at the 64 of
+// 50% occupancy, and these are not needed there.
 template <typename T, bool Wide>
-__device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
-                                            const nz_t_tile<Wide>& t, nz_u32 cnt, bool stage,
+__device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u32 cnt, bool stage,
                                             nz_u64* status, void* out,
                                             nz_i64* count_out, nz_u64* stats, nz_u32* mask,
                                             nz_u16* s_stage,
                                             nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast,
-                                            int warp, int lane)
+                                            const nz_u64* s_tile, int warp, int lane)
 {
+    typedef typename nz_index<Wide>::idx idx_t;
     nz_u32 wexcl;
     const nz_u32 total = nz_block_count(s_warp, cnt, warp, lane, wexcl);
+    const nz_u64 tile = (nz_u32)s_bcast[0];
     const nz_u64 excl = nz_tile_offset(p, tile, total, status, count_out, stats, s_bcast, warp,
                                        lane, stage, mask, nz_t_stride(p));
     if (!stage) return;
     __syncthreads();   // every warp has read s_warp (rewritten below)
-    nz_t_write<T, Wide>(p, out, t.n, t.words, t.tile_base, excl, s_bits, s_stage, s_warp, warp,
+    const nz_u32 n = (nz_u32)(s_tile[1] >> 32), words = (nz_u32)s_tile[1];
+    nz_t_write<T, Wide>(p, out, n, words, (idx_t)s_tile[0], excl, s_bits, s_stage, s_warp, warp,
                         lane);
+}
+
+// Thread 0 keeps what nz_t_finish needs of tile t in s_tile (read after a barrier).
+template <bool Wide>
+__device__ __forceinline__ void nz_t_keep(const nz_t_tile<Wide>& t, nz_u64* s_tile)
+{
+    if (threadIdx.x == 0) {
+        s_tile[0] = (nz_u64)t.tile_base;
+        s_tile[1] = ((nz_u64)t.n << 32) | t.words;
+    }
 }
 
 // (Its shared arrays are declared by the kernel and passed in: simt charges the __shared__
@@ -922,7 +1006,7 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
                                            nz_u64* counter, nz_u64* status, void* out,
                                            nz_i64* count_out, nz_u64* stats, nz_u32* mask,
                                            nz_u16* s_stage, nz_u32* s_bits, nz_u32* s_warp,
-                                           nz_u64* s_bcast)
+                                           nz_u64* s_bcast, nz_u64* s_tile)
 {
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -931,9 +1015,12 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
         nz_fill_tile<true>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
-    const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);
+    nz_u64 rec_bit = 0;
+    const nz_t_tile<Wide> t = p.mode == NZ_MODE_SEGMENTS ? nz_t_segment<Wide>(p, tile, rec_bit)
+                                                         : nz_t_locate<Wide>(p, tile);
     const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
+    nz_t_keep<Wide>(t, s_tile);   // (every path below meets a barrier before nz_t_finish reads)
     // the exact forms' mask record (nz_t_stride; K * I bits a tile): SCAN stores the tile's
     // shared mask in row-major order and its prefix, PLACE loads them instead of reading x
     // whole 32-word groups: nz_t_word permutes inside them
@@ -945,6 +1032,10 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
         for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK)
             s_bits[nz_t_word(i)] = i < t.words ? mask_t[i] : 0u;
         // (nz_t_finish's first barrier orders these stores before the compaction)
+    } else if (p.mode == NZ_MODE_SEGMENTS) {
+        cnt = nz_t_load_segment(mask, rec_bit, t.n, s_bits, lane);
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
     } else {
         for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK) s_bits[i] = 0u;
         __syncthreads();
@@ -961,13 +1052,15 @@ __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_pa
         for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
         if (!stage) {   // SCAN: the mask, for PLACE
             __syncthreads();
-            nz_u32* mask_t = mask + tile * nz_t_stride(p);
-            for (nz_u32 i = threadIdx.x; i < t.words; i += NZ_BLOCK)
+            // (the tile and its words from shared memory: see nz_t_finish)
+            nz_u32* mask_t = mask + (nz_u64)(nz_u32)s_bcast[0] * nz_t_stride(p);
+            const nz_u32 words = (nz_u32)s_tile[1];
+            for (nz_u32 i = threadIdx.x; i < words; i += NZ_BLOCK)
                 mask_t[i] = s_bits[nz_t_word(i)];
         }
     }
-    nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, mask, s_stage,
-                         s_bits, s_warp, s_bcast, warp, lane);
+    nz_t_finish<T, Wide>(p, cnt, stage, status, out, count_out, stats, mask, s_stage, s_bits,
+                         s_warp, s_bcast, s_tile, warp, lane);
 }
 
 // (4 blocks of 256 per SM: at most 64 registers, 50% occupancy on sm_80 and sm_90)
@@ -980,8 +1073,9 @@ nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* s
     __shared__ nz_u32 s_bits[NZ_T_BITS / 32];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
+    __shared__ nz_u64 s_tile[2];
     nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, mask, s_stage, s_bits,
-                        s_warp, s_bcast);
+                        s_warp, s_bcast, s_tile);
 }
 
 // ------------------------------------------------------------------ count_nonzero

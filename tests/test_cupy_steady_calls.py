@@ -311,6 +311,31 @@ def test_nonzero_exact(fake, layout, keep_count, result, allocs):
                             "capture_query": 1, **QUERIES}, (order, per_call)
 
 
+def _f_order(counts, shape, dtype):
+    """A FakeArray laid out as the transpose of a C-order array of ``shape[::-1]``."""
+    x = FakeArray(counts, shape[::-1], dtype)
+    x.shape, x.strides = x.shape[::-1], x.strides[::-1]
+    x.flags = types.SimpleNamespace(c_contiguous=False, f_contiguous=True)
+    return x
+
+
+def test_nonzero_inner_chunks(fake):
+    """An F-order input whose tile would pass its bit budget: nonzero_tiles_t over inner
+    chunks records their bits, a second launch writes the rows: size= is two launches (its
+    records in the scratch arena, as size= may be captured), exact two and the one host read."""
+    be, counts, cp = fake
+    x = _f_order(counts, (8, 32768), np.int16)
+    run = NL.fixed_runner(be, x, 100, -1, np.int64)
+    assert run.args[0][0].chunked
+    per_call, structs = _steady(lambda: run(x), counts)
+    assert per_call == {"alloc": 2, "launch": 2, **QUERIES} and len(structs) == 2, per_call
+    run = NL.exact_runner(be, x, np.int64, NL.LAYOUT_ROWS, keep_count=False,
+                          result=NL.RESULT_COORDS)
+    per_call, _ = _steady(lambda: run(x), counts)
+    assert per_call == {"alloc": 2, "launch": 2, "device_to_host": 1, "capture_query": 1,
+                        **QUERIES}, per_call
+
+
 def test_another_current_device_gets_one_context_per_call(fake):
     be, counts, cp = fake
     x = FakeArray(counts, (64, 1000), np.float32)

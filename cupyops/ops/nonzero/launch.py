@@ -137,8 +137,9 @@ LOOKBACK_HEADER, LOOKBACK_STATUS = 4, 256
 
 def _lookback_bytes(cp) -> int:
     """Bytes of look-back state plan ``cp`` needs: the header, then two parities of status
-    words in runs of 32 tiles (nz_sw)."""
-    return LOOKBACK_STATUS + 16 * 32 * -(-cp.num_tiles // 32)
+    words in runs of 32 tiles (nz_sw) of its largest pass (SEGMENTS' tiles are segments)."""
+    tiles = max(cp.num_tiles, cp.segments()) if cp.chunked else cp.num_tiles
+    return LOOKBACK_STATUS + 16 * 32 * -(-tiles // 32)
 
 
 def _lookback_views(buf):
@@ -168,17 +169,24 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
-    place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
+    mode, k = _place_mode(cp)
+    place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(mode))
     rows = layout == plan.LAYOUT_ROWS
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
     # row_stride is the count (the plan packs it between its template's bytes), the last
     # few kept here by count
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
-    place = arg(coordinate_params(cp, plan.MODE_PLACE, layout)) if rows else {}
+    place = arg(coordinate_params(cp, mode, layout, k=k)) if rows else {}
     return functools.partial(_exact_run, (
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         arg(coordinate_params(cp, plan.MODE_SCAN, layout)), place_expr, *place_cfg, place,
         np.dtype(index_dtype), cp.ndim, _lookback_bytes(cp), backend))
+
+
+def _place_mode(cp):
+    """(mode, k) of the exact forms' writing pass: PLACE, or for tiles of inner chunks (which
+    are not ranges of the row-major order) SEGMENTS, with every row written."""
+    return (plan.MODE_SEGMENTS, plan.K_ALL) if cp.chunked else (plan.MODE_PLACE, 0)
 
 
 def mask_words(cp) -> int:
@@ -237,8 +245,9 @@ def _column_params(backend, cp, recent, count):
     (the last 8 counts)."""
     if len(recent) >= 8:
         recent.clear()
+    mode, k = _place_mode(cp)
     p = recent[count] = backend.struct_arg(
-        coordinate_params(cp, plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count))
+        coordinate_params(cp, mode, plan.LAYOUT_COLS, k=k, row_stride=count))
     return p
 
 
@@ -262,22 +271,30 @@ def _exact_run(state, x, workspace=None, stats=None):
 
 def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     """``run(x, workspace=None, out=None, stats=None) -> (coords, count_dev)``: the ``size=k``
-    form for arrays laid out like ``x``, one launch, no host read."""
+    form for arrays laid out like ``x``, one launch (two for tiles of inner chunks: SCAN
+    records their bits, SEGMENTS writes), no host read."""
     index_dtype = np.dtype(index_dtype)
     k = int(size)
     cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
-    expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
+    mode = plan.MODE_SEGMENTS if cp.chunked else plan.MODE_FIXED
+    expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(mode, k))
     params = backend.struct_arg(
-        coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
+        coordinate_params(cp, mode, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
+    record = None
+    if cp.chunked:     # the first pass, and its mask records (scratch: size= can be captured)
+        scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
+        record = (scan_expr, *scan_cfg, backend.struct_arg(
+            coordinate_params(cp, plan.MODE_SCAN, plan.LAYOUT_ROWS)),
+            (((cp.num_tiles * mask_words(cp),), _U32),))
     return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
                                           (k, cp.ndim), index_dtype, _lookback_bytes(cp),
-                                          backend))
+                                          record, backend))
 
 
 def _fixed_run(state, x, workspace=None, out=None, stats=None):
-    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, nbytes, backend = \
-        state
+    (cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, nbytes, record,
+     backend) = state
     _record_plan(cp)
     scope, stream = backend.begin()
     with scope:
@@ -292,10 +309,17 @@ def _fixed_run(state, x, workspace=None, out=None, stats=None):
                 st, p = counter, params
             else:
                 st, p = stats, backend.struct_arg(coordinate_params(
-                    cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
-            # (FIXED keeps no mask: the counter stands in for its pointer)
+                    cp, plan.MODE_SEGMENTS if record else plan.MODE_FIXED, plan.LAYOUT_ROWS,
+                    k=k, fill=fill, stats=True))
+            mask = counter      # (FIXED keeps no mask: the counter stands in for its pointer)
+            if record is not None:
+                sexpr, sgrid, sblock, ssmem, sparams, spec = record
+                mask, = ws.carve(spec)
+                _launch(ws, STATE_LOOKBACK, backend.launcher(_NAME, dtype, sexpr), sgrid, sblock,
+                        (x, sparams, counter, status, counter, count_dev, counter, mask), ssmem,
+                        stream)
             _launch(ws, STATE_LOOKBACK, backend.launcher(_NAME, dtype, expr), grid, block,
-                    (x, p, counter, status, coords, count_dev, st, counter), smem, stream)
+                    (x, p, counter, status, coords, count_dev, st, mask), smem, stream)
     return coords, count_dev
 
 
