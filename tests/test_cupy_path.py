@@ -234,7 +234,7 @@ def test_scratch_outlives_the_call(monkeypatch, with_workspace, device):
 
 
 @pytest.mark.parametrize("sched", ["forward", "reverse", 3])
-def test_zero_state_is_zero_after_every_call(sched):
+def test_simt_zero_state_is_zero_after_every_call(sched):
     """Decode tickets (atomicInc wraps the last one to 0), the all-NaN flag (zeroed before the
     call raises) and count_nonzero's chunk sums leave the zero state as they found it, so no
     call zeroes it: repeated calls are right, and the words are 0 after each."""

@@ -120,7 +120,7 @@ def test_wide_inner_extent_reads_each_sector_once():
     ((4, 65536), np.uint8),
     ((6, 40001), np.float32),       # an odd inner extent: the last chunk is narrower
 ], ids=str)
-def test_inner_extents_past_the_tile_budget(shape, dtype):
+def test_requests_of_inner_extents_past_the_tile_budget(shape, dtype):
     """F-order inputs whose K x I mask would not fit one tile (issue 32): nonzero_tiles_t over
     inner chunks, then a pass that writes row segments from the chunks' records, both at <= 1.5
     requests per unique sector (the logical-order kernel made up to 32), every form right."""

@@ -530,6 +530,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         o_head = 0 if a % itemsize else a // itemsize
         split = -(-(n_out + o_head) // 32) * 32 if n_chunks > 1 else n_out + o_head
 
+    # several chunks add into a word an output: (ticket << 40 | count), kernels/nonzero.cu
+    # NZ_ACC_SHIFT (neither bound is near: a GPU holds far fewer elements, the chunks are few)
+    if n_chunks > 1 and (red_size >= 1 << 40 or n_chunks >= 1 << 24):
+        raise ValueError(f"count_nonzero: {red_size} elements an output in {n_chunks} chunks "
+                         "is past what the GPU path's per-output sums hold (2**40, 2**24)")
     units = split * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
             or abs(out_base) + _spanb(zip((n for n, _ in kept_dims), out_strides)) > _I32_MAX
