@@ -781,13 +781,16 @@ __device__ __forceinline__ nz_u32 nz_t_load_segment(const nz_u32* mask, nz_u64 r
 {
     const nz_u32* src = mask + (rec_bit >> 5);
     const nz_u32 sh = (nz_u32)rec_bit & 31u, words = (n + 31u) >> 5;
+    // record words the segment's bits touch: one more where its last word's bits run into the
+    // next (no word SCAN did not write is read: compute-sanitizer's initcheck would see it)
+    const nz_u32 avail = words + (sh != 0u && sh + (n - 32u * (words - 1u)) > 32u ? 1u : 0u);
     nz_u32 cnt = 0;
     for (nz_u32 i0 = threadIdx.x & ~31u; i0 < ((words + 31u) & ~31u); i0 += NZ_BLOCK) {
         const nz_u32 i = i0 + (nz_u32)lane;                  // warp-uniform trip count
-        // (the record holds src[words]: rows after this one, or the prefix sector)
-        nz_u32 w = i < words + (sh != 0u ? 1u : 0u) ? src[i] : 0u;
+        nz_u32 w = i < avail ? src[i] : 0u;
         const nz_u32 up = __shfl_down_sync(NZ_FULL_MASK, w, 1);
-        if (sh != 0u && i < words) w = __funnelshift_r(w, lane == 31 ? src[i + 1] : up, sh);
+        if (sh != 0u && i < words)
+            w = __funnelshift_r(w, lane == 31 ? (i + 1u < avail ? src[i + 1] : 0u) : up, sh);
         if (i >= words) w = 0u;
         else if (i + 1u == words && (n & 31u) != 0u) w &= (1u << (n & 31u)) - 1u;
         cnt += __popc(w);
