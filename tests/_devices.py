@@ -68,6 +68,11 @@ EMULATOR_ONLY = {
     # traffic counters (simt.record_traffic) of the public calls
     "test_nonzero_packed.py::test_traffic_goals",
     "test_traffic.py::test_argreduce_traffic_goal",
+    # issue 32: requests per sector of chunked tiles, the scratch state read back from simt
+    # (test_nonzero_api.py::test_inner_extents_past_the_tile_budget runs on every device)
+    "test_nonzero_memory.py::test_requests_of_inner_extents_past_the_tile_budget",
+    "test_nonzero_memory.py::test_inner_chunks_of_several_inner_dims_under_schedules",
+    "test_cupy_path.py::test_simt_zero_state_is_zero_after_every_call",
 }
 
 #: dtype kinds a CuPy array can hold (bfloat16, kind "V", aside)
