@@ -53,7 +53,7 @@ from cupyops.ops.argreduce.nan_groups import all_nan_error
 
 __all__ = ["argreduce", "values_argreduce", "hardmax", "prepare", "launches_of", "runner",
            "run_state", "run", "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
-           "ArgreduceLaunches", "ROUNDED_SLOTS"]
+           "ArgreduceLaunches", "RunState", "ROUNDED_SLOTS"]
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
@@ -261,16 +261,45 @@ def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     return functools.partial(run, run_state(backend, launches, entry))
 
 
-def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
+class RunState(typing.NamedTuple):
+    """What :func:`run` reads, named (``run`` unpacks it by position: a tuple's cost)."""
+
+    plan: object           # the plan to record (a runner), or None (a first call records it)
+    prep: object           # the input's preparation (cupyops.core.placement.entry_prep), or None
+    reshape: tuple | None  # the result's shape (keepdims), or None
+    out_shape: tuple
+    out_dtype: np.dtype
+    scratch: tuple         # the partials' specs and the zero state's (ArgreduceLaunches.scratch)
+    nan_skip: tuple | None
+    main: tuple            # (family, value dtype, expr) of the first launch
+    params: object
+    zero_flags: bool
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    finish: tuple | None
+    finish_params: object
+    finish_grid: tuple | None
+    finish_block: tuple | None
+    finish_shared_mem: int | None
+    out_align: int
+    backend: object
+    values_dtype: np.dtype | None
+
+
+_new_run_state = functools.partial(tuple.__new__, RunState)
+
+
+def run_state(backend, launches: ArgreduceLaunches, entry=None) -> RunState:
     """What :func:`run` reads (``run(state, x, workspace=None, out=None)``; a first call of a
     new layout runs it once without a runner)."""
     prep, reshape = entry if entry is not None else (None, None)
     finish_cfg = launches.finish_cfg or (None, None, None)
-    return (
+    return _new_run_state((
         launches.plan if entry is not None else None, prep, reshape, launches.out_shape,
         launches.out_dtype, launches.scratch, launches.nan_skip, launches.main, launches.params,
         launches.zero_flags, *launches.main_cfg, launches.finish, launches.finish_params,
-        *finish_cfg, launches.out_align, backend, launches.values_dtype)
+        *finish_cfg, launches.out_align, backend, launches.values_dtype))
 
 
 def run(state, x, workspace=None, out=None):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import typing
 
 import numpy as np
 
@@ -85,9 +86,69 @@ def count_runner(backend, x, axes, *, force_64bit=False):
         base_address=data_ptr(x))
     kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
-    return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
-                                          smem, backend.struct_arg(count_params(p)),
-                                          8 * p.n_out, backend))
+    return functools.partial(_count_run, CountState(
+        p, kept_shape, p.atomic, dtype, expr, grid, block, smem,
+        backend.struct_arg(count_params(p)), 8 * p.n_out, backend))
+
+
+class CountState(typing.NamedTuple):
+    """What count_nonzero's runner reads, named (unpacked by position)."""
+
+    plan: object
+    kept_shape: tuple
+    atomic: bool
+    dtype: np.dtype
+    expr: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: object
+    sums_bytes: int
+    backend: object
+
+
+class ExactState(typing.NamedTuple):
+    """What the exact-size runner (argwhere, nonzero, nonzero_coordinates(size=None)) reads."""
+
+    plan: object
+    layout: int
+    rows: bool
+    keep_count: bool
+    result: int
+    dtype: np.dtype
+    scan_expr: str
+    scan_grid: tuple
+    scan_block: tuple
+    scan_shared_mem: int
+    scan_params: object
+    place_expr: str
+    place_grid: tuple
+    place_block: tuple
+    place_shared_mem: int
+    place: object
+    index_dtype: np.dtype
+    ndim: int
+    lookback_bytes: int
+    backend: object
+
+
+class FixedState(typing.NamedTuple):
+    """What the fixed-size runner (nonzero_coordinates(size=k)) reads."""
+
+    plan: object
+    size: int
+    fill_value: int
+    dtype: np.dtype
+    expr: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: object
+    shape: tuple
+    index_dtype: np.dtype
+    lookback_bytes: int
+    record: object
+    backend: object
 
 
 def _count_run(state, x, workspace=None):
@@ -182,7 +243,7 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     # few kept here by count
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
     place = arg(coordinate_params(cp, mode, layout, k=k)) if rows else {}
-    return functools.partial(_exact_run, (
+    return functools.partial(_exact_run, ExactState(
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         arg(coordinate_params(cp, plan.MODE_SCAN, layout)), place_expr, *place_cfg, place,
         np.dtype(index_dtype), cp.ndim, _lookback_bytes(cp), backend))
@@ -257,14 +318,14 @@ def _column_params(backend, cp, recent, count):
 
 
 def _exact_run(state, x, workspace=None, stats=None):
-    cp, backend = state[0], state[-1]
+    cp, backend = state.plan, state.backend
     _record_plan(cp)
     scope, stream = backend.begin()
     with scope:
         ws = _holder_for(backend, workspace, backend.stream_key(stream))
         with ws.lock:
             out, count, count_dev = _exact_passes(state, ws, stream, x, stats)
-    result = state[4]
+    result = state.result
     if result == RESULT_COORDS:
         return out
     if result == RESULT_ROWS:
@@ -297,9 +358,9 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
         record = (scan_expr, *scan_cfg, backend.struct_arg(
             coordinate_params(cp, plan.MODE_SCAN, plan.LAYOUT_ROWS)),
             (((cp.num_tiles * mask_words(cp),), _U32),))
-    return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
-                                          (k, cp.ndim), index_dtype, _lookback_bytes(cp),
-                                          record, backend))
+    return functools.partial(_fixed_run, FixedState(
+        cp, k, int(fill_value), dtype, expr, *cfg, params, (k, cp.ndim), index_dtype,
+        _lookback_bytes(cp), record, backend))
 
 
 def _fixed_run(state, x, workspace=None, out=None, stats=None):
