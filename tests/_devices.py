@@ -73,6 +73,10 @@ EMULATOR_ONLY = {
     "test_nonzero_memory.py::test_requests_of_inner_extents_past_the_tile_budget",
     "test_nonzero_memory.py::test_inner_chunks_of_several_inner_dims_under_schedules",
     "test_cupy_path.py::test_simt_zero_state_is_zero_after_every_call",
+    # the device parser: every spelling of every device, simt's included, in one list
+    "test_errors.py::test_one_device_parser_reads_cpu_simt_and_cuda_names_alike",
+    # the GPU check's case preparation: its traffic counts come from simt (gpu_model.py)
+    "test_gpu_model.py::test_prepare_a_case_on_simt",
 }
 
 #: dtype kinds a CuPy array can hold (bfloat16, kind "V", aside)

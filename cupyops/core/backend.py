@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import threading
 
 import numpy as np
@@ -687,6 +688,15 @@ def _cupy_device_props(device_id: int) -> DeviceProps:
 
 _backends: dict = {}
 _backends_lock = threading.Lock()
+
+
+def _new_lock_in_child():
+    """After ``fork``: a parent thread making a backend does not exist in the child."""
+    global _backends_lock
+    _backends_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def get_backend(name: str, device_id: int | None = None) -> Backend:
