@@ -323,7 +323,9 @@ class Function:
         self._const_restrict = cr if len(cr) == len(self._params) else [False] * len(self._params)
         self._stack = max(DEFAULT_STACK, (2 * _build.stack_need(self._path) + 32 * 1024 + 4095) // 4096 * 4096)
         self._maxntid = module._nvrtc_bounds.get(name, 0)
-        self.max_threads_per_block = MAX_THREADS_PER_BLOCK
+        # as CUDA's cuFuncGetAttribute: __launch_bounds__(N) caps the block (NVRTC's .maxntid too)
+        bound = min(b for b in (MAX_THREADS_PER_BLOCK, module._launch_bound_of(index), self._maxntid) if b > 0)
+        self.max_threads_per_block = bound
         self.num_regs = 0
         self.local_size_bytes = 0
 
@@ -354,7 +356,7 @@ class Function:
         """CuPy-like function attributes."""
         return {
             "max_threads_per_block": self.max_threads_per_block, "shared_size_bytes": self.shared_size_bytes,
-            "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes, "num_regs": 0,
+            "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes, "num_regs": self.num_regs,
             "local_size_bytes": 0, "const_size_bytes": 0, "ptx_version": 0, "binary_version": 0,
         }
 
@@ -538,6 +540,7 @@ class RawModule:
 
     _memo: dict = {}
     _tls_info: dict = {}
+    _bounds_info: dict = {}
 
     def __init__(self, code=None, *, path=None, options=(), name_expressions=None, backend="nvrtc",
                  translate_cucomplex=False, enable_cooperative_groups=False, jitify=False, name=None):
@@ -612,6 +615,26 @@ class RawModule:
                 total += sz  # a device helper's or namespace-scope __shared__: may be used by any kernel
         return total
 
+    def _kernel_prefix(self, index: int) -> str | None:
+        """The mangled-name prefix of the static locals of entry `index` (None if unknown)."""
+        buf = ctypes.create_string_buffer(4096)
+        addr = ctypes.cast(getattr(self._lib, f"__simt_kaddr_{index}"), ctypes.CFUNCTYPE(ctypes.c_void_p))()
+        if not _rt().simt_symbol_name(addr, buf, 4096):
+            return None
+        return _build.function_prefix(buf.value.decode())
+
+    def _launch_bound_of(self, index: int) -> int:
+        """The N of entry `index`'s ``__launch_bounds__(N, ...)``, 0 for none: the kernel's static
+        ``__simt_lb`` (simt_cuda.h's __simt_launch_bounds), read from the module's symbol table."""
+        key = str(self._path)
+        bounds = RawModule._bounds_info.get(key)
+        if bounds is None:
+            bounds = RawModule._bounds_info[key] = _launch_bound_records(self._path)
+        if not bounds:
+            return 0
+        own = self._kernel_prefix(index)
+        return bounds.get(own, 0) if own else 0
+
     def get_function(self, name: str) -> Function:
         self.compile()
         fn = self._functions.get(name)
@@ -637,6 +660,41 @@ class RawModule:
             fn = Function(self, name, idx)
             self._functions[name] = fn
         return fn
+
+
+_BOUND_SYMBOL = "E9__simt_lb"
+
+
+def _launch_bound_records(so_path) -> dict:
+    """{mangled prefix of a kernel's static locals: its __launch_bounds__ max threads} from the
+    ``__simt_lb`` statics (STT_OBJECT) of an ELF64 shared object: their bytes, read from the
+    section that holds them (a record is three int64: max threads, min blocks, max blocks)."""
+    import struct
+    data = Path(so_path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or _BOUND_SYMBOL.encode() not in data:
+        return {}
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    out = {}
+    for sh in sections:
+        if sh[1] != 2 or not sh[9]:  # SHT_SYMTAB
+            continue
+        str_off = sections[sh[6]][4]
+        for k in range(sh[5] // sh[9]):
+            st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", data, sh[4] + k * sh[9])
+            if st_info & 0xF != 1 or st_size < 8 or not 0 < st_shndx < len(sections):  # STT_OBJECT
+                continue
+            end = data.index(b"\0", str_off + st_name)
+            name = data[str_off + st_name:end].decode(errors="replace")
+            if not (name.startswith("_ZZ") and name.endswith(_BOUND_SYMBOL)):
+                continue
+            home = sections[st_shndx]
+            if home[1] == 8:  # SHT_NOBITS: zeros
+                continue
+            n, = struct.unpack_from("<q", data, home[4] + st_value - home[3])
+            out[name[:-len(_BOUND_SYMBOL) + 1]] = n
+    return out
 
 
 def RawKernel(code, name, options=(), **kw):

@@ -232,6 +232,8 @@ def test_launch_bounds_every_form(form):
     name = "kt<128>" if form == "template" else "k"
     m = simt.RawModule(code=src, name_expressions=("kt<128>",) if form == "template" else ())
     f = m.get_function(name)
+    # the attributes follow the bound before any launch, as CUDA's and CuPy's do (issue 36)
+    assert f.max_threads_per_block == 128 and f.attributes["max_threads_per_block"] == 128
     o = np.zeros(1024, np.int32)
     f(1, 128, (o,))                      # within the bound: runs
     assert o[:128].all()
@@ -239,6 +241,24 @@ def test_launch_bounds_every_form(form):
         f(1, 1024, (o,))
     with pytest.raises(simt.LaunchConfigError, match="__launch_bounds__"):
         f(1, (32, 8), (o,))
+
+
+def test_launch_bounds_attributes_per_kernel_and_instantiation():
+    """Each kernel of a module and each instantiation of a template reports its own bound;
+    a kernel without one reports the device's 1024, a launch then checks the same number."""
+    src = ('template <int N> __global__ void __launch_bounds__(N, 2) kt(int* o) { o[threadIdx.x] = N; }\n'
+           'extern "C" __global__ void __launch_bounds__(96) bounded(int* o) { o[threadIdx.x] = 1; }\n'
+           'extern "C" __global__ void free_(int* o) { o[threadIdx.x] = 2; }\n')
+    m = simt.RawModule(code=src, name_expressions=("kt<64>", "kt<256>"))
+    want = {"kt<64>": 64, "kt<256>": 256, "bounded": 96, "free_": 1024}
+    o = np.zeros(1024, np.int32)
+    for name, n in want.items():
+        f = m.get_function(name)
+        assert f.max_threads_per_block == n and f.attributes["max_threads_per_block"] == n, name
+        f(1, n, (o,))
+        if n < 1024:
+            with pytest.raises(simt.LaunchConfigError, match="__launch_bounds__"):
+                f(1, n + 32, (o,))
 
 
 # ---------------------------------------------------------------- 5. misaligned vector accesses
