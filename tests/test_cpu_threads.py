@@ -34,6 +34,8 @@ def fine_threads(monkeypatch):
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
     # a back-off an earlier test's calls started (a loaded machine) must not reach this one
     monkeypatch.setattr(T._state, "busy_until", 0.0)
+    # every large call on the threads (a Choice would run some on one thread: timing)
+    monkeypatch.setattr(T, "MEASURE", False)
     old = T._state.setting
     T.set_num_threads(2)
     yield
@@ -193,6 +195,15 @@ def _data(rng, dtype, shape, mode):
         info = np.iinfo(dt)
         v = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt) if mode == "nan" \
             else rng.integers(0, 3, n).astype(dt)
+    elif dt.kind == "c":
+        # ties on the real part decided by the imaginary one; NaN in either part
+        re, im = (np.where(p == 0, rng.choice([0.0, -0.0], n), p)
+                  for p in (rng.integers(-1, 2, n).astype(np.float64) for _ in range(2)))
+        if mode == "nan":
+            re[rng.random(n) < 0.15] = np.nan
+            im[rng.random(n) < 0.15] = np.nan
+        v = (re + 1j * im).astype(dt)
+        v.real, v.imag = re, im           # (re + 1j * im: NaN in one part spoils the other)
     else:
         v = rng.integers(-1, 2, n).astype(np.float64)
         if mode == "nan":
@@ -205,7 +216,8 @@ LAYOUTS = [((64, 96), (1,)), ((64, 96), (0,)), ((64, 96), (0, 1)), ((8, 24, 16, 
            ((6, 40, 32), (1,)), ((4, 2, 3000), (2,)), ((3, 1, 4000), (0, 1, 2))]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool", "float64",
+                                   "complex64", "complex128"])
 @pytest.mark.parametrize("mode", ["ties", "nan"])
 def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, mode):
     """Tie-heavy and NaN-heavy inputs split among two threads (parts of a few hundred bytes)
@@ -242,6 +254,7 @@ def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
     monkeypatch.setattr(T._state, "busy_until", 0.0)
+    monkeypatch.setattr(T, "MEASURE", False)
     rng = np.random.default_rng(7)
     x = rng.integers(0, 4, (1024, 1024)).astype(np.float32)
     x[rng.random(x.shape) < 0.01] = np.nan
@@ -405,3 +418,88 @@ def test_one_group_with_kept_axes_of_length_one(dtype):
                         if tie == "first" and not isinstance(axis, tuple):
                             np.testing.assert_array_equal(
                                 got, g(x, axis=axis, keepdims=keepdims))
+
+
+# ------------------------------------------------------------------------------ measured choice
+
+def _timed_layout(monkeypatch, seconds):
+    """A measured entry over 4 MiB whose calls take ``seconds(threads)`` on a fake clock, and
+    the threads each call was given."""
+    clock = [0.0]
+    monkeypatch.setattr(T, "_perf", lambda: clock[0])
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
+    given = []
+
+    def entry(x, workspace):
+        n = T.threads_for(4 << 20)
+        given.append(n)
+        clock[0] += seconds(n)
+        if x == "raise":
+            raise ValueError("inside the call")
+        return n
+    return T.measured(entry, 4 << 20), given
+
+
+@pytest.mark.parametrize("threads_win", [True, False])
+def test_a_layout_runs_the_way_that_has_been_faster(monkeypatch, threads_win):
+    """Threads twice as fast: every call on them but the odd probe on one thread; twice as
+    slow (a shared machine, many short NumPy calls): every call on one thread but the probes.
+    The probes come after 4, 8, 16, 32 and then every 64 calls."""
+    T.set_num_threads(2)
+    try:
+        fast, slow = (1.0, 2.0) if threads_win else (2.0, 1.0)
+        entry, given = _timed_layout(monkeypatch, lambda n: fast if n > 1 else slow)
+        for _ in range(300):
+            entry(None, None)
+        assert given[0] == 2 and given[1] == 1        # each way once, the threads first
+        other = [i for i, n in enumerate(given[2:], 2) if (n > 1) != threads_win]
+        assert len(other) <= 9, other                  # 4 + 8 + 16 + 32 + 64 * 3 < 300
+        assert T._state.cap == 0
+        assert entry.func is T._measured_call and T.measured(entry.args[0][2], 1 << 10) is \
+            entry.args[0][2]                           # (small: the entry itself)
+    finally:
+        T.set_num_threads(None)
+
+
+def test_a_layout_follows_the_machine(monkeypatch):
+    """Threads fast, then (another job takes a core) slow: the layout turns to one thread
+    within a few calls; back again once a probe finds the threads fast."""
+    T.set_num_threads(2)
+    try:
+        speed = {"threads": 1.0}
+        entry, given = _timed_layout(monkeypatch,
+                                     lambda n: speed["threads"] if n > 1 else 1.5)
+        for _ in range(40):
+            entry(None, None)
+        assert given[-10:].count(2) >= 9
+        speed["threads"] = 4.0
+        for _ in range(10):
+            entry(None, None)
+        assert given[-5:] == [1] * 5
+        speed["threads"] = 1.0
+        for _ in range(70):                          # (the probes: every 64 calls at most)
+            entry(None, None)
+        assert given[-5:] == [2] * 5
+    finally:
+        T.set_num_threads(None)
+
+
+def test_a_failed_call_leaves_no_cap_and_one_thread_asks_nothing(monkeypatch):
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 2.0 if n > 1 else 1.0)
+        entry(None, None)
+        with pytest.raises(ValueError, match="inside the call"):
+            entry("raise", None)                      # the second call: on one thread
+        assert given == [2, 1] and T._state.cap == 0 and T.threads_for(4 << 20) == 2
+        T.set_num_threads(1)
+        for _ in range(5):
+            entry(None, None)
+        assert given[2:] == [1] * 5
+        monkeypatch.setattr(T, "MEASURE", False)      # (tests that count parts)
+        T.set_num_threads(2)
+        for _ in range(5):
+            entry(None, None)
+        assert given[7:] == [2] * 5
+    finally:
+        T.set_num_threads(None)

@@ -22,6 +22,15 @@ depends on the number of threads.
   parts more than half of the call (other processes hold the cores), the calls of the
   next :data:`BUSY_SECONDS` run on one thread, which is then the faster way; then the pool is
   tried again.
+* **Measured, per layout** (:class:`Choice`, :func:`measured`): threads pay only where the
+  work outweighs their cost: a pass of the GIL per NumPy call of each part, a worker to wake.
+  On a machine whose cores are shared (a VM's vCPUs, other jobs), a routine made of many short
+  NumPy calls can run slower on two threads than on one, whatever its size. So each large
+  NumPy-path entry times its calls: on the threads, on one thread now and then (every 4th
+  call, then every 8th ... every 64th while the choice holds), and runs each call the way
+  that has been faster (exponential averages of its seconds; a probe of the slower way
+  replaces that way's stale average). A call is never slower than one thread but for the odd
+  probe.
 """
 from __future__ import annotations
 
@@ -36,8 +45,8 @@ import time
 from cupyops.core.fastread import env_reader
 
 __all__ = ["get_num_threads", "set_num_threads", "threads_for", "run_parts", "split",
-           "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES", "TAIL_BYTES",
-           "PARTS_PER_THREAD", "BUSY_SECONDS"]
+           "single_thread", "one_thread", "using", "Choice", "measured", "MIN_BYTES",
+           "PART_BYTES", "TAIL_BYTES", "PARTS_PER_THREAD", "BUSY_SECONDS"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20
@@ -63,6 +72,7 @@ class _State:
         self.env_value = None
         self.workers = []            # one SimpleQueue of jobs per worker thread
         self.busy_until = 0.0        # one thread until then: the workers found no core
+        self.cap = 0                 # a Choice's call on one thread (0: no cap)
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
         self.local = threading.local()
@@ -150,7 +160,7 @@ def threads_for(nbytes: int) -> int:
     n = state.setting
     if n is None:
         n = _setting()
-    if n <= 1 or _get_ident() != state.main or getattr(state.local, "single", 0):
+    if n <= 1 or state.cap or _get_ident() != state.main or getattr(state.local, "single", 0):
         return 1
     if state.busy_until and _monotonic() < state.busy_until:
         return 1
@@ -159,6 +169,87 @@ def threads_for(nbytes: int) -> int:
 
 _get_ident = threading.get_ident
 _monotonic = time.monotonic
+_perf = time.perf_counter
+
+#: whether Choice measures (False: every large call on the threads threads_for gives, as
+#: tests that count the parts want)
+MEASURE = True
+#: exponential average of a Choice's seconds per call: the weight of the newest call
+CHOICE_WEIGHT = 0.25
+#: a Choice runs the other way after this many calls, then twice as many, up to the most
+CHOICE_PROBE_FIRST = 4
+CHOICE_PROBE_MOST = 64
+
+
+class Choice:
+    """One layout's calls on the threads or on one thread, whichever has been faster (the
+    module docstring's "Measured, per layout"). :meth:`start` decides a call (None: nothing
+    to decide, as on one thread anyway), :meth:`stop` times it. The seconds of one layout's
+    calls compare directly: the same shape, the same work."""
+
+    __slots__ = ("many", "one", "since", "every", "alone", "probe")
+
+    def __init__(self):
+        self.many = self.one = 0.0       # average seconds on the threads, on one (0: unknown)
+        self.since, self.every = 0, CHOICE_PROBE_FIRST
+        self.alone = False               # this call runs on one thread
+        self.probe = False               # ... the slower way: its average is stale, replaced
+
+    def _alone(self) -> bool:
+        self.probe = False
+        if not self.many:
+            return False                 # the threads first, then one thread
+        if not self.one:
+            return True
+        best = self.one <= self.many
+        self.since += 1
+        if self.since >= self.every:     # now and then the other way: the machine changes
+            self.since = 0
+            self.every = min(2 * self.every, CHOICE_PROBE_MOST)
+            self.probe = True
+            return not best
+        return best
+
+    def start(self, nbytes):
+        """The start time of a call over ``nbytes`` that could use the threads (None where
+        it runs on one thread anyway); caps this call at one thread when that is the way."""
+        if not MEASURE or threads_for(nbytes) <= 1:
+            return None
+        self.alone = self._alone()
+        if self.alone:
+            _state.cap = 1
+        return _perf()
+
+    def stop(self, t0) -> None:
+        if t0 is None:
+            return
+        dt = _perf() - t0
+        w = 1.0 if self.probe else CHOICE_WEIGHT
+        if self.alone:
+            _state.cap = 0
+            self.one = dt if not self.one else self.one + w * (dt - self.one)
+        else:
+            self.many = dt if not self.many else self.many + w * (dt - self.many)
+
+
+def _measured_call(state, x, workspace):
+    choice, nbytes, entry = state
+    t0 = choice.start(nbytes)
+    if t0 is None:
+        return entry(x, workspace)
+    try:
+        return entry(x, workspace)
+    finally:
+        choice.stop(t0)
+
+
+def measured(entry, nbytes: int):
+    """``entry(x, workspace)`` of a layout whose calls may split ``nbytes`` of work among the
+    threads, run through a :class:`Choice` of its own; ``entry`` itself below
+    :data:`MIN_BYTES` (one thread always)."""
+    if entry is None or nbytes < MIN_BYTES:
+        return entry
+    return functools.partial(_measured_call, (Choice(), nbytes, entry))
 
 
 def split(n: int, threads: int, nbytes: int) -> list:

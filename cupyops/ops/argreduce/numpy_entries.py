@@ -41,13 +41,24 @@ _NAN_MAG = {np.dtype(np.float16): 0x7C00}
 def _keyed(dtype):
     """``(ok, keyed)``: whether the block routines take ``dtype``, and the NaN magnitude of
     a 16-bit float type they compare as int16 keys (None for the others)."""
-    if dtype.kind in "biu" or dtype.kind == "f" and dtype.itemsize in (4, 8):
+    if dtype.kind in "biuc" or dtype.kind == "f" and dtype.itemsize in (4, 8):
         return dtype.isnative, None
     if dtype == np.float16:
         return dtype.isnative, 0x7C00
     if _dtypes.is_bf16(dtype):
         return True, 0x7F80
     return False, None
+
+
+def _slow_for_complex(layout, tie):
+    """Whether a complex input laid out so is better left to the engine: NumPy orders complex
+    values by scalar loops (its comparisons and max run at a fraction of argmax's speed), so
+    of the block routines only those that end in argmax serve it: rows, flat with tie
+    "first", and folds of narrow slabs (copied transposed, then argmax)."""
+    how, dims = layout
+    if how == "fold":
+        return dims[2] > _blocks.TRANSPOSE_MAX_C
+    return how == "flat" and tie == "last"
 
 
 def fast_layout(x, axes):
@@ -138,19 +149,19 @@ def _result(r, idt, shape):
 def _run_flat_first(state, x, workspace):
     """tie "first" over every axis: NumPy's argmax/argmin of the whole input (a bool input
     split among threads is probed first: NumPy stops at the first True/False)."""
-    f, kind, idt, shape, nan, big, probe = state
+    f, kind, idt, shape, nan, work, probe = state
     if not x.flags.writeable:
         x = readable(x)
-    if big:
+    if work and _threads.threads_for(work) > 1:
+        # (on one thread NumPy's own argmax is the probe: it stops at the first True/False)
         if probe is not None:
             i = int(f(x[:probe]))
             if x.item(i) is (kind == "max"):
                 return np.array(i, idt).reshape(shape)
-        if _threads.threads_for(_blocks.work(x, "first", None)) > 1:
-            i = _blocks.flat_arg(x.reshape(-1), kind, "first")
-            if nan is not None and nan(x.reshape(-1)[i:i + 1]):
-                return nan(None, x)
-            return np.array(i, idt).reshape(shape)
+        i = _blocks.flat_arg(x.reshape(-1), kind, "first")
+        if nan is not None and nan(x.reshape(-1)[i:i + 1]):
+            return nan(None, x)
+        return np.array(i, idt).reshape(shape)
     r = f(x, keepdims=True)
     if nan is not None and nan(x.reshape(-1)[r.reshape(1)]):
         return nan(None, x)
@@ -227,14 +238,12 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
     """An entry over the block routines, or None where they do not apply."""
     ok, keyed = _keyed(x.dtype)
     layout = fast_layout(x, axes) if ok else None
-    if layout is None:
+    if layout is None or x.dtype.kind == "c" and _slow_for_complex(layout, tie):
         return None
     idt = np.dtype(index_dtype)
     nan = None
-    if skip_nan and (x.dtype.kind == "f" or keyed is not None):
-        nan = functools.partial(_nan_check, (axes, kind, tie, idt, result_shape,
-                                             None if x.dtype.kind == "f" and keyed is None
-                                             else keyed))
+    if skip_nan and (x.dtype.kind in "fc" or keyed is not None):
+        nan = functools.partial(_nan_check, (axes, kind, tie, idt, result_shape, keyed))
     how, dims = layout
     big = x.nbytes >= _threads.MIN_BYTES
     f = _ARG[(kind, False)]
@@ -242,7 +251,8 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         probe = None
         if x.dtype == np.bool_ and big:
             probe = max(1, _blocks.BOOL_PROBE * x.shape[0] // x.nbytes)
-        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, big, probe))
+        work = _blocks.work(x, "first", None) if big else 0     # (bytes as threads weigh them)
+        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work, probe))
     if how == "rows" and tie == "first" and keyed is None:
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
         kept = x.shape[:x.ndim - len(axes)]
@@ -273,6 +283,8 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
         if small else None
     if entry is None:
         entry = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
+        if entry is not None:      # (threads where they have been faster: measured)
+            entry = _threads.measured(entry, _blocks.work(x, tie, _keyed(x.dtype)[1]))
     if entry is None:
         entry = functools.partial(_engine_runner, (axes, kind, skip_nan, tie,
                                                    np.dtype(index_dtype), result_shape))
@@ -341,6 +353,7 @@ def cpu_hardmax_entry(x, axes, *, tie):
         return functools.partial(_small_hardmax, (axis, n, flip, x.shape, x.dtype))
     ok, keyed = _keyed(x.dtype)
     layout = fast_layout(x, axes) if ok else None
-    if layout is None:
+    if layout is None or x.dtype.kind == "c" and _slow_for_complex(layout, tie):
         return None
-    return functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype))
+    return _threads.measured(functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype)),
+                             _blocks.work(x, tie, keyed))
