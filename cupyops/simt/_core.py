@@ -43,7 +43,7 @@ class _Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in (
         "switches", "rounds", "blocks", "threads", "spin_points", "req_load", "req_store", "sectors_load",
         "sectors_store", "uniq_load", "uniq_store", "uniq_total", "shared_accesses",
-        "shared_wavefronts")] + [("seconds", ctypes.c_double)]
+        "shared_wavefronts")] + [("seconds", ctypes.c_double), ("fp_traps", u64), ("nan_canonical", u64)]
 
 
 class _Err(ctypes.Structure):
@@ -78,19 +78,27 @@ _checks = {
     "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "1") == "mxcsr",
     # NVRTC as a front end when installed (off by default: the g++ checks need no CUDA at all)
     "nvrtc": os.environ.get("CUPYOPS_SIMT_NVRTC", "0") == "1",
+    # the canonical NaN 0x7fffffff from float32 arithmetic that makes a NaN (0/0, inf-inf):
+    # trapping MXCSR, the result's NaN lanes rewritten (CUPYOPS_SIMT_NAN=0 turns it off)
+    "nan": os.environ.get("CUPYOPS_SIMT_NAN", "1") != "0",
 }
+
+_MXCSR_DEFAULT = 0x1F80        # every exception masked, round to nearest
 
 
 def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None,
-               nvrtc: bool | None = None, ftz: bool | None = None) -> dict:
+               nvrtc: bool | None = None, ftz: bool | None = None, nan: bool | None = None) -> dict:
     """Turn the happens-before checker (``race``) and the alignment check (``align``) on or off
     (both on by default); ``ftz``: under -ftz=true, flush float32 subnormals in arithmetic and
     compares as a GPU does (on by default; float64 is never flushed); ``ftz_mxcsr``: instead flush
     through MXCSR for the whole launch (float64 too, as before); ``nvrtc``: use NVRTC as a front end
-    when it is installed (its compile errors become CompileError, its ``.maxntid`` a launch bound).
+    when it is installed (its compile errors become CompileError, its ``.maxntid`` a launch bound);
+    ``nan``: float32 arithmetic that makes a NaN returns the canonical 0x7fffffff as a GPU's
+    (on by default; each such instruction, and each ordered compare of a NaN, costs a trap).
     Returns the previous settings."""
     prev = dict(_checks)
-    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc), ("ftz", ftz)):
+    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc), ("ftz", ftz),
+                 ("nan", nan)):
         if v is not None:
             _checks[k] = bool(v)
     return prev
@@ -98,6 +106,19 @@ def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: b
 
 def get_checks() -> dict:
     return dict(_checks)
+
+
+def _launch_mxcsr(ftz: bool) -> int:
+    """The fibers' MXCSR for a launch (0: the default, no trap): -ftz=true as the checks say,
+    and the invalid-operation exception unmasked for the canonical NaN (simt_runtime.cpp)."""
+    m = _MXCSR_DEFAULT
+    if ftz and _checks["ftz_mxcsr"]:
+        m |= 0x8040                     # FTZ + DAZ: float64 flushed too
+    elif ftz and _checks["ftz"]:
+        m &= ~0x0900                    # denormal-operand and underflow exceptions unmasked
+    if _checks["nan"]:
+        m &= ~0x0080                    # invalid-operation exception unmasked
+    return 0 if m == _MXCSR_DEFAULT else m
 
 # ---------------------------------------------------------------- runtime library
 _runtime = None
@@ -462,14 +483,7 @@ class Function:
         d.max_spins = _watchdog["max_spins"]
         d.timeout_s = _watchdog["timeout_s"]
         d.checks = (1 if _checks["race"] else 0) | (2 if _checks["align"] else 0)
-        if not self._module._ftz:
-            d.mxcsr = 0
-        elif _checks["ftz_mxcsr"]:
-            d.mxcsr = 0x1F80 | 0x8040           # FTZ + DAZ: float64 flushed too
-        elif _checks["ftz"]:
-            d.mxcsr = 0x1F80 & ~0x0900          # denormal-operand and underflow exceptions unmasked
-        else:
-            d.mxcsr = 0
+        d.mxcsr = _launch_mxcsr(self._module._ftz)
         d.stack_bytes = self._stack
         err = _Err()
         st = _Stats()
