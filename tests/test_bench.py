@@ -463,7 +463,7 @@ def test_simt_plot_zooms_and_keeps_goals_apart(tmp_path, monkeypatch):
     real_close(fig)
 
 
-def test_unavailable_device_from_the_environment_is_named(monkeypatch, capsys):
+def test_unavailable_simt_from_the_environment_is_named(monkeypatch, capsys):
     from cupyops.core import devices as _devices
     monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops-bench")
     monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
