@@ -578,3 +578,18 @@ def test_threads_check_runs(tmp_path, capsys):
     assert len(rows) == 1 + sum(c.case.startswith("decode 1x") for c in bench.make_cases("tiny"))
     assert all("goal" not in r and isinstance(r["not_slower"], bool) for r in rows)
     assert "at least as fast on 2 threads as on one" in capsys.readouterr().out
+
+
+def test_call_overhead_runs(tmp_path, capsys):
+    """python -m cupyops.bench.call_overhead: per case, the median of (cupyops - the NumPy
+    routine it ends in) over interleaved rounds, its noise and the 1.5 µs goal."""
+    from cupyops.bench import call_overhead
+    out = tmp_path / "o.json"
+    assert call_overhead.main(["--rounds", "4", "--threads", "1", "--cases", "bool",
+                               "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["threads"] == 1 and len(doc["rows"]) == 3
+    for r in doc["rows"]:
+        assert "bool" in r["case"] and r["us"] > 0 and r["routine_us"] > 0
+        assert r["noise_us"] >= 0 and r["met"] == (r["over_us"] <= call_overhead.GOAL_US)
+    assert "goals met:" in capsys.readouterr().out

@@ -252,6 +252,7 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         if x.dtype == np.bool_ and big:
             probe = max(1, _blocks.BOOL_PROBE * x.shape[0] // x.nbytes)
         work = _blocks.work(x, "first", None) if big else 0     # (bytes as threads weigh them)
+        work = work if work >= _threads.MIN_BYTES else 0         # (0: one thread, no question)
         return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work, probe))
     if how == "rows" and tie == "first" and keyed is None:
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
