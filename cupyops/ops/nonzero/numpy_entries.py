@@ -316,6 +316,11 @@ def _count_all_run(state, x, workspace):
     return c if shape is None else c.reshape(shape)
 
 
+def _count_simple_run(shape, x, workspace):
+    c = _int64_array(_count_nonzero(x))
+    return c if shape is None else c.reshape(shape)
+
+
 # a 0-d int64 array of a Python int: np.array(c) where the default integer is int64
 # (0.06 µs less than naming the dtype)
 _int64_array = np.array if np.array(0).dtype == _I64 else (lambda c: np.array(c, _I64))
@@ -364,6 +369,8 @@ def cpu_count_entry(x, axes, *, result_shape):
         # counts 1- and 2-byte integers as fast per element as 4-byte ones: less work a byte)
         simple = dt.kind in "biu" or x.size <= CPU_SMALL and dt.kind != "V"
         work = x.nbytes * min(4, dt.itemsize) // 4 if simple else x.nbytes
+        if simple and work < _threads.MIN_BYTES:      # NumPy's count, never threaded
+            return functools.partial(_count_simple_run, result_shape or None)
         return _threads.measured(
             functools.partial(_count_all_run, (result_shape or None, simple, work)), work)
     if x.size > CPU_SMALL or dt.kind in "mMV":
