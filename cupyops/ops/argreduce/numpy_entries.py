@@ -171,6 +171,15 @@ def _run_flat_first(state, x, workspace):
     return r.squeeze() if shape == () else r if r.shape == shape else r.reshape(shape)
 
 
+def _run_flat_numpy(state, x, workspace):
+    """:func:`_run_flat_first` on one thread, intp indices, no NaN to skip: NumPy's call."""
+    f, keep = state
+    if not x.flags.writeable:
+        x = readable(x)
+    r = f(x, keepdims=True)
+    return r if keep else r.squeeze()
+
+
 def _run_flat(state, x, workspace):
     n, kind, tie, keyed, idt, shape, nan = state
     flat = readable(x).reshape(n)
@@ -253,6 +262,9 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
             probe = max(1, _blocks.BOOL_PROBE * x.shape[0] // x.nbytes)
         work = _blocks.work(x, "first", None) if big else 0     # (bytes as threads weigh them)
         work = work if work >= _threads.MIN_BYTES else 0         # (0: one thread, no question)
+        if not work and nan is None and idt == _INTP and result_shape in ((), (1,) * x.ndim):
+            # NumPy's argmax/argmin of the whole input and nothing else to do
+            return functools.partial(_run_flat_numpy, (f, result_shape != ()))
         return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work, probe))
     if how == "rows" and tie == "first" and keyed is None:
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
