@@ -503,3 +503,17 @@ def test_a_failed_call_leaves_no_cap_and_one_thread_asks_nothing(monkeypatch):
         assert given[7:] == [2] * 5
     finally:
         T.set_num_threads(None)
+
+
+def test_a_fast_layout_probes_by_time(monkeypatch):
+    """Calls of 0.1 ms probe the other way at most once in CHOICE_PROBE_SECONDS, not every
+    64 calls: the probes of a fast layout cost next to nothing."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 2e-4 if n > 1 else 1e-4)
+        for _ in range(2000):                          # 0.2 s of calls
+            entry(None, None)
+        probes = given[2:].count(2)
+        assert 1 <= probes <= 0.2 / T.CHOICE_PROBE_SECONDS + 1, probes
+    finally:
+        T.set_num_threads(None)

@@ -27,7 +27,8 @@ depends on the number of threads.
   On a machine whose cores are shared (a VM's vCPUs, other jobs), a routine made of many short
   NumPy calls can run slower on two threads than on one, whatever its size. So each large
   NumPy-path entry times its calls: on the threads, on one thread now and then (every 4th
-  call, then every 8th ... every 64th while the choice holds), and runs each call the way
+  call, then every 8th ... every 64th while the choice holds, at most one probe in
+  :data:`CHOICE_PROBE_SECONDS`), and runs each call the way
   that has been faster (exponential averages of its seconds; a probe of the slower way
   replaces that way's stale average). A call is never slower than one thread but for the odd
   probe.
@@ -176,9 +177,11 @@ _perf = time.perf_counter
 MEASURE = True
 #: exponential average of a Choice's seconds per call: the weight of the newest call
 CHOICE_WEIGHT = 0.25
-#: a Choice runs the other way after this many calls, then twice as many, up to the most
+#: a Choice runs the other way after this many calls, then twice as many, up to the most,
+#: and no sooner than this many seconds after its last probe (a fast call probes rarely)
 CHOICE_PROBE_FIRST = 4
 CHOICE_PROBE_MOST = 64
+CHOICE_PROBE_SECONDS = 0.1
 
 
 class Choice:
@@ -187,15 +190,16 @@ class Choice:
     to decide, as on one thread anyway), :meth:`stop` times it. The seconds of one layout's
     calls compare directly: the same shape, the same work."""
 
-    __slots__ = ("many", "one", "since", "every", "alone", "probe")
+    __slots__ = ("many", "one", "since", "every", "probed", "alone", "probe")
 
     def __init__(self):
         self.many = self.one = 0.0       # average seconds on the threads, on one (0: unknown)
         self.since, self.every = 0, CHOICE_PROBE_FIRST
+        self.probed = 0.0                # when the last probe started
         self.alone = False               # this call runs on one thread
         self.probe = False               # ... the slower way: its average is stale, replaced
 
-    def _alone(self) -> bool:
+    def _alone(self, now) -> bool:
         self.probe = False
         if not self.many:
             return False                 # the threads first, then one thread
@@ -203,8 +207,9 @@ class Choice:
             return True
         best = self.one <= self.many
         self.since += 1
-        if self.since >= self.every:     # now and then the other way: the machine changes
-            self.since = 0
+        if self.since >= self.every and now - self.probed >= CHOICE_PROBE_SECONDS:
+            # now and then the other way: the machine changes
+            self.since, self.probed = 0, now
             self.every = min(2 * self.every, CHOICE_PROBE_MOST)
             self.probe = True
             return not best
@@ -215,10 +220,11 @@ class Choice:
         it runs on one thread anyway); caps this call at one thread when that is the way."""
         if not MEASURE or threads_for(nbytes) <= 1:
             return None
-        self.alone = self._alone()
+        t = _perf()
+        self.alone = self._alone(t)
         if self.alone:
             _state.cap = 1
-        return _perf()
+        return t
 
     def stop(self, t0) -> None:
         if t0 is None:
