@@ -192,10 +192,10 @@ def _run_flat(state, x, workspace):
 def _run_rows_first(state, x, workspace):
     """tie "first" over trailing axes: NumPy's argmax/argmin along the rows, in place (row
     blocks among the threads)."""
-    f, kind, rows, n, axis, idt, shape, result_shape, nan, big = state
+    f, kind, rows, n, axis, idt, shape, result_shape, nan, work = state
     if not x.flags.writeable:
         x = readable(x)
-    if big and _threads.threads_for(_blocks.work(x, "first", None)) > 1:
+    if work and _threads.threads_for(work) > 1:
         x2 = x.reshape(rows, n)
         r = _blocks.rows_arg(x2, kind, "first", np.empty(rows, np.intp))
     elif axis is not None:
@@ -271,8 +271,9 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         kept = x.shape[:x.ndim - len(axes)]
         shape = None if axis is not None and result_shape == kept else result_shape
         # (bool: NumPy stops each row at its first True/False; the rows are no work to split)
+        work = _blocks.work(x, "first", None) if big and x.dtype != np.bool_ else 0
         return functools.partial(_run_rows_first, (f, kind) + dims + (
-            axis, idt, shape, result_shape, nan, big and x.dtype != np.bool_))
+            axis, idt, shape, result_shape, nan, work if work >= _threads.MIN_BYTES else 0))
     run = {"flat": _run_flat, "rows": _run_rows, "fold": _run_fold}[how]
     return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
 
