@@ -28,10 +28,10 @@ depends on the number of threads.
   NumPy calls can run slower on two threads than on one, whatever its size. So each large
   NumPy-path entry times its calls: on the threads, on one thread now and then (every 4th
   call, then every 8th ... every 64th while the choice holds, at most one probe in
-  :data:`CHOICE_PROBE_SECONDS`), and runs each call the way
-  that has been faster (exponential averages of its seconds; a probe of the slower way
-  replaces that way's stale average). A call is never slower than one thread but for the odd
-  probe.
+  :data:`CHOICE_PROBE_SECONDS`; a probe is two calls, the second timed), and runs each call
+  the way that has been faster (exponential averages of its seconds; a probe of the slower
+  way replaces that way's stale average; the threads must win by :data:`CHOICE_MARGIN`). A
+  call is never slower than one thread but for the odd probe.
 """
 from __future__ import annotations
 
@@ -182,36 +182,45 @@ CHOICE_WEIGHT = 0.25
 CHOICE_PROBE_FIRST = 4
 CHOICE_PROBE_MOST = 64
 CHOICE_PROBE_SECONDS = 0.1
+#: the threads must be this much faster than one thread to be taken (in doubt: one thread)
+CHOICE_MARGIN = 0.05
 
 
 class Choice:
     """One layout's calls on the threads or on one thread, whichever has been faster (the
     module docstring's "Measured, per layout"). :meth:`start` decides a call (None: nothing
     to decide, as on one thread anyway), :meth:`stop` times it. The seconds of one layout's
-    calls compare directly: the same shape, the same work."""
+    calls compare directly: the same shape, the same work. A call that runs the other way
+    than the call before is not timed: it meets the caches the other way left (data in the
+    other core's L2). So a probe of the other way is two calls, the second's seconds replacing
+    that way's stale average."""
 
-    __slots__ = ("many", "one", "since", "every", "probed", "alone", "probe")
+    __slots__ = ("many", "one", "since", "every", "probed", "alone", "before", "probe")
 
     def __init__(self):
         self.many = self.one = 0.0       # average seconds on the threads, on one (0: unknown)
         self.since, self.every = 0, CHOICE_PROBE_FIRST
         self.probed = 0.0                # when the last probe started
         self.alone = False               # this call runs on one thread
-        self.probe = False               # ... the slower way: its average is stale, replaced
+        self.before = None               # ... the call before did (None: no call yet)
+        self.probe = 0                   # 1: a probe's first call, 2: its second
 
     def _alone(self, now) -> bool:
-        self.probe = False
+        if self.probe == 1:              # the probe's second call, the same way
+            self.probe = 2
+            return self.alone
+        self.probe = 0
         if not self.many:
             return False                 # the threads first, then one thread
         if not self.one:
             return True
-        best = self.one <= self.many
+        best = self.many >= self.one * (1.0 - CHOICE_MARGIN)
         self.since += 1
         if self.since >= self.every and now - self.probed >= CHOICE_PROBE_SECONDS:
             # now and then the other way: the machine changes
             self.since, self.probed = 0, now
             self.every = min(2 * self.every, CHOICE_PROBE_MOST)
-            self.probe = True
+            self.probe = 1
             return not best
         return best
 
@@ -221,6 +230,7 @@ class Choice:
         if not MEASURE or threads_for(nbytes) <= 1:
             return None
         t = _perf()
+        self.before = self.alone if self.before is not None or self.many else None
         self.alone = self._alone(t)
         if self.alone:
             _state.cap = 1
@@ -230,9 +240,12 @@ class Choice:
         if t0 is None:
             return
         dt = _perf() - t0
-        w = 1.0 if self.probe else CHOICE_WEIGHT
         if self.alone:
             _state.cap = 0
+        if self.before is not None and self.before != self.alone:
+            return                       # (the first call of a way: its caches cold, untimed)
+        w = 1.0 if self.probe == 2 else CHOICE_WEIGHT
+        if self.alone:
             self.one = dt if not self.one else self.one + w * (dt - self.one)
         else:
             self.many = dt if not self.many else self.many + w * (dt - self.many)
