@@ -546,3 +546,19 @@ def test_threads_must_win_by_the_margin_and_a_probe_warms_up(monkeypatch):
         assert given[:3] == [2, 1, 1] and given[-10:].count(1) >= 8, str(given)
     finally:
         T.set_num_threads(None)
+
+
+def test_probes_cost_a_bounded_share(monkeypatch):
+    """A probe (two calls the slower way) comes no sooner than CHOICE_PROBE_SHARE times its
+    cost: threads 10 ms slower than one thread's 10 ms probe at most every 4 s of calls."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 0.020 if n > 1 else 0.010)
+        for _ in range(2000):                          # 20 s of calls
+            entry(None, None)
+        probes = given[3:].count(2) / 2
+        gap = T.CHOICE_PROBE_SHARE * 0.010
+        assert 1 <= probes <= 20.0 / gap + 1, probes
+        assert sum(0.020 if n > 1 else 0.010 for n in given) <= 1.01 * 0.010 * len(given) + 0.1
+    finally:
+        T.set_num_threads(None)

@@ -28,7 +28,8 @@ depends on the number of threads.
   NumPy calls can run slower on two threads than on one, whatever its size. So each large
   NumPy-path entry times its calls: on the threads, on one thread now and then (every 4th
   call, then every 8th ... every 64th while the choice holds, at most one probe in
-  :data:`CHOICE_PROBE_SECONDS`; a probe is two calls, the second timed), and runs each call
+  :data:`CHOICE_PROBE_SECONDS` nor in 400 times its cost; a probe is two calls, the second
+  timed), and runs each call
   the way that has been faster (exponential averages of its seconds; a probe of the slower
   way replaces that way's stale average; the threads must win by :data:`CHOICE_MARGIN`). A
   call is never slower than one thread but for the odd probe.
@@ -178,10 +179,13 @@ MEASURE = True
 #: exponential average of a Choice's seconds per call: the weight of the newest call
 CHOICE_WEIGHT = 0.25
 #: a Choice runs the other way after this many calls, then twice as many, up to the most,
-#: and no sooner than this many seconds after its last probe (a fast call probes rarely)
+#: and no sooner than this many seconds after its last probe (a fast call probes rarely), nor
+#: sooner than CHOICE_PROBE_SHARE times the probe's cost (two calls the slower way: the
+#: probes take at most 1/400 of the time)
 CHOICE_PROBE_FIRST = 4
 CHOICE_PROBE_MOST = 64
 CHOICE_PROBE_SECONDS = 0.1
+CHOICE_PROBE_SHARE = 400
 #: the threads must be this much faster than one thread to be taken (in doubt: one thread)
 CHOICE_MARGIN = 0.05
 
@@ -216,7 +220,8 @@ class Choice:
             return True
         best = self.many >= self.one * (1.0 - CHOICE_MARGIN)
         self.since += 1
-        if self.since >= self.every and now - self.probed >= CHOICE_PROBE_SECONDS:
+        gap = max(CHOICE_PROBE_SECONDS, CHOICE_PROBE_SHARE * abs(self.many - self.one))
+        if self.since >= self.every and now - self.probed >= gap:
             # now and then the other way: the machine changes
             self.since, self.probed = 0, now
             self.every = min(2 * self.every, CHOICE_PROBE_MOST)
