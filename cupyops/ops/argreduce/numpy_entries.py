@@ -278,6 +278,15 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
     return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
 
 
+def _stops_early(x, axes, tie) -> bool:
+    """Whether a bool reduction over every axis, or over the rows with tie "first", is one
+    whose block routine stops at the first True/False (flat tie "first": a probe, then ranges
+    that double; tie "last": from the end; rows: NumPy's per-row stop, never split): a call
+    often takes microseconds, which timing it would weigh down."""
+    return x.dtype == np.bool_ and (len(axes) == x.ndim or
+                                    tie == "first" and axes[-1] == x.ndim - 1)
+
+
 def _engine_runner(state, x, workspace):
     axes, kind, skip_nan, tie, idt, shape = state
     f = _numpy.nanargreduce if skip_nan else _numpy.argreduce
@@ -297,7 +306,8 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
         if small else None
     if entry is None:
         entry = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
-        if entry is not None:      # (threads where they have been faster: measured)
+        if entry is not None and not _stops_early(x, axes, tie):
+            # (threads where they have been faster: measured)
             entry = _threads.measured(entry, _blocks.work(x, tie, _keyed(x.dtype)[1]))
     if entry is None:
         entry = functools.partial(_engine_runner, (axes, kind, skip_nan, tie,
