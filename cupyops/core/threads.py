@@ -257,23 +257,26 @@ class Choice:
 
 
 def _measured_call(state, x, workspace):
-    choice, nbytes, entry = state
+    choice, nbytes, entry, alone = state
     t0 = choice.start(nbytes)
     if t0 is None:
-        return entry(x, workspace)
+        return alone(x, workspace)
     try:
-        return entry(x, workspace)
+        return (alone if choice.alone else entry)(x, workspace)
     finally:
         choice.stop(t0)
 
 
-def measured(entry, nbytes: int):
+def measured(entry, nbytes: int, alone=None):
     """``entry(x, workspace)`` of a layout whose calls may split ``nbytes`` of work among the
-    threads, run through a :class:`Choice` of its own; ``entry`` itself below
-    :data:`MIN_BYTES` (one thread always)."""
-    if entry is None or nbytes < MIN_BYTES:
-        return entry
-    return functools.partial(_measured_call, (Choice(), nbytes, entry))
+    threads, run through a :class:`Choice` of its own (``alone``: the same on one thread, with
+    nothing to decide, where the layout has one: its calls on one thread run it); ``alone`` or
+    ``entry`` itself below :data:`MIN_BYTES` (one thread always)."""
+    if entry is None:
+        return None
+    if nbytes < MIN_BYTES:
+        return alone or entry
+    return functools.partial(_measured_call, (Choice(), nbytes, entry, alone or entry))
 
 
 def split(n: int, threads: int, nbytes: int) -> list:

@@ -211,6 +211,16 @@ def _run_rows_first(state, x, workspace):
     return _result(r, idt, result_shape)
 
 
+def _run_rows_numpy(state, x, workspace):
+    """:func:`_run_rows_first` on one thread over the last axis, intp indices, no NaN to skip:
+    NumPy's call along the rows."""
+    f, axis, shape = state
+    if not x.flags.writeable:
+        x = readable(x)
+    r = f(x, axis)
+    return r if shape is None else r.reshape(shape)
+
+
 def _run_rows(state, x, workspace):
     rows, n, kind, tie, keyed, idt, shape, nan = state
     x2 = readable(x).reshape(rows, n)
@@ -248,7 +258,7 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
     ok, keyed = _keyed(x.dtype)
     layout = fast_layout(x, axes) if ok else None
     if layout is None or x.dtype.kind == "c" and _slow_for_complex(layout, tie):
-        return None
+        return None, None
     idt = np.dtype(index_dtype)
     nan = None
     if skip_nan and (x.dtype.kind in "fc" or keyed is not None):
@@ -262,20 +272,27 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
             probe = max(1, _blocks.BOOL_PROBE * x.shape[0] // x.nbytes)
         work = _blocks.work(x, "first", None) if big else 0     # (bytes as threads weigh them)
         work = work if work >= _threads.MIN_BYTES else 0         # (0: one thread, no question)
-        if not work and nan is None and idt == _INTP and result_shape in ((), (1,) * x.ndim):
+        alone = None
+        if nan is None and idt == _INTP and result_shape in ((), (1,) * x.ndim):
             # NumPy's argmax/argmin of the whole input and nothing else to do
-            return functools.partial(_run_flat_numpy, (f, result_shape != ()))
-        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work, probe))
+            alone = functools.partial(_run_flat_numpy, (f, result_shape != ()))
+            if not work:
+                return alone, None
+        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work,
+                                                   probe)), alone
     if how == "rows" and tie == "first" and keyed is None:
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
         kept = x.shape[:x.ndim - len(axes)]
         shape = None if axis is not None and result_shape == kept else result_shape
         # (bool: NumPy stops each row at its first True/False; the rows are no work to split)
         work = _blocks.work(x, "first", None) if big and x.dtype != np.bool_ else 0
+        alone = functools.partial(_run_rows_numpy, (f, axis, shape)) \
+            if nan is None and idt == _INTP and axis is not None else None
         return functools.partial(_run_rows_first, (f, kind) + dims + (
-            axis, idt, shape, result_shape, nan, work if work >= _threads.MIN_BYTES else 0))
+            axis, idt, shape, result_shape, nan, work if work >= _threads.MIN_BYTES else 0)), \
+            alone
     run = {"flat": _run_flat, "rows": _run_rows, "fold": _run_fold}[how]
-    return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
+    return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan)), None
 
 
 def _stops_early(x, axes, tie) -> bool:
@@ -305,10 +322,10 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     entry = _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape) \
         if small else None
     if entry is None:
-        entry = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
+        entry, alone = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
         if entry is not None and not _stops_early(x, axes, tie):
             # (threads where they have been faster: measured)
-            entry = _threads.measured(entry, _blocks.work(x, tie, _keyed(x.dtype)[1]))
+            entry = _threads.measured(entry, _blocks.work(x, tie, _keyed(x.dtype)[1]), alone)
     if entry is None:
         entry = functools.partial(_engine_runner, (axes, kind, skip_nan, tie,
                                                    np.dtype(index_dtype), result_shape))
