@@ -456,7 +456,7 @@ def test_a_layout_runs_the_way_that_has_been_faster(monkeypatch, threads_win):
         other = [i for i, n in enumerate(given[2:], 2) if (n > 1) != threads_win]
         # probes of two calls after 4, 8, 16, 32 and every 64 calls: at most 9 in 300 calls
         assert len(other) <= 2 * 9, other
-        assert T._state.cap == 0
+        assert not T._state.chosen_one
         assert entry.func is T._measured_call and T.measured(entry.args[0][2], 1 << 10) is \
             entry.args[0][2]                           # (small: the entry itself)
     finally:
@@ -493,7 +493,7 @@ def test_a_failed_call_leaves_no_cap_and_one_thread_asks_nothing(monkeypatch):
         entry(None, None)
         with pytest.raises(ValueError, match="inside the call"):
             entry("raise", None)                      # the second call: on one thread
-        assert given == [2, 1] and T._state.cap == 0 and T.threads_for(4 << 20) == 2
+        assert given == [2, 1] and not T._state.chosen_one and T.threads_for(4 << 20) == 2
         T.set_num_threads(1)
         for _ in range(5):
             entry(None, None)

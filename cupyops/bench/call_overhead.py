@@ -11,8 +11,9 @@ milliseconds each; the difference of each pair of neighbouring rounds is one sam
 alike). On one thread the clock is the calling thread's CPU time (``--clock``): on a busy
 machine other processes take the cores in slices of a few milliseconds, which the wall clock
 would lay on whichever side a round falls. The noise stated is half the spread between the
-samples' quartiles. Goal: at most 1.5 µs. On the library's threads (default: its setting) a call splits among the threads where
-its layout measured that faster (cupyops.core.threads.Choice), so the overhead may be negative.
+samples' quartiles. Goal: at most 1.5 µs. On the library's threads (default: its setting) a
+call splits among the threads where its layout measured that faster
+(cupyops.core.threads.Choice), so the overhead may be negative.
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def format_rows(rows, threads, clock="wall"):
            f"(cupyops - the NumPy routine it ends in), goal <= {GOAL_US} µs"]
     w = max(len(r["case"]) for r in rows)
     for r in rows:
-        out.append(f"  {r['case']:<{w}}  cupyops {r['us']:9.2f} µs  routine {r['routine_us']:9.2f} µs"
+        out.append(f"  {r['case']:<{w}}  cupyops {r['us']:9.2f} µs  "
+                   f"routine {r['routine_us']:9.2f} µs"
                    f"  over {r['over_us']:+6.2f} µs ± {r['noise_us']:.2f}  "
                    f"{'ok' if r['met'] else 'MISSED'}")
     out.append(f"goals met: {sum(r['met'] for r in rows)} of {len(rows)}")

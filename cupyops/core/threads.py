@@ -74,7 +74,7 @@ class _State:
         self.env_value = None
         self.workers = []            # one SimpleQueue of jobs per worker thread
         self.busy_until = 0.0        # one thread until then: the workers found no core
-        self.cap = 0                 # a Choice's call on one thread (0: no cap)
+        self.chosen_one = False      # a Choice runs this call on one thread
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
         self.local = threading.local()
@@ -162,7 +162,8 @@ def threads_for(nbytes: int) -> int:
     n = state.setting
     if n is None:
         n = _setting()
-    if n <= 1 or state.cap or _get_ident() != state.main or getattr(state.local, "single", 0):
+    if n <= 1 or state.chosen_one or _get_ident() != state.main or \
+            getattr(state.local, "single", 0):
         return 1
     if state.busy_until and _monotonic() < state.busy_until:
         return 1
@@ -238,7 +239,7 @@ class Choice:
         self.before = self.alone if self.before is not None or self.many else None
         self.alone = self._alone(t)
         if self.alone:
-            _state.cap = 1
+            _state.chosen_one = True
         return t
 
     def stop(self, t0) -> None:
@@ -246,7 +247,7 @@ class Choice:
             return
         dt = _perf() - t0
         if self.alone:
-            _state.cap = 0
+            _state.chosen_one = False
         if self.before is not None and self.before != self.alone:
             return                       # (the first call of a way: its caches cold, untimed)
         w = 1.0 if self.probe == 2 else CHOICE_WEIGHT
