@@ -77,6 +77,16 @@ EMULATOR_ONLY = {
     "test_errors.py::test_one_device_parser_reads_cpu_simt_and_cuda_names_alike",
     # the GPU check's case preparation: its traffic counts come from simt (gpu_model.py)
     "test_gpu_model.py::test_prepare_a_case_on_simt",
+    # the GPU benchmark's machinery (deadline, docs writer) rehearsed on simt
+    "test_gpu_bench.py::test_cases_past_the_deadline_are_not_run_on_simt",
+    "test_gpu_bench.py::test_the_docs_writer_fills_the_cuda_block_from_simt_records",
+    # the benchmark on simt: its traffic records, its overhead section's kernel path (issue 36)
+    "test_bench.py::test_simt_run_reports_traffic",
+    "test_bench.py::test_overhead_section",
+    "test_bench.py::test_unavailable_simt_from_the_environment_is_named",
+    # CuPy's host marshalling of a sweep recorded on simt (tests/cupy_marshal.py)
+    "test_cupy_path.py::test_installed_cupy_marshals_every_launch",
+    "test_cupy_path.py::test_oldest_cupy_marshals_every_launch",
 }
 
 #: dtype kinds a CuPy array can hold (bfloat16, kind "V", aside)
