@@ -46,9 +46,12 @@
 // atomic ticket per group (allnan[1 + group]):
 // each block stores its partial, __threadfence() (release), thread 0 atomicAdd's the ticket;
 // the block drawing ticket nchunks - 1 fences again (acquire), tells its threads through shared
-// memory and a barrier, and reads every partial of the group with volatile loads. The tickets
-// are zeroed by the host in stream order before every launch (cupyops/ops/argreduce/launch.py),
-// so a CUDA-graph replay starts clean; the kernel never resets them.
+// memory and a barrier, and reads every partial of the group with volatile loads. Tickets are
+// drawn with atomicInc(nchunks - 1), so the last one also resets the word to 0: every other
+// block of the group has drawn its ticket before, and none touches it again. The tickets live in memory the host zeroed once, when it was made
+// (cupyops/ops/argreduce/launch.py), so each launch, and each CUDA-graph replay, finds them 0
+// without a memset. The all-NaN flag (allnan[0]) is set only when a group is all NaN; the host
+// reads it after the launch and zeroes it again before raising.
 //
 // Partials (modes 1 and 3) are compact, two arrays (structure of arrays), slot c * n_out + group
 // for chunk c (grid.y), so neighbouring groups' partials are neighbours:
@@ -95,12 +98,13 @@
 // to the largest key for argmin and argmax (NaN is the extreme), and to the smallest key, 0, for
 // nanargmin/nanargmax (p.nan_skip): no other value has key 0, so any non-NaN element beats it,
 // and a group whose winning key is 0 is all NaN — the kernel that stores the index then sets
-// *allnan (a 4-byte device flag the host zeroes before and reads once after: that read is
-// nanarg*'s only host synchronisation, and it costs no pass over the input). NaT (datetime) is
-// the largest key for every kind, nanarg* included, as NumPy does not skip it. The larger key
-// wins; equal keys go to the smaller logical index (tie "first") or the larger one ("last"). This
-// is a total order on (key, index) pairs, so the result does not depend on block size, grid size
-// or reduction order. Comparing bit patterns also keeps float subnormals exact under -ftz=true.
+// *allnan (a 4-byte device flag that is 0 at rest: the host reads it once after, and zeroes it
+// again only when it was set; that read is nanarg*'s only host synchronisation, and it costs no
+// pass over the input). NaT (datetime) is the largest key for every kind, nanarg* included, as
+// NumPy does not skip it. The larger key wins; equal keys go to the smaller logical index (tie
+// "first") or the larger one ("last"). This is a total order on (key, index) pairs, so the result
+// does not depend on block size, grid size or reduction order. Comparing bit patterns also keeps
+// float subnormals exact under -ftz=true.
 //
 // Packed keys (1- and 2-byte values, the row kernel's 4- and 16-byte vectors and the column
 // kernel's 4 / sizeof(T) groups per word): ar_pack_key turns a 32-bit word of raw elements into
@@ -1038,7 +1042,9 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __re
             ar_store_partial<T, I>(pkey, pidx, slot, best.k, best.i,
                                    ar_chunk_lid<U>((U)blockIdx.y, p), p.pidx_width);
         __threadfence();                             // release: the partial before the ticket
-        const unsigned int ticket = atomicAdd(allnan + 1 + o, 1u);
+        // (atomicInc wraps at nchunks - 1: the last ticket leaves the word 0 for the next
+        // launch, every other block of the group having drawn before it)
+        const unsigned int ticket = atomicInc(allnan + 1 + o, (unsigned int)(p.nchunks - 1));
         const unsigned int is_last = ticket == (unsigned int)(p.nchunks - 1) ? 1u : 0u;
         if (is_last) __threadfence();                // acquire: the other blocks' partials
         ar_is_last = is_last;

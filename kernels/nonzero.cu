@@ -2,7 +2,7 @@
 // nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
 //
 // Kernels (all launched with NZ_BLOCK = 256 threads):
-//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats)
+//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats, mask)
 //     The input, in its logical row-major order, is cut into tiles of NZ_BLOCK * ITEMS elements
 //     (ITEMS = 16 for 1..4-byte types, 8 for 8-byte, 4 for 16-byte: 4096 / 4096 / 2048 / 1024).
 //     Warp w of a tile owns ITEMS * 32 consecutive elements; for each of its ITEMS rounds it
@@ -17,14 +17,15 @@
 //         sector - then 32 per step; a 64-bit word packs flag and value), posts its inclusive
 //         prefix and writes rows < k. Ids past the input tiles are fill tiles: they wait for
 //         the last tile's inclusive prefix (= count) and write fill_value into rows
-//         [count, k). The last tile stores count to count_out.
+//         [count, k). The last tile stores count to count_out. The counter and status words
+//         reset themselves across launches (NZ_HDR_DRAW): no memset before a launch.
 //       NZ_MODE_SCAN (exact size, pass 1): the same count + look-back without staging or
-//         writing; leaves the inclusive prefixes in status and the total in count_out, which the
-//         host reads once to allocate the exact output.
-//       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; its offset is the inclusive
-//         prefix of tile - 1 from pass 1; it votes again, stages and writes. The exact-size
-//         forms therefore read the input twice (the price of an exact allocation without a
-//         worst-case buffer); both passes read each element with one coalesced warp-wide load.
+//         writing rows; records each tile's votes (a bit per element) and its exclusive prefix
+//         in the tile's record of `mask` (nz_mask_stride: size / 8 bytes and a sector a tile),
+//         and the total in count_out, which the host reads once to allocate the exact output.
+//       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; it stages its votes from the
+//         mask record and writes from the prefix there: the input is read once, the mask
+//         (an eighth of a 1-byte input) written once and read once.
 //     Packed path (params.vec: a 1- or 2-byte type whose reading dims merge into one contiguous
 //       run): the same tiles, cut at 16-byte boundaries of the address space (params.head
 //       elements of the first tile lie before x), each lane reading aligned 16-byte words
@@ -35,7 +36,8 @@
 //     NZ_LAYOUT_COLS writes (ndim, count) so each of nonzero's 1-D arrays is a contiguous row.
 //     Coordinates are written as 4 or 8 bytes (params.index_bytes, a run-time switch at the
 //     store) - int32/uint32 and int64/uint64 share their bit patterns for the values written.
-//   nonzero_tiles_t<T, Wide>(same arguments)
+//   nonzero_tiles_t<T, Wide>(same arguments; SCAN stores the tile's shared mask as its record,
+//     PLACE loads it back)
 //     The same three modes for inputs whose memory-innermost reading dim m (stride of one
 //     element, either sign) is not the last one (F-order, transposed, permuted), where
 //     nonzero_tiles' warps would touch a sector per lane. A tile is K = 2^tr_kshift indices
@@ -47,12 +49,16 @@
 //     params.tr_vec == 2), the bits marked in a shared mask at their tile-local row-major
 //     index (one atomicOr per row and 32 elements, swizzled words: nz_t_word), then compacted
 //     and written in row-major order, NZ_BLOCK * ITEMS bits a round. Planned when K * I <=
-//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles).
-//   count_nonzero_axes<T, Wide>(x, params, out)
+//     NZ_T_BITS (cupyops/ops/nonzero/plan.py, transposed_tiles); past that, a tile is K x one
+//     chunk of the inner range (params.tr_c chunks of tr_ic), which SCAN counts and records,
+//     and NZ_MODE_SEGMENTS writes segment by segment (nz_t_locate, nz_t_segment).
+//   count_nonzero_axes<T, Wide>(x, params, out, sums)
 //     out[o] = number of nonzero elements of the reduced sub-array o (kept dims row-major).
 //     mode 0: a warp per (output, chunk of the reduced range), ballot + popc; mode 1: a thread
 //     per (output, chunk), lanes on consecutive outputs (kept axis innermost in memory). With
-//     several chunks the partial counts are atomically added into a zeroed output. With one
+//     several chunks the partial counts are added atomically into a word of `sums` per output,
+//     with a ticket; the last chunk stores the output and zeroes the word (nz_count_store).
+//     With one
 //     reduced dim both modes step a pointer (no division per position; mode 0 then counts per
 //     lane and sums the warp once). Mode 0 over
 //     one contiguous reduced run of a 1- or 2-byte type (params.vec) reads aligned 16-byte words
@@ -77,6 +83,32 @@
 #define NZ_FLAG_AGG (1ull << 62)                // status: aggregate of this tile only
 #define NZ_FLAG_INC (1ull << 63)                // status: inclusive prefix through this tile
 #define NZ_VALUE_MASK ((1ull << 62) - 1ull)
+
+// The look-back's state (`counter`, `status`) lives in memory the host zeroes once, when it is
+// made, and never again: every launch leaves it ready for the next one, in stream order, so
+// that a call needs no memset and a CUDA-graph replay (the same parameter bytes) works too.
+//   counter[NZ_HDR_DRAW]: the low 32 bits hand out tile ids; the block that draws the last id
+//     of its launch (gridDim.x - 1: every block has drawn) resets them and adds 1 to the
+//     epoch, the high 32 bits. A launch's parity q is its epoch's lowest bit.
+//   status words come in two parities (nz_sw): a launch posts into parity q only. Each block of
+//     it first clears its share of parity 1 - q's words [0, counter[NZ_HDR_TILES + 1 - q]),
+//     all that the last launch of parity 1 - q posted, and the block of tile 0 records its own
+//     num_tiles in counter[NZ_HDR_TILES + q]. So a launch finds its parity all zero: the
+//     launch before it (parity 1 - q) cleared what the one before that posted, and nothing
+//     else has written parity q since. No word a launch reads is cleared during it.
+//   PLACE (exact size, pass 2) draws nothing and reads no status word: its tile is blockIdx.x,
+//     and SCAN left the tile's prefix in the tile's mask record (nz_mask_record).
+// A fresh (zeroed) state is also a valid one, which is what a grown or discarded buffer gives.
+#define NZ_HDR_DRAW 0
+#define NZ_HDR_TILES 1         // [1 + q]: tiles the last launch of parity q posted
+
+// Status word of tile t: runs of 32 tiles, parity 0's run then parity 1's, so that the 32
+// predecessors a look-back step reads are at most two runs of 256 bytes; `s` is the base
+// moved to one parity (status + 32 * q).
+__device__ __forceinline__ nz_u64* nz_sw(nz_u64* s, nz_u64 t)
+{
+    return s + t + ((t >> 5) << 5);
+}
 
 // ------------------------------------------------------------------ shared helpers
 __device__ __forceinline__ void nz_store_index(void* out, nz_u64 pos, nz_u64 v, int index_bytes)
@@ -114,11 +146,13 @@ __device__ __forceinline__ nz_u32 nz_stage_ballot(nz_u32 b, bool stage, const bo
 
 // One warp's vote over its ITEMS * 32 elements starting at warp_base. Returns the warp's
 // count; with `stage`, the warp-local index (round * 32 + lane) of each nonzero element goes to
-// stage_w[its warp-local slot]. Guard: the range may run past the end of the input.
+// stage_w[its warp-local slot]; with `rec` (SCAN), round j's ballot goes to rec[j] (the mask
+// PLACE reads instead of x). Guard: the range may run past the end of the input.
 template <typename T, bool Wide, bool Guard>
 __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const nz_params& p,
                                                typename nz_index<Wide>::idx warp_base,
-                                               nz_u16* stage_w, bool stage, int lane)
+                                               nz_u16* stage_w, bool stage, nz_u32* rec,
+                                               int lane)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int ITEMS = nz_items<T>::value;
@@ -126,7 +160,7 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
     // for 32-bit indexing; half with 64-bit addresses, which cost twice the registers).
     constexpr int BATCH = (Wide && ITEMS > 8) ? 8 : ITEMS;
     const nz_u32 below = (1u << lane) - 1u;
-    nz_u32 run = 0;
+    nz_u32 run = 0, word = 0;
 #pragma unroll
     for (int j0 = 0; j0 < ITEMS; j0 += BATCH) {
         bool pred[BATCH];
@@ -140,9 +174,54 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
         }
 #pragma unroll
         for (int j = 0; j < BATCH; ++j) {
-            run = nz_stage_ballot(__ballot_sync(NZ_FULL_MASK, pred[j]), stage, pred[j],
-                                  (nz_u16)((j0 + j) * 32 + lane), stage_w, run, below);
+            const nz_u32 b = __ballot_sync(NZ_FULL_MASK, pred[j]);
+            if (lane == j0 + j) word = b;
+            run = nz_stage_ballot(b, stage, pred[j], (nz_u16)((j0 + j) * 32 + lane), stage_w,
+                                  run, below);
         }
+    }
+    if (rec != nullptr && lane < ITEMS) rec[lane] = word;
+    return run;
+}
+
+// The mask words of one round of the packed vote (nz_vote_warp_vec), from lane `lane`'s four
+// words of nz_packed bits `b` (VEC = 16 / sizeof(T) elements, the top bit of each element's
+// lane): its VEC bits gathered in order, the 32 / VEC lanes of a mask word or-ed together with
+// shuffles, the first of them storing word lane / (32 / VEC) of the round to rec.
+template <typename T>
+__device__ __forceinline__ void nz_vec_record(const nz_u32 (&b)[4], nz_u32* rec, int lane)
+{
+    constexpr int S = (int)sizeof(T);
+    constexpr int VEC = 16 / S;
+    constexpr int L = 32 / VEC;
+    nz_u32 v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (S == 1)   // bits 7, 15, 23, 31 -> 0..3: a multiply gathers them in byte 3
+            v |= ((((b[k] >> 7) & 0x01010101u) * 0x01020408u) >> 24) << (4 * k);
+        else                    // bits 15, 31 -> 0, 1
+            v |= (((b[k] >> 15) & 1u) | ((b[k] >> 30) & 2u)) << (2 * k);
+    }
+#pragma unroll
+    for (int o = 1; o < L; o <<= 1) v |= __shfl_down_sync(NZ_FULL_MASK, v, o) << (VEC * o);
+    if ((lane & (L - 1)) == 0) rec[lane / L] = v;
+}
+
+// PLACE's vote (exact size, pass 2): the warp's ITEMS mask words that SCAN recorded (word j:
+// round j's ballot; in shared memory, where the block loaded its tile's words with one
+// coalesced pass: a warp's 16 or 32 bytes would share their sector with other warps), staged
+// as nz_vote_warp stages its ballots; x is not read again.
+template <int ITEMS>
+__device__ __forceinline__ nz_u32 nz_vote_mask(const nz_u32* mask_w, nz_u16* stage_w, int lane)
+{
+    const nz_u32 mine = lane < ITEMS ? mask_w[lane] : 0u;
+    const nz_u32 below = (1u << lane) - 1u;
+    nz_u32 run = 0;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const nz_u32 b = __shfl_sync(NZ_FULL_MASK, mine, j);
+        const bool set = ((b >> lane) & 1u) != 0u;
+        run = nz_stage_ballot(b, true, set, (nz_u16)(j * 32 + lane), stage_w, run, below);
     }
     return run;
 }
@@ -158,7 +237,8 @@ __device__ __forceinline__ nz_u32 nz_vote_warp(const char* __restrict__ x, const
 template <typename T, bool Wide, bool Guard>
 __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* lo, const char* hi,
                                                    typename nz_index<Wide>::idx warp_base,
-                                                   nz_u16* stage_w, bool stage, int lane)
+                                                   nz_u16* stage_w, bool stage, nz_u32* rec,
+                                                   int lane)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int S = (int)sizeof(T);
@@ -178,11 +258,17 @@ __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* l
         }
     }
     nz_u32 run = 0;
-    if (!stage) {
+    if (!stage) {   // (SCAN: the counts, and the mask words with `rec`)
 #pragma unroll
-        for (int r = 0; r < ROUNDS; ++r)
+        for (int r = 0; r < ROUNDS; ++r) {
+            nz_u32 b[4];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) run += __popc(nz_packed<T>::bits(w[r][k]));
+            for (int k = 0; k < 4; ++k) {
+                b[k] = nz_packed<T>::bits(w[r][k]);
+                run += __popc(b[k]);
+            }
+            if (rec != nullptr) nz_vec_record<T>(b, rec + r * VEC, lane);
+        }
 #pragma unroll
         for (int o = 16; o >= 1; o >>= 1) run += __shfl_xor_sync(NZ_FULL_MASK, run, o);
         return run;
@@ -221,10 +307,10 @@ __device__ __forceinline__ nz_u32 nz_vote_warp_vec(const char* xa, const char* l
 __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64* stats, int lane)
 {
     if (tile == 0) {
-        if (lane == 0) nz_store_volatile(&status[0], NZ_FLAG_INC | count);
+        if (lane == 0) nz_store_volatile(nz_sw(status, 0), NZ_FLAG_INC | count);
         return 0;
     }
-    if (lane == 0) nz_store_volatile(&status[tile], NZ_FLAG_AGG | count);
+    if (lane == 0) nz_store_volatile(nz_sw(status, tile), NZ_FLAG_AGG | count);
     nz_u64 excl = 0, partial = 0, spins = 0;
     nz_i64 p = (nz_i64)tile - 1;
     // The first step looks at the 4 nearest predecessors only (one 32-byte sector: usually
@@ -235,7 +321,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
         nz_u64 s;
         while (true) {
             s = lane >= width ? NZ_FLAG_AGG
-                : (q >= 0 ? nz_load_volatile(&status[q]) : NZ_FLAG_INC);   // before tile 0: 0
+                : (q >= 0 ? nz_load_volatile(nz_sw(status, (nz_u64)q)) : NZ_FLAG_INC);   // before tile 0: 0
             if (__ballot_sync(NZ_FULL_MASK, (s >> 62) == 0ull) == 0u) break;
             ++spins;
             __nanosleep(100);
@@ -249,7 +335,7 @@ __device__ nz_u64 nz_lookback(nz_u64* status, nz_u64 tile, nz_u64 count, nz_u64*
         width = 32;
     }
     if (lane == 0) {
-        nz_store_volatile(&status[tile], NZ_FLAG_INC | (excl + count));
+        nz_store_volatile(nz_sw(status, tile), NZ_FLAG_INC | (excl + count));
         if (stats != nullptr) {   // debug statistics, off unless the plan asks for them
             atomicAdd(&stats[0], partial);
             atomicAdd(&stats[1], spins);
@@ -267,7 +353,8 @@ __device__ void nz_fill_tile(const nz_params& p, nz_u64 f, nz_u64* status, void*
 {
     if (threadIdx.x == 0) {
         nz_u64 s;
-        while (((s = nz_load_volatile(&status[p.num_tiles - 1])) & NZ_FLAG_INC) == 0ull)
+        while (((s = nz_load_volatile(nz_sw(status, (nz_u64)p.num_tiles - 1ull))) & NZ_FLAG_INC)
+               == 0ull)
             __nanosleep(200);
         s_bcast[0] = s & NZ_VALUE_MASK;
     }
@@ -327,16 +414,43 @@ __device__ __forceinline__ void nz_write_rows(const nz_params& p, void* out,
 // The steps nonzero_tiles and nonzero_tiles_t share; every thread of the block calls them.
 
 // The tile of this block: blockIdx.x (PLACE), else the next id of the atomic counter, so that
-// every tile a block waits on in its look-back belongs to a block already running.
+// every tile a block waits on in its look-back belongs to a block already running. Also moves
+// `status` to the parity of status words this launch uses, and (SCAN, FIXED) clears this
+// block's share of the other parity's words: the self-resetting scheme described at
+// NZ_HDR_DRAW. (PLACE reads no status word: its tile's prefix is in the mask record.)
 __device__ __forceinline__ nz_u64 nz_draw_tile(const nz_params& p, nz_u64* counter,
-                                               nz_u64* s_bcast)
+                                               nz_u64*& status, nz_u64* s_bcast)
 {
-    if (p.mode == NZ_MODE_PLACE) return blockIdx.x;
-    if (threadIdx.x == 0) s_bcast[0] = atomicAdd(counter, 1ull);
+    if (threadIdx.x == 0) {
+        nz_u64 w, clear = 0;
+        if (p.mode == NZ_MODE_PLACE) {
+            w = (nz_u64)blockIdx.x;
+        } else {
+            w = atomicAdd(&counter[NZ_HDR_DRAW], 1ull);
+            const nz_u32 t = (nz_u32)w, q = (nz_u32)(w >> 32) & 1u;
+            // every block of this launch has drawn: the next launch draws from 0, other parity
+            if (t == gridDim.x - 1u) atomicAdd(&counter[NZ_HDR_DRAW], (1ull << 32) - gridDim.x);
+            if (t == 0u) counter[NZ_HDR_TILES + q] = (nz_u64)p.num_tiles;
+            clear = counter[NZ_HDR_TILES + (q ^ 1u)];   // written by the last launch of 1 - q
+        }
+        s_bcast[0] = w;
+        s_bcast[1] = clear;
+    }
     __syncthreads();
-    const nz_u64 tile = s_bcast[0];
+    const nz_u64 w = s_bcast[0], clear = s_bcast[1];
     __syncthreads();   // s_bcast is reused below
-    return tile;
+    const nz_u32 q = (nz_u32)(w >> 32) & 1u;
+    if (clear != 0ull) {
+        // this block's share of the other parity's words [0, clear): whole 32-word runs
+        const nz_u64 n = clear, g = gridDim.x;
+        const nz_u64 per = ((n + g - 1ull) / g + 31ull) & ~31ull;
+        const nz_u64 lo = (nz_u64)blockIdx.x * per < n ? (nz_u64)blockIdx.x * per : n;
+        const nz_u64 hi = n - lo < per ? n : lo + per;
+        nz_u64* other = status + 32u * (q ^ 1u);
+        for (nz_u64 i = lo + threadIdx.x; i < hi; i += NZ_BLOCK) *nz_sw(other, i) = 0ull;
+    }
+    status += 32u * q;
+    return (nz_u64)(nz_u32)w;
 }
 
 // Publishes the warp's count `run` and returns the block's; `wexcl`: the counts of the warps
@@ -357,8 +471,41 @@ __device__ __forceinline__ nz_u32 nz_block_count(nz_u32* s_warp, nz_u32 run, int
     return cnt;
 }
 
-// The tile's first output row, the exclusive prefix of its `count` nonzeros. PLACE reads the
-// inclusive prefix of tile - 1 that pass 1 left in `status`; SCAN and FIXED post the count and
+// The exact forms' mask record of a tile: `words` mask words (a bit per element, tile-local
+// row-major order) rounded up to whole 32-byte sectors, then a sector holding the tile's prefix
+// (the first 8 bytes), which SCAN stores once its look-back is done; `words` + 8 words a tile
+// in all (nz_mask_stride; cupyops/ops/nonzero/launch.py, mask_words, sizes the same).
+__device__ __forceinline__ nz_u64 nz_mask_stride(nz_u64 words)
+{
+    return ((words + 7ull) & ~7ull) + 8ull;
+}
+
+// The record stride of nonzero_tiles_t (K * tr_ic bits a tile: tr_ic is I, or the width of an
+// inner chunk), from the parameters: formed where
+// it is used, so that no register holds it over the read loop.
+__device__ __forceinline__ nz_u64 nz_t_stride(const nz_params& p)
+{
+    return nz_mask_stride((((nz_u64)p.tr_ic << p.tr_kshift) + 31ull) >> 5);
+}
+
+__device__ __forceinline__ nz_u64* nz_record_prefix(nz_u32* mask, nz_u64 tile, nz_u64 stride)
+{
+    return reinterpret_cast<nz_u64*>(mask + tile * stride + stride - 8ull);
+}
+
+// PLACE: thread 0 loads the tile's prefix from its record into s_bcast[1], which
+// nz_tile_offset reads after the block's next barrier (one load a block).
+__device__ __forceinline__ void nz_place_prefix(const nz_params& p, nz_u32* mask, nz_u64 tile,
+                                                nz_u64 stride, nz_u64* s_bcast)
+{
+    if (p.mode == NZ_MODE_PLACE && threadIdx.x == 0)
+        s_bcast[1] = *nz_record_prefix(mask, tile, stride);
+}
+
+// The tile's first output row, the exclusive prefix of its `count` nonzeros. PLACE takes the
+// prefix SCAN stored in the tile's mask record (of `stride` words in `mask`; its thread 0
+// loaded it into s_bcast[1] before a barrier: nz_place_prefix); SCAN (which stores it there)
+// and FIXED post the count and
 // look back (warp 0), and the last tile stores the total. FIXED hands the prefix to every
 // thread (s_bcast[1]); SCAN (!stage), which writes no rows, returns 0 without waiting for it.
 // (`stage` is the caller's p.mode != NZ_MODE_SCAN, passed in so that the compiler sees the
@@ -366,17 +513,19 @@ __device__ __forceinline__ nz_u32 nz_block_count(nz_u32* s_warp, nz_u32 run, int
 __device__ __forceinline__ nz_u64 nz_tile_offset(const nz_params& p, nz_u64 tile, nz_u32 count,
                                                  nz_u64* status, nz_i64* count_out,
                                                  nz_u64* stats, nz_u64* s_bcast, int warp,
-                                                 int lane, bool stage)
+                                                 int lane, bool stage, nz_u32* mask,
+                                                 nz_u64 stride)
 {
     nz_u64 excl;
     if (p.mode == NZ_MODE_PLACE) {
-        excl = tile == 0 ? 0ull : (status[tile - 1] & NZ_VALUE_MASK);
+        excl = s_bcast[1];
     } else {
         if (warp == 0) {
             const nz_u64 e = nz_lookback(status, tile, count, p.stats_on ? stats : nullptr, lane);
             if (lane == 0) {
                 s_bcast[1] = e;
                 if (tile == (nz_u64)p.num_tiles - 1) *count_out = (nz_i64)(e + count);
+                if (!stage) *nz_record_prefix(mask, tile, stride) = e;   // SCAN: for PLACE
             }
         }
         if (!stage) return 0;
@@ -418,7 +567,7 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
     }
     __syncthreads();
     nz_u32 nrows = count;
-    if (p.mode == NZ_MODE_FIXED) {
+    if (p.mode >= NZ_MODE_FIXED) {   // FIXED, SEGMENTS: only rows below k
         const nz_u64 k = (nz_u64)p.k;
         nrows = row >= k ? 0u : (k - row < (nz_u64)count ? (nz_u32)(k - row) : count);
     }
@@ -430,7 +579,7 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_params& p,
                                          nz_u64* counter, nz_u64* status, void* out,
-                                         nz_i64* count_out, nz_u64* stats)
+                                         nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int ITEMS = nz_items<T>::value;
@@ -440,12 +589,13 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     __shared__ nz_u16 s_stage[TILE];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
+    __shared__ nz_u32 s_mask[TILE / 32];   // PLACE: the tile's mask words
 
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
 
-    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
+    const nz_u64 tile = nz_draw_tile(p, counter, status, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {   // fill tile (FIXED only launches these)
         nz_fill_tile<false>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
@@ -457,33 +607,54 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     // tile_base: the logical index of tile-local index 0 (staged indices are tile-local)
     idx_t tile_base = (idx_t)tile * (idx_t)TILE;
     const idx_t warp_base = tile_base + (idx_t)(warp * WARP_ITEMS);
-    bool packed = false;
-    if constexpr (nz_packed<T>::ok) {
-        if (p.vec) {   // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
-            packed = true;
+    // the exact forms' mask record (nz_mask_stride): SCAN records the votes (rec) and the
+    // tile's prefix, PLACE votes from them instead of reading x again
+    constexpr nz_u64 RECORD = ((TILE / 32 + 7) & ~7) + 8;
+    nz_u32* record = mask + (nz_u64)tile * RECORD;
+    nz_place_prefix(p, mask, tile, RECORD, s_bcast);
+    nz_u32* mask_w = record + (nz_u64)(warp * ITEMS);
+    nz_u32* rec = p.mode == NZ_MODE_SCAN ? mask_w : nullptr;
+    bool voted = false;
+    if (p.mode == NZ_MODE_PLACE) {
+        if (threadIdx.x < TILE / 32) s_mask[threadIdx.x] = record[threadIdx.x];
+        __syncthreads();
+        run = nz_vote_mask<ITEMS>(s_mask + warp * ITEMS, stage_w, lane);
+        voted = true;
+    } else if (nz_packed<T>::ok && p.vec) {
+        if constexpr (nz_packed<T>::ok) {
+            // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
             const int head = p.head;   // from the host: see nz_count_run_vec on casts
             const char* xa = x - head * (int)sizeof(T);
             const char* hi = x + (nz_u64)p.size * sizeof(T);
             const nz_u64 end = (nz_u64)p.size + (nz_u64)head;
+            voted = true;
             if ((nz_u64)tile_base >= (nz_u64)head && (nz_u64)tile_base + TILE <= end)
-                run = nz_vote_warp_vec<T, Wide, false>(xa, x, hi, warp_base, stage_w, stage, lane);
+                run = nz_vote_warp_vec<T, Wide, false>(xa, x, hi, warp_base, stage_w, stage, rec,
+                                                       lane);
             else if ((nz_u64)warp_base < end)
-                run = nz_vote_warp_vec<T, Wide, true>(xa, x, hi, warp_base, stage_w, stage, lane);
-            tile_base -= (idx_t)head;   // modulo 2^N: only valid (>= head) indices are staged
+                run = nz_vote_warp_vec<T, Wide, true>(xa, x, hi, warp_base, stage_w, stage, rec,
+                                                      lane);
+            else
+                voted = false;
         }
-    }
-    if (!packed) {
+    } else {
+        voted = true;
         if ((nz_u64)tile_base + TILE <= (nz_u64)p.size)
-            run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, lane);
+            run = nz_vote_warp<T, Wide, false>(x, p, warp_base, stage_w, stage, rec, lane);
         else if ((nz_u64)warp_base < (nz_u64)p.size)
-            run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, lane);
+            run = nz_vote_warp<T, Wide, true>(x, p, warp_base, stage_w, stage, rec, lane);
+        else
+            voted = false;
     }
+    if (!voted && rec != nullptr && lane < ITEMS) rec[lane] = 0u;   // a warp past the input
+    if (nz_packed<T>::ok && p.vec)
+        tile_base -= (idx_t)p.head;   // modulo 2^N: only valid (>= head) indices are staged
     nz_u32 wexcl;
     const nz_u32 cnt = nz_block_count(s_warp, run, warp, lane, wexcl);
     nz_u32 vals[ITEMS];   // this thread's staged entries, read before the block-order rewrite
     if (stage) nz_read_staged(vals, stage_w, run, lane);
     const nz_u64 excl = nz_tile_offset(p, tile, cnt, status, count_out, stats, s_bcast, warp,
-                                       lane, stage);
+                                       lane, stage, mask, RECORD);
     if (!stage) return;
     __syncthreads();   // everyone has read its warp-local entries
     nz_place_rows<Wide, false>(p, out, tile_base, 0u, s_stage, vals, run, wexcl,
@@ -493,9 +664,9 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK)
 nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
-              nz_i64* count_out, nz_u64* stats)
+              nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
-    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats);
+    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats, mask);
 }
 
 // ------------------------------------------------------------------ nonzero_tiles_t
@@ -527,6 +698,13 @@ struct nz_t_tile {
     typename nz_index<Wide>::off off_pre, off_m, sm;   // sm: bytes between indices along m
 };
 
+// With inner chunks (p.tr_c = C > 1: all of I would not fit the mask), a tile is K indices along m
+// times one chunk c of p.tr_ic inner indices (tile = (prefix tile) * C + c): not a range of the
+// row-major order, so such tiles only count and record (SCAN), and a second pass writes the
+// rows segment by segment (NZ_MODE_SEGMENTS, nz_t_segment). The chunk's first inner index q0
+// is a multiple of the extents of every inner dim but the outermost (the planner's choice), so
+// its offset plus the unit's own is the offset of q0 + q: the read loop sees a tile of I = the
+// chunk's width, its base moved by q0's offset (in off_m).
 template <bool Wide>
 __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u64 tile)
 {
@@ -537,13 +715,23 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
     t.ks = p.tr_kshift;
     t.K = 1u << t.ks;
     t.I = (nz_u32)p.tr_inner;
+    nz_u32 q0 = 0;
+    if (p.tr_c > 1) {   // (a division a block)
+        const nz_u64 c = tile % (nz_u64)p.tr_c;
+        tile /= (nz_u64)p.tr_c;
+        q0 = (nz_u32)c * (nz_u32)p.tr_ic;
+        t.I = t.I - q0 < (nz_u32)p.tr_ic ? t.I - q0 : (nz_u32)p.tr_ic;
+    }
     const idx_t nm = (idx_t)p.in_div[t.m].d;
     const idx_t pre = nz_div((idx_t)tile, p.tr_chunks);
     const idx_t a = ((idx_t)tile - pre * (idx_t)p.tr_chunks.d) << t.ks;
     t.kt = nm - a < (idx_t)t.K ? (nz_u32)(nm - a) : t.K;
-    t.tile_base = (pre * nm + a) * (idx_t)t.I;
+    t.tile_base = (pre * nm + a) * (idx_t)p.tr_inner + (idx_t)q0;
     t.off_pre = t.m > 0 ? nz_offset<Wide>(pre, p.in_div, p.in_stride, t.m) : (off_t)0;
     t.off_m = (off_t)a * (off_t)p.in_stride[t.m];
+    if (q0 != 0u)
+        t.off_m += nz_offset<Wide>((idx_t)q0, p.in_div + t.m + 1, p.in_stride + t.m + 1,
+                                   p.in_ndim - t.m - 1);
     t.sm = (off_t)p.in_stride[t.m];
     t.n = t.kt * t.I;
     t.words = (t.n + 31u) >> 5;
@@ -557,6 +745,58 @@ __device__ __forceinline__ nz_t_tile<Wide> nz_t_locate(const nz_params& p, nz_u6
 __device__ __forceinline__ nz_u32 nz_t_word(nz_u32 w)
 {
     return w ^ (((w >> 5) ^ (w >> 10)) & 31u);
+}
+
+// NZ_MODE_SEGMENTS: segment s = R * C + c is row R (an index over the dims up to m: prefix index
+// * nm + j) of the logical array times inner chunk c, a range of the row-major order
+// (tile_base = R * I + q0, n = the chunk's width). Its bits are row j % K of the record SCAN
+// left for tile ((prefix index * chunks + j / K) * C + c), at bit `rec_bit` of the mask (rows of
+// that record lie n bits apart).
+template <bool Wide>
+__device__ __forceinline__ nz_t_tile<Wide> nz_t_segment(const nz_params& p, nz_u64 s,
+                                                        nz_u64& rec_bit)
+{
+    typedef typename nz_index<Wide>::idx idx_t;
+    nz_t_tile<Wide> t;
+    t.m = p.tr_dim;
+    t.ks = p.tr_kshift;
+    t.K = t.I = t.kt = 0;                    // (not read: no x, no look-back of tiles)
+    t.off_pre = t.off_m = t.sm = 0;
+    const nz_u64 C = (nz_u64)p.tr_c, R = s / C;
+    const nz_u32 q0 = (nz_u32)(s - R * C) * (nz_u32)p.tr_ic, I = (nz_u32)p.tr_inner;
+    t.n = I - q0 < (nz_u32)p.tr_ic ? I - q0 : (nz_u32)p.tr_ic;
+    t.words = (t.n + 31u) >> 5;
+    t.tile_base = (idx_t)R * (idx_t)I + (idx_t)q0;
+    const nz_u64 pre = nz_div(R, p.in_div[t.m]), j = R - pre * p.in_div[t.m].d;
+    const nz_u64 mt = (pre * p.tr_chunks.d + (j >> t.ks)) * C + (s - R * C);
+    rec_bit = mt * nz_t_stride(p) * 32ull + (j & ((1ull << t.ks) - 1ull)) * (nz_u64)t.n;
+    return t;
+}
+
+// The segment's n bits from bit `rec_bit` of the mask into the shared mask (whole 32-word
+// groups, nz_t_word's places), one coalesced load of a word a thread (and the next word from the
+// neighbouring lane, for a row that does not start on a word); returns this thread's count.
+__device__ __forceinline__ nz_u32 nz_t_load_segment(const nz_u32* mask, nz_u64 rec_bit, nz_u32 n,
+                                                    nz_u32* s_bits, int lane)
+{
+    const nz_u32* src = mask + (rec_bit >> 5);
+    const nz_u32 sh = (nz_u32)rec_bit & 31u, words = (n + 31u) >> 5;
+    // record words the segment's bits touch: one more where its last word's bits run into the
+    // next (no word SCAN did not write is read: compute-sanitizer's initcheck would see it)
+    const nz_u32 avail = words + (sh != 0u && sh + (n - 32u * (words - 1u)) > 32u ? 1u : 0u);
+    nz_u32 cnt = 0;
+    for (nz_u32 i0 = threadIdx.x & ~31u; i0 < ((words + 31u) & ~31u); i0 += NZ_BLOCK) {
+        const nz_u32 i = i0 + (nz_u32)lane;                  // warp-uniform trip count
+        nz_u32 w = i < avail ? src[i] : 0u;
+        const nz_u32 up = __shfl_down_sync(NZ_FULL_MASK, w, 1);
+        if (sh != 0u && i < words)
+            w = __funnelshift_r(w, lane == 31 ? (i + 1u < avail ? src[i + 1] : 0u) : up, sh);
+        if (i >= words) w = 0u;
+        else if (i + 1u == words && (n & 31u) != 0u) w &= (1u << (n & 31u)) - 1u;
+        cnt += __popc(w);
+        s_bits[nz_t_word(i)] = w;
+    }
+    return cnt;
 }
 
 // A column of V = 4 / sizeof(T) elements along m at `a` (V > 1: the word path, p.tr_vec == 2),
@@ -727,23 +967,39 @@ __device__ __forceinline__ void nz_t_write(const nz_params& p, void* out, nz_u32
 }
 
 // Steps 2 and 3 of nz_tiles_t, from the warps' counts `cnt` (every thread calls it): the tile's
-// offset, then (unless the count pass) the mask compacted and written.
+// offset, then (unless the count pass) the mask compacted and written. The tile's id (the draw
+// nz_draw_tile left in s_bcast[0]) and its logical base, bits and words (s_tile, stored before a
+// barrier by nz_t_keep) come from shared memory: registers over the read loop are at the 64 of
+// 50% occupancy, and these are not needed there.
 template <typename T, bool Wide>
-__device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
-                                            const nz_t_tile<Wide>& t, nz_u32 cnt, bool stage,
+__device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u32 cnt, bool stage,
                                             nz_u64* status, void* out,
-                                            nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
+                                            nz_i64* count_out, nz_u64* stats, nz_u32* mask,
+                                            nz_u16* s_stage,
                                             nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast,
-                                            int warp, int lane)
+                                            const nz_u64* s_tile, int warp, int lane)
 {
+    typedef typename nz_index<Wide>::idx idx_t;
     nz_u32 wexcl;
     const nz_u32 total = nz_block_count(s_warp, cnt, warp, lane, wexcl);
+    const nz_u64 tile = (nz_u32)s_bcast[0];
     const nz_u64 excl = nz_tile_offset(p, tile, total, status, count_out, stats, s_bcast, warp,
-                                       lane, stage);
+                                       lane, stage, mask, nz_t_stride(p));
     if (!stage) return;
     __syncthreads();   // every warp has read s_warp (rewritten below)
-    nz_t_write<T, Wide>(p, out, t.n, t.words, t.tile_base, excl, s_bits, s_stage, s_warp, warp,
+    const nz_u32 n = (nz_u32)(s_tile[1] >> 32), words = (nz_u32)s_tile[1];
+    nz_t_write<T, Wide>(p, out, n, words, (idx_t)s_tile[0], excl, s_bits, s_stage, s_warp, warp,
                         lane);
+}
+
+// Thread 0 keeps what nz_t_finish needs of tile t in s_tile (read after a barrier).
+template <bool Wide>
+__device__ __forceinline__ void nz_t_keep(const nz_t_tile<Wide>& t, nz_u64* s_tile)
+{
+    if (threadIdx.x == 0) {
+        s_tile[0] = (nz_u64)t.tile_base;
+        s_tile[1] = ((nz_u64)t.n << 32) | t.words;
+    }
 }
 
 // (Its shared arrays are declared by the kernel and passed in: simt charges the __shared__
@@ -751,68 +1007,104 @@ __device__ __forceinline__ void nz_t_finish(const nz_params& p, nz_u64 tile,
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_tiles_t(const T* __restrict__ x_, const nz_params& p,
                                            nz_u64* counter, nz_u64* status, void* out,
-                                           nz_i64* count_out, nz_u64* stats, nz_u16* s_stage,
-                                           nz_u32* s_bits, nz_u32* s_warp, nz_u64* s_bcast)
+                                           nz_i64* count_out, nz_u64* stats, nz_u32* mask,
+                                           nz_u16* s_stage, nz_u32* s_bits, nz_u32* s_warp,
+                                           nz_u64* s_bcast, nz_u64* s_tile)
 {
-    typedef typename nz_index<Wide>::idx idx_t;
-    typedef typename nz_index<Wide>::off off_t;
     const char* x = reinterpret_cast<const char*>(x_);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const nz_u64 tile = nz_draw_tile(p, counter, s_bcast);
+    const nz_u64 tile = nz_draw_tile(p, counter, status, s_bcast);
     if (tile >= (nz_u64)p.num_tiles) {
         nz_fill_tile<true>(p, tile - (nz_u64)p.num_tiles, status, out, s_bcast);
         return;
     }
-    const nz_t_tile<Wide> t = nz_t_locate<Wide>(p, tile);
+    nz_u64 rec_bit = 0;
+    const nz_t_tile<Wide> t = p.mode == NZ_MODE_SEGMENTS ? nz_t_segment<Wide>(p, tile, rec_bit)
+                                                         : nz_t_locate<Wide>(p, tile);
     const char* xt = x + t.off_pre + t.off_m;
     const bool stage = p.mode != NZ_MODE_SCAN;
-    if (stage) {
-        // whole 32-word groups: nz_t_word permutes inside them
-        for (nz_u32 i = threadIdx.x; i < ((t.words + 31u) & ~31u); i += NZ_BLOCK) s_bits[i] = 0u;
-        __syncthreads();
-    }
-    // 1. read in memory order; count, mark the nonzeros in the shared mask
+    nz_t_keep<Wide>(t, s_tile);   // (every path below meets a barrier before nz_t_finish reads)
+    // the exact forms' mask record (nz_t_stride; K * I bits a tile): SCAN stores the tile's
+    // shared mask in row-major order and its prefix, PLACE loads them instead of reading x
+    // whole 32-word groups: nz_t_word permutes inside them
+    const nz_u32 groups = (t.words + 31u) & ~31u;
     nz_u32 cnt = 0;
-    bool packed = false;
-    if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
-        if (p.tr_vec == 2) {
-            packed = true;
-            cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, stage, lane);
+    if (p.mode == NZ_MODE_PLACE) {
+        nz_place_prefix(p, mask, tile, nz_t_stride(p), s_bcast);
+        const nz_u32* mask_t = mask + tile * nz_t_stride(p);
+        for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK)
+            s_bits[nz_t_word(i)] = i < t.words ? mask_t[i] : 0u;
+        // (nz_t_finish's first barrier orders these stores before the compaction)
+    } else if (p.mode == NZ_MODE_SEGMENTS) {
+        cnt = nz_t_load_segment(mask, rec_bit, t.n, s_bits, lane);
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+    } else {
+        for (nz_u32 i = threadIdx.x; i < groups; i += NZ_BLOCK) s_bits[i] = 0u;
+        __syncthreads();
+        // 1. read in memory order; count, mark the nonzeros in the shared mask
+        bool packed = false;
+        if constexpr (sizeof(T) <= 2 && nz_packed<T>::ok) {
+            if (p.tr_vec == 2) {
+                packed = true;
+                cnt = nz_t_read_units<T, Wide, 4 / (int)sizeof(T)>(xt, p, t, s_bits, true, lane);
+            }
+        }
+        if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, true, lane);
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
+        if (!stage) {   // SCAN: the mask, for PLACE
+            __syncthreads();
+            // (the tile and its words from shared memory: see nz_t_finish)
+            nz_u32* mask_t = mask + (nz_u64)(nz_u32)s_bcast[0] * nz_t_stride(p);
+            const nz_u32 words = (nz_u32)s_tile[1];
+            for (nz_u32 i = threadIdx.x; i < words; i += NZ_BLOCK)
+                mask_t[i] = s_bits[nz_t_word(i)];
         }
     }
-    if (!packed) cnt = nz_t_read_units<T, Wide, 1>(xt, p, t, s_bits, stage, lane);
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) cnt += __shfl_xor_sync(NZ_FULL_MASK, cnt, o);
-    nz_t_finish<T, Wide>(p, tile, t, cnt, stage, status, out, count_out, stats, s_stage, s_bits,
-                         s_warp, s_bcast, warp, lane);
+    nz_t_finish<T, Wide>(p, cnt, stage, status, out, count_out, stats, mask, s_stage, s_bits,
+                         s_warp, s_bcast, s_tile, warp, lane);
 }
 
 // (4 blocks of 256 per SM: at most 64 registers, 50% occupancy on sm_80 and sm_90)
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK, 4)
 nonzero_tiles_t(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
-                nz_i64* count_out, nz_u64* stats)
+                nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
     __shared__ nz_u16 s_stage[NZ_BLOCK * nz_t_items<T>::value];
     __shared__ nz_u32 s_bits[NZ_T_BITS / 32];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
-    nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, s_stage, s_bits, s_warp,
-                        s_bcast);
+    __shared__ nz_u64 s_tile[2];
+    nz_tiles_t<T, Wide>(x, p, counter, status, out, count_out, stats, mask, s_stage, s_bits,
+                        s_warp, s_bcast, s_tile);
 }
 
 // ------------------------------------------------------------------ count_nonzero
 // Output o's count into out: kept dims planned in memory order map o to its row-major
-// position through out_stride (identity when out_mapped is 0).
+// position through out_stride (identity when out_mapped is 0). With several chunks (p.atomic)
+// each unit adds its count and a ticket into o's word of `acc` (NZ_ACC_SHIFT): the unit whose
+// ticket is the last (n_chunks - 1) has the whole sum from its own atomic (every other unit's
+// addition came before it in the word's order), stores it to out and zeroes the word, which no
+// other unit of the launch touches again. `acc` starts zeroed (the host zeroes it once, when it
+// is made) and every launch leaves it zero, so no memset is needed, even under graph replay.
+#define NZ_ACC_SHIFT 40        // acc word: ticket count << 40 | partial sum (< 2^40: the planner)
 template <bool Wide>
 __device__ __forceinline__ void nz_count_store(const nz_count_params& p, nz_i64* out,
-                                               typename nz_index<Wide>::idx o, nz_u64 acc)
+                                               nz_u64* acc, typename nz_index<Wide>::idx o,
+                                               nz_u64 n)
 {
     typedef typename nz_index<Wide>::off off_t;
+    if (p.atomic) {
+        const nz_u64 old = atomicAdd(&acc[o], (1ull << NZ_ACC_SHIFT) | n);
+        if ((old >> NZ_ACC_SHIFT) != (nz_u64)p.n_chunks - 1ull) return;
+        n += old & ((1ull << NZ_ACC_SHIFT) - 1ull);
+        acc[o] = 0ull;
+    }
     const off_t pos = p.out_mapped
         ? (off_t)p.out_base + nz_offset<Wide>(o, p.kept_div, p.out_stride, p.kept_ndim) : (off_t)o;
-    if (p.atomic) atomicAdd(reinterpret_cast<nz_u64*>(&out[pos]), acc);
-    else out[pos] = (nz_i64)acc;
+    out[pos] = (nz_i64)n;
 }
 
 // Work unit g = (output o, chunk c of the reduced range). mode 0 numbers units chunk-fastest
@@ -846,9 +1138,10 @@ struct nz_count_unit {
             xo + nz_offset<Wide>(j, p.red_div, p.red_stride, p.red_ndim)), p.narrow_loads != 0);
     }
 
-    __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64 acc) const
+    __device__ __forceinline__ void store(const nz_count_params& p, nz_i64* out, nz_u64* acc,
+                                          nz_u64 n) const
     {
-        nz_count_store<Wide>(p, out, o, acc);
+        nz_count_store<Wide>(p, out, acc, o, n);
     }
 };
 
@@ -895,7 +1188,7 @@ __device__ __forceinline__ nz_u64 nz_count_run_vec(const char* x, typename nz_in
 // window's ballot. 8 windows in flight.
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_params& p,
-                                                  nz_i64* out)
+                                                  nz_i64* out, nz_u64* sums)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     constexpr int S = (int)sizeof(T);
@@ -932,17 +1225,17 @@ __device__ __forceinline__ void nz_count_in_order(const char* x, const nz_count_
         const int t = min(max(lo + R - (k << 5), 0), 32);
         acc += __popc(m & (nz_u32)((1ull << t) - (1ull << s)));
     }
-    if (lane < outs) nz_count_store<Wide>(p, out, o0 + (idx_t)lane, (nz_u64)acc);
+    if (lane < outs) nz_count_store<Wide>(p, out, sums, o0 + (idx_t)lane, (nz_u64)acc);
 }
 
 template <typename T, bool Wide>
 __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz_count_params& p,
-                                              nz_i64* out)
+                                              nz_i64* out, nz_u64* sums)
 {
     typedef typename nz_index<Wide>::idx idx_t;
     const char* x = reinterpret_cast<const char*>(x_) + p.base;
     if (p.mode == 2) {
-        nz_count_in_order<T, Wide>(x, p, out);
+        nz_count_in_order<T, Wide>(x, p, out, sums);
     } else if (p.mode == 0) {
         // a warp per unit; the reduced range is read 32 consecutive positions a round
         const int lane = threadIdx.x & 31;
@@ -956,7 +1249,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
                 acc = nz_count_run_vec<T, Wide>(x, u.off + (off_t)(u.lo * sizeof(T)),
                                                 u.off + (off_t)(u.hi * sizeof(T)),
                                                 p.align + (int)(p.base & 15), lane);
-                if (lane == 0) u.store(p, out, acc);
+                if (lane == 0) u.store(p, out, sums, acc);
                 return;
             }
         }
@@ -978,7 +1271,7 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
                 acc += (nz_u64)__popc(__ballot_sync(NZ_FULL_MASK, pred));
             }
         }
-        if (lane == 0) u.store(p, out, acc);
+        if (lane == 0) u.store(p, out, sums, acc);
     } else {
         // a thread per unit
         const idx_t g = (idx_t)blockIdx.x * NZ_BLOCK + (idx_t)threadIdx.x;
@@ -1002,13 +1295,13 @@ __device__ __forceinline__ void nz_count_axes(const T* __restrict__ x_, const nz
             for (idx_t j = u.lo; j < u.hi; ++j)
                 acc += u.template nonzero_at<T>(p, j) ? 1u : 0u;
         }
-        u.store(p, out, acc);
+        u.store(p, out, sums, acc);
     }
 }
 
 template <typename T, bool Wide>
 __global__ void __launch_bounds__(NZ_BLOCK)
-count_nonzero_axes(const T* __restrict__ x, nz_count_params p, nz_i64* out)
+count_nonzero_axes(const T* __restrict__ x, nz_count_params p, nz_i64* out, nz_u64* sums)
 {
-    nz_count_axes<T, Wide>(x, p, out);
+    nz_count_axes<T, Wide>(x, p, out, sums);
 }

@@ -232,6 +232,9 @@ __device__ __forceinline__ nz_u64 nz_div(nz_u64 n, const nz_fastdiv& f)
 #define NZ_MODE_SCAN 0    // exact size, pass 1: per-tile counts + decoupled look-back scan -> status, total
 #define NZ_MODE_PLACE 1   // exact size, pass 2: each tile (blockIdx) writes from its stored offset
 #define NZ_MODE_FIXED 2   // size=k: one pass, look-back, write, fill; no host read
+#define NZ_MODE_SEGMENTS 3  // nonzero_tiles_t over inner chunks, pass 2: a tile a segment (one
+                            // row of the dims up to m x one inner chunk) of SCAN's records,
+                            // look-back, write rows < k (and fill, as FIXED)
 // output layouts
 #define NZ_LAYOUT_ROWS 0  // (count, ndim) row-major: argwhere, nonzero_coordinates
 #define NZ_LAYOUT_COLS 1  // (ndim, count) row-major: nonzero's tuple
@@ -263,7 +266,7 @@ struct nz_params {
     nz_i32 narrow_loads;                    // 1: complex64 / complex128 read as two halves (see nz_is_nonzero)
     nz_i32 vec;                             // 1: packed path (one contiguous run of a 1-/2-byte type)
     nz_i32 head;                            // packed: elements between the 16-byte boundary below x and x
-    nz_i32 pad0;
+    nz_i32 tr_c;                            // nonzero_tiles_t: inner chunks a row (1: the tile holds all I)
     // nonzero_tiles_t (memory-innermost reading dim tr_dim is not the last one): a tile is
     // 2^tr_kshift indices along tr_dim x all tr_inner indices of the dims after it
     nz_fastdiv tr_chunks;                   // tiles per index of the dims before tr_dim
@@ -271,7 +274,7 @@ struct nz_params {
     nz_i32 tr_dim;
     nz_i32 tr_kshift;
     nz_i32 tr_vec;                          // 2: 4-byte words along tr_dim (1-/2-byte, aligned)
-    nz_i32 pad1;
+    nz_i32 tr_ic;                           // elements of an inner chunk (tr_inner when tr_c is 1)
 };
 static_assert(sizeof(nz_params) == 808,
               "nz_params layout is defined on the host in cupyops/ops/nonzero/params.py");
@@ -280,9 +283,9 @@ NZ_AT(in_div, 0); NZ_AT(in_stride, 192); NZ_AT(co_suffix, 256); NZ_AT(co_shape, 
 NZ_AT(ndim_div, 640); NZ_AT(unit_mask, 664); NZ_AT(size, 672); NZ_AT(num_tiles, 680); NZ_AT(k, 688);
 NZ_AT(fill, 696); NZ_AT(row_stride, 704); NZ_AT(fill_rows, 712); NZ_AT(in_ndim, 720);
 NZ_AT(out_ndim, 724); NZ_AT(mode, 728); NZ_AT(layout, 732); NZ_AT(index_bytes, 736);
-NZ_AT(stats_on, 740); NZ_AT(narrow_loads, 744); NZ_AT(vec, 748); NZ_AT(head, 752); NZ_AT(pad0, 756);
+NZ_AT(stats_on, 740); NZ_AT(narrow_loads, 744); NZ_AT(vec, 748); NZ_AT(head, 752); NZ_AT(tr_c, 756);
 NZ_AT(tr_chunks, 760); NZ_AT(tr_inner, 784); NZ_AT(tr_dim, 792); NZ_AT(tr_kshift, 796);
-NZ_AT(tr_vec, 800); NZ_AT(pad1, 804);
+NZ_AT(tr_vec, 800); NZ_AT(tr_ic, 804);
 #undef NZ_AT
 
 struct nz_count_params {

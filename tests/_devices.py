@@ -68,6 +68,25 @@ EMULATOR_ONLY = {
     # traffic counters (simt.record_traffic) of the public calls
     "test_nonzero_packed.py::test_traffic_goals",
     "test_traffic.py::test_argreduce_traffic_goal",
+    # issue 32: requests per sector of chunked tiles, the scratch state read back from simt
+    # (test_nonzero_api.py::test_inner_extents_past_the_tile_budget runs on every device)
+    "test_nonzero_memory.py::test_requests_of_inner_extents_past_the_tile_budget",
+    "test_nonzero_memory.py::test_inner_chunks_of_several_inner_dims_under_schedules",
+    "test_cupy_path.py::test_simt_zero_state_is_zero_after_every_call",
+    # the device parser: every spelling of every device, simt's included, in one list
+    "test_errors.py::test_one_device_parser_reads_cpu_simt_and_cuda_names_alike",
+    # the GPU check's case preparation: its traffic counts come from simt (gpu_model.py)
+    "test_gpu_model.py::test_prepare_a_case_on_simt",
+    # the GPU benchmark's machinery (deadline, docs writer) rehearsed on simt
+    "test_gpu_bench.py::test_cases_past_the_deadline_are_not_run_on_simt",
+    "test_gpu_bench.py::test_the_docs_writer_fills_the_cuda_block_from_simt_records",
+    # the benchmark on simt: its traffic records, its overhead section's kernel path (issue 36)
+    "test_bench.py::test_simt_run_reports_traffic",
+    "test_bench.py::test_overhead_section",
+    "test_bench.py::test_unavailable_simt_from_the_environment_is_named",
+    # CuPy's host marshalling of a sweep recorded on simt (tests/cupy_marshal.py)
+    "test_cupy_path.py::test_installed_cupy_marshals_every_launch",
+    "test_cupy_path.py::test_oldest_cupy_marshals_every_launch",
 }
 
 #: dtype kinds a CuPy array can hold (bfloat16, kind "V", aside)

@@ -9,9 +9,15 @@ memory (never dereferenced) and calls ``cupy.cuda.function.Function.__call__`` w
 ``_pointer`` marshalling runs on every argument, then the launch reaches the driver, which is
 missing here. Any other error is a marshalling failure.
 
-Run as a script (``python cupy_marshal.py launches.pkl``) it marshals a pickled list in this
-process, so the test can run it against another CuPy (``pip install --target``) in a
-subprocess. Prints one JSON line: {"cupy": version, "ok": n, "failures": [...]}.
+Every converted argument is checked first: a NumPy array or scalar of a structured dtype
+(whose marshalling walks the fields in Python) is a failure, and so is a by-value struct whose
+bytes did not survive the conversion. ``marshal_ratios(launches)`` times the marshalling of each
+kernel's arguments against a launch of the same arity with only pointers and ints.
+
+Run as a script (``python cupy_marshal.py launches.pkl [--ratios]``) it marshals (and times) a
+pickled list in this process, so the test can run it against another CuPy (``pip install
+--target``) in a subprocess. Prints one JSON line: {"cupy": version, "ok": n, "failures": [...],
+"ratios": {kernel: [ratio, us, baseline us]}}.
 """
 from __future__ import annotations
 
@@ -122,23 +128,54 @@ class _Stream:
 _NULL_STREAM = _Stream()
 
 
+def _field_walker(arg) -> bool:
+    """Whether CuPy's marshalling of ``arg`` would walk fields in Python: a NumPy array or
+    scalar of a structured dtype (NumPy builds its ``__array_interface__`` field by field)."""
+    return isinstance(arg, (np.ndarray, np.generic)) and arg.dtype.fields is not None
+
+
+def _check_by_value(expr, given, conv) -> list:
+    """Failures of the by-value conversion of one launch: a structured argument reaching CuPy,
+    or a struct whose bytes did not survive the conversion."""
+    from cupyops.core.backend import struct_arg_bytes
+    out = []
+    for g, c in zip(given, conv):
+        if _field_walker(c):
+            out.append(f"{expr}: a {type(c).__name__} of structured dtype {c.dtype} reached "
+                       "CuPy (its marshalling walks the fields in Python)")
+        elif isinstance(g, np.void) and struct_arg_bytes(c) != g.tobytes():
+            out.append(f"{expr}: the by-value struct's bytes changed in the conversion")
+    return out
+
+
+def _rebuild(descs, keep):
+    """(the launch's arguments as recorded, as the CUDA backend converts them)."""
+    from cupyops.core.backend import cupy_kernel_args
+    given = tuple(_cupy_buffer(d[1], d[2], keep) if d[0] == "buffer" else d[1] for d in descs)
+    # ("raw", obj): a control that skips the backend's conversion
+    conv = tuple(a if d[0] == "raw" else c
+                 for d, a, c in zip(descs, given, cupy_kernel_args(given)))
+    return given, conv
+
+
 def marshal(launches) -> dict:
     """Run CuPy's launch marshalling over ``launches``; {"cupy", "ok", "failures"}."""
     import cupy
     from cupy.cuda.function import Function
-
-    from cupyops.core.backend import cupy_kernel_args
 
     ok = 0
     failures = []
     seen = set()
     for expr, grid, block, smem, descs in launches:
         keep = []
-        args = tuple(_cupy_buffer(d[1], d[2], keep) if d[0] == "buffer" else d[1] for d in descs)
-        # ("raw", obj): a control that skips the backend's conversion
-        args = tuple(a if d[0] == "raw" else c
-                     for d, a, c in zip(descs, args, cupy_kernel_args(args)))
+        given, args = _rebuild(descs, keep)
         key = (expr, tuple(type(a).__name__ for a in args))
+        bad = _check_by_value(expr, given, args)
+        if bad:
+            if key not in seen:
+                seen.add(key)
+                failures.extend(bad)
+            continue
         try:
             Function.__new__(Function)(tuple(grid), tuple(block), args, shared_mem=smem,
                                        stream=_NULL_STREAM)
@@ -156,7 +193,52 @@ def marshal(launches) -> dict:
     return {"cupy": cupy.__version__, "ok": ok, "failures": failures}
 
 
+def _time_marshal(fn, args, calls, rounds) -> list:
+    """Seconds per marshalling of ``args`` (up to the missing driver), one figure a round."""
+    import time
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            try:
+                fn((1,), (1,), args, stream=_NULL_STREAM)
+            except Exception:   # noqa: BLE001 - the missing driver, checked by marshal()
+                pass
+        out.append((time.perf_counter() - t0) / calls)
+    return out
+
+
+def marshal_ratios(launches, calls=400, rounds=9) -> dict:
+    """Per kernel (name before the template arguments): the marshalling time of one of its
+    recorded launches, converted as the CUDA backend converts them, over that of a launch of
+    the same arity with only pointers and ints (each buffer a CuPy array, each by-value
+    argument an ``np.int64``), both through real CuPy's ``Function.__call__`` up to the missing
+    driver. Interleaved rounds, the minimum of each: {kernel: (ratio, us, baseline us)}."""
+    from cupy.cuda.function import Function
+    fn = Function.__new__(Function)
+    picked = {}
+    for expr, grid, block, smem, descs in launches:
+        name = expr.split("<")[0]
+        if name not in picked and all(d[0] in ("buffer", "value") for d in descs):
+            picked[name] = descs
+    out = {}
+    for name, descs in sorted(picked.items()):
+        keep = []
+        _, args = _rebuild(descs, keep)
+        base = tuple(a if d[0] == "buffer" else np.int64(1) for d, a in zip(descs, args))
+        ta, tb = [], []
+        for _ in range(rounds):
+            ta += _time_marshal(fn, args, calls, 1)
+            tb += _time_marshal(fn, base, calls, 1)
+        out[name] = (min(ta) / min(tb), min(ta) * 1e6, min(tb) * 1e6)
+    return out
+
+
 if __name__ == "__main__":
+    # python cupy_marshal.py launches.pkl [--ratios]: marshal (and time) a pickled sweep here
     with open(sys.argv[1], "rb") as f:
         recorded = pickle.load(f)
-    print(json.dumps(marshal(recorded)))
+    res = marshal(recorded)
+    if "--ratios" in sys.argv[2:]:
+        res["ratios"] = marshal_ratios([r for r in recorded if not r[0].startswith("control")])
+    print(json.dumps(res))

@@ -523,7 +523,7 @@ def test_simt_plot_zooms_and_keeps_goals_apart(tmp_path, monkeypatch):
     real_close(fig)
 
 
-def test_unavailable_device_from_the_environment_is_named(monkeypatch, capsys):
+def test_unavailable_simt_from_the_environment_is_named(monkeypatch, capsys):
     from cupyops.core import devices as _devices
     monkeypatch.setenv("CUPYOPS_SIMT_CXX", "no-such-compiler-cupyops-bench")
     monkeypatch.setenv("CUPYOPS_DEVICE", "simt")
@@ -687,14 +687,44 @@ def test_threads_are_reported_and_set(tmp_path, capsys, monkeypatch):
 
 
 def test_threads_check_runs(tmp_path, capsys):
-    """python -m cupyops.bench.threads_check: one row per goal, against the 2-thread limit."""
+    """python -m cupyops.bench.threads_check: every case of the size set (--cases narrows
+    them), each against one thread, NumPy and the 2-thread limit, with the run's noise; the
+    goal rows alone with --goals-only."""
     from cupyops.bench import threads_check
     out = tmp_path / "t.json"
     assert threads_check.main(["--sizes", "tiny", "--rounds", "1", "--threads", "2",
-                               "--json", str(out)]) == 0
+                               "--goals-only", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "on 2 threads" in text and text.count("limit") >= len(threads_check.CASES)
     doc = json.loads(out.read_text())
     assert doc["threads"] == 2 and len(doc["rows"]) == len(threads_check.CASES)
     for r in doc["rows"]:
         assert r["seconds"] > 0 and r["limit_seconds"] > 0 and isinstance(r["met"], bool)
+        assert "goal" in r and r["noise"] >= 0
+    import argparse
+    cases = threads_check.select(argparse.Namespace(sizes="full", dtypes=None,
+                                                    goals_only=False, cases=None))
+    assert len(cases) == len(bench.make_cases("full"))          # every case by default
+    assert threads_check.main(["--sizes", "tiny", "--rounds", "2", "--threads", "2",
+                               "--cases", "^hardmax/middle tie=last/int8$|decode 1x",
+                               "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["op"], r["case"]) for r in rows][0] == ("hardmax", "middle tie=last")
+    assert len(rows) == 1 + sum(c.case.startswith("decode 1x") for c in bench.make_cases("tiny"))
+    assert all("goal" not in r and isinstance(r["not_slower"], bool) for r in rows)
+    assert "at least as fast on 2 threads as on one" in capsys.readouterr().out
+
+
+def test_call_overhead_runs(tmp_path, capsys):
+    """python -m cupyops.bench.call_overhead: per case, the median of (cupyops - the NumPy
+    routine it ends in) over interleaved rounds, its noise and the 1.5 µs goal."""
+    from cupyops.bench import call_overhead
+    out = tmp_path / "o.json"
+    assert call_overhead.main(["--rounds", "4", "--threads", "1", "--cases", "bool",
+                               "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["threads"] == 1 and len(doc["rows"]) == 3
+    for r in doc["rows"]:
+        assert "bool" in r["case"] and r["us"] > 0 and r["routine_us"] > 0
+        assert r["noise_us"] >= 0 and r["met"] == (r["over_us"] <= call_overhead.GOAL_US)
+    assert "goals met:" in capsys.readouterr().out

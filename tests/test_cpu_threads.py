@@ -34,6 +34,8 @@ def fine_threads(monkeypatch):
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
     # a back-off an earlier test's calls started (a loaded machine) must not reach this one
     monkeypatch.setattr(T._state, "busy_until", 0.0)
+    # every large call on the threads (a Choice would run some on one thread: timing)
+    monkeypatch.setattr(T, "MEASURE", False)
     old = T._state.setting
     T.set_num_threads(2)
     yield
@@ -189,6 +191,15 @@ def _data(rng, dtype, shape, mode):
         info = np.iinfo(dt)
         v = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt) if mode == "nan" \
             else rng.integers(0, 3, n).astype(dt)
+    elif dt.kind == "c":
+        # ties on the real part decided by the imaginary one; NaN in either part
+        re, im = (np.where(p == 0, rng.choice([0.0, -0.0], n), p)
+                  for p in (rng.integers(-1, 2, n).astype(np.float64) for _ in range(2)))
+        if mode == "nan":
+            re[rng.random(n) < 0.15] = np.nan
+            im[rng.random(n) < 0.15] = np.nan
+        v = (re + 1j * im).astype(dt)
+        v.real, v.imag = re, im           # (re + 1j * im: NaN in one part spoils the other)
     else:
         v = rng.integers(-1, 2, n).astype(np.float64)
         if mode == "nan":
@@ -201,7 +212,8 @@ LAYOUTS = [((64, 96), (1,)), ((64, 96), (0,)), ((64, 96), (0, 1)), ((8, 24, 16, 
            ((6, 40, 32), (1,)), ((4, 2, 3000), (2,)), ((3, 1, 4000), (0, 1, 2))]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool", "float64",
+                                   "complex64", "complex128"])
 @pytest.mark.parametrize("mode", ["ties", "nan"])
 def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, mode):
     """Tie-heavy and NaN-heavy inputs split among two threads (parts of a few hundred bytes)
@@ -238,6 +250,7 @@ def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
     monkeypatch.setattr(T._state, "busy_until", 0.0)
+    monkeypatch.setattr(T, "MEASURE", False)
     rng = np.random.default_rng(7)
     x = rng.integers(0, 4, (1024, 1024)).astype(np.float32)
     x[rng.random(x.shape) < 0.01] = np.nan
@@ -310,8 +323,9 @@ def test_large_inputs_take_the_cached_road(monkeypatch):
     placed, looked = [], []
     real, real_lookup = _placement.place, _call.lookup
     monkeypatch.setattr(_placement, "place", lambda *a, **k: placed.append(1) or real(*a, **k))
-    monkeypatch.setattr(_call, "lookup", lambda *a, **k: looked.append(a[5]) or
-                        real_lookup(*a, **k))
+    spy = lambda *a, **k: looked.append(a[5]) or real_lookup(*a, **k)  # noqa: E731
+    for fn in _call.PUBLIC.values():   # each generated function binds the lookup it calls
+        monkeypatch.setitem(fn.__globals__, "_lookup", spy)
     for call in calls:
         call()
     assert not placed
@@ -401,3 +415,147 @@ def test_one_group_with_kept_axes_of_length_one(dtype):
                         if tie == "first" and not isinstance(axis, tuple):
                             np.testing.assert_array_equal(
                                 got, g(x, axis=axis, keepdims=keepdims))
+
+
+# ------------------------------------------------------------------------------ measured choice
+
+def _timed_layout(monkeypatch, seconds):
+    """A measured entry over 4 MiB whose calls take ``seconds(threads)`` on a fake clock, and
+    the threads each call was given."""
+    clock = [0.0]
+    monkeypatch.setattr(T, "_perf", lambda: clock[0])
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
+    given = []
+
+    def entry(x, workspace):
+        n = T.threads_for(4 << 20)
+        given.append(n)
+        clock[0] += seconds(n)
+        if x == "raise":
+            raise ValueError("inside the call")
+        return n
+    return T.measured(entry, 4 << 20), given
+
+
+@pytest.mark.parametrize("threads_win", [True, False])
+def test_a_layout_runs_the_way_that_has_been_faster(monkeypatch, threads_win):
+    """Threads twice as fast: every call on them but the odd probe on one thread; twice as
+    slow (a shared machine, many short NumPy calls): every call on one thread but the probes.
+    The probes (two calls each) come after 4, 8, 16, 32 and then every 64 calls."""
+    T.set_num_threads(2)
+    try:
+        fast, slow = (1.0, 2.0) if threads_win else (2.0, 1.0)
+        entry, given = _timed_layout(monkeypatch, lambda n: fast if n > 1 else slow)
+        for _ in range(300):
+            entry(None, None)
+        assert given[0] == 2 and given[1:3] == [1, 1]  # the threads first, then one thread
+        # (twice: the first call of a way meets the other way's caches, untimed)
+        other = [i for i, n in enumerate(given[2:], 2) if (n > 1) != threads_win]
+        # probes of two calls after 4, 8, 16, 32 and every 64 calls: at most 9 in 300 calls
+        assert len(other) <= 2 * 9, other
+        assert not T._state.chosen_one
+        assert entry.func is T._measured_call and T.measured(entry.args[0][2], 1 << 10) is \
+            entry.args[0][2]                           # (small: the entry itself)
+    finally:
+        T.set_num_threads(None)
+
+
+def test_a_layout_follows_the_machine(monkeypatch):
+    """Threads fast, then (another job takes a core) slow: the layout turns to one thread
+    within a few calls; back again once a probe finds the threads fast."""
+    T.set_num_threads(2)
+    try:
+        speed = {"threads": 1.0}
+        entry, given = _timed_layout(monkeypatch,
+                                     lambda n: speed["threads"] if n > 1 else 1.5)
+        for _ in range(40):
+            entry(None, None)
+        assert given[-10:].count(2) >= 8              # (a probe: two calls)
+        speed["threads"] = 4.0
+        for _ in range(10):
+            entry(None, None)
+        assert given[-5:] == [1] * 5
+        speed["threads"] = 1.0
+        for _ in range(70):                          # (the probes: every 64 calls at most)
+            entry(None, None)
+        assert given[-5:] == [2] * 5
+    finally:
+        T.set_num_threads(None)
+
+
+def test_a_failed_call_leaves_no_cap_and_one_thread_asks_nothing(monkeypatch):
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 2.0 if n > 1 else 1.0)
+        entry(None, None)
+        with pytest.raises(ValueError, match="inside the call"):
+            entry("raise", None)                      # the second call: on one thread
+        assert given == [2, 1] and not T._state.chosen_one and T.threads_for(4 << 20) == 2
+        T.set_num_threads(1)
+        for _ in range(5):
+            entry(None, None)
+        assert given[2:] == [1] * 5
+        monkeypatch.setattr(T, "MEASURE", False)      # (tests that count parts)
+        T.set_num_threads(2)
+        for _ in range(5):
+            entry(None, None)
+        assert given[7:] == [2] * 5
+    finally:
+        T.set_num_threads(None)
+
+
+def test_a_fast_layout_probes_by_time(monkeypatch):
+    """Calls of 0.1 ms probe the other way at most once in CHOICE_PROBE_SECONDS, not every
+    64 calls: the probes of a fast layout cost next to nothing."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 2e-4 if n > 1 else 1e-4)
+        for _ in range(2000):                          # 0.2 s of calls
+            entry(None, None)
+        probes = given[2:].count(2) / 2                # (two calls a probe)
+        assert 1 <= probes <= 0.2 / T.CHOICE_PROBE_SECONDS + 1, probes
+    finally:
+        T.set_num_threads(None)
+
+
+def test_threads_must_win_by_the_margin_and_a_probe_warms_up(monkeypatch):
+    """Threads 2 % faster than one thread (within CHOICE_MARGIN): one thread. A probe's first
+    call is not timed: the first call on one thread after the threads ran (its caches cold,
+    the data in the other core's) decides nothing."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 0.98 if n > 1 else 1.0)
+        for _ in range(100):
+            entry(None, None)
+        assert given[-10:].count(1) >= 8
+        monkeypatch.setattr(T, "CHOICE_PROBE_SECONDS", 0.0)
+        last = [2]
+
+        def seconds(n):
+            cold = n == 1 and last[0] > 1
+            last[0] = n
+            return 10.0 if cold else (0.7 if n == 1 else 1.0)
+        entry, given = _timed_layout(monkeypatch, seconds)
+        for _ in range(30):
+            entry(None, None)
+        # a call the other way than the one before (cold: 10 s) is not timed, the warm one
+        # after it (0.7 s) is: one thread from the third call on, but for the probes
+        assert given[:3] == [2, 1, 1] and given[-10:].count(1) >= 8, str(given)
+    finally:
+        T.set_num_threads(None)
+
+
+def test_probes_cost_a_bounded_share(monkeypatch):
+    """A probe (two calls the slower way) comes no sooner than CHOICE_PROBE_SHARE times its
+    cost: threads 10 ms slower than one thread's 10 ms probe at most every 4 s of calls."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 0.020 if n > 1 else 0.010)
+        for _ in range(2000):                          # 20 s of calls
+            entry(None, None)
+        probes = given[3:].count(2) / 2
+        gap = T.CHOICE_PROBE_SHARE * 0.010
+        assert 1 <= probes <= 20.0 / gap + 1, probes
+        assert sum(0.020 if n > 1 else 0.010 for n in given) <= 1.01 * 0.010 * len(given) + 0.1
+    finally:
+        T.set_num_threads(None)

@@ -72,8 +72,11 @@ def compiled(request, tmp_path_factory):
     pkl = tmp / "jobs.pkl"
     pkl.write_bytes(pickle.dumps({"jobs": jobs, "arch": 90, "method": _method(request.config),
                                   "cache_dir": str(_caches.cache_dir("cupy-compile"))}))
-    envs = {"newest": dict(os.environ),
-            "floor": dict(os.environ, PYTHONPATH=str(cupy_target(FLOOR_PACKAGE, FLOOR)))}
+    # (this checkout's cupyops, not an installed one; the floor's CuPy in front)
+    here = str(HERE.parent)
+    envs = {"newest": dict(os.environ, PYTHONPATH=here),
+            "floor": dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(cupy_target(FLOOR_PACKAGE, FLOOR)), here]))}
     for env in envs.values():
         env.pop("CUPY_CACHE_IN_MEMORY", None)
     procs = {label: subprocess.Popen([sys.executable, str(HERE / "cupy_compile.py"), str(pkl)],

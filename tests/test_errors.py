@@ -197,7 +197,7 @@ def test_device_errors(op, x, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["CUDA", " cuda ", 0, "cuda:0", "SIMT", "Cpu"])
-def test_one_device_parser_serves_every_entry_point(name):
+def test_one_device_parser_reads_cpu_simt_and_cuda_names_alike(name):
     """precompile and the functions read device names alike (issue 34: precompile took 0 and
     refused "CUDA", argmax the other way round)."""
     from cupyops.core.devices import parse_device_name

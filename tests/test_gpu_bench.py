@@ -98,7 +98,7 @@ def test_a_cuda_run_estimated_past_its_deadline_is_refused(capsys):
     assert rc == 2 and "estimated at" in err and "deadline of 90 s" in err
 
 
-def test_cases_past_the_deadline_are_not_run(tmp_path, capsys):
+def test_cases_past_the_deadline_are_not_run_on_simt(tmp_path, capsys):
     out = tmp_path / "b.json"
     rc = bench.main(["simt", "--tiny", "--no-cold", "--no-overhead", "--quiet", "--deadline",
                      "1e-9", "--cases", "^argmax/last tie=first/float32$", "--json", str(out)])
@@ -122,7 +122,7 @@ def _cuda_json(tmp_path):
     return out
 
 
-def test_the_docs_writer_fills_the_cuda_block_from_json(tmp_path, capsys):
+def test_the_docs_writer_fills_the_cuda_block_from_simt_records(tmp_path, capsys):
     src = _cuda_json(tmp_path)
     page = tmp_path / "perf.md"
     page.write_text("# p\n<!-- bench:cuda:begin -->\nNo GPU run yet.\n<!-- bench:cuda:end -->\n"

@@ -11,6 +11,15 @@ from the test sources with ``ast``:
   are not asked;
 * every ``EMULATOR_ONLY`` entry is a test that does call the API on simt, and its node id
   says why it stays there (simt, traffic, dry_run, marshal or overhead);
+* the API also runs on simt through the benchmark (``bench.main`` / ``bench.run_case`` with
+  ``"simt"`` among their arguments, ``overhead.run`` / ``overhead.kernel_path``, whose kernel
+  section runs on simt) and through the test helpers (``cupy_marshal.record_sweep`` and any
+  function of a helper module under tests/ that calls the API on simt): those tests are asked
+  too (issue 36);
+* every test over the kernel devices takes each GPU input form it can: it drops neither
+  ``"cuda"`` (NumPy input) nor ``"cupy"`` (CuPy input) from its devices (``continue``,
+  ``return`` or ``pytest.skip`` under a test of the device, or a filtered device list), unless
+  ``ONE_FORM`` says why it cannot take the other;
 * CuPy input comes after the NumPy-input devices (``KERNEL_DEVICES`` last in a device list);
 * whether a GPU is present is ``cupyops.core.devices.cuda_status()``'s to say.
 
@@ -35,6 +44,18 @@ KEYWORDS = ("simt", "traffic", "dry_run", "marshal", "overhead", "sector", "bank
             "grid", "records", "requests")   # (issue 26: what only simt counts)
 KERNEL_LISTS = frozenset({"KERNEL_DEVICES", "NONZERO_KERNEL_DEVICES"})
 SEEDS = frozenset({"seed_examples"})     # cupyops.__main__'s seed calls: device -> public call
+#: the benchmark's runners (cupyops.bench.<module>.<function>): they call the API on the device
+#: named among their arguments
+BENCH_RUNNERS = {"bench": frozenset({"main", "run_case"})}
+#: ... and those whose kernel section always runs on simt
+BENCH_ON_SIMT = {"overhead": frozenset({"run", "kernel_path"})}
+#: tests over the kernel devices that take one GPU input form only, with the reason
+ONE_FORM = {
+    "test_interop.py::test_array_api_strict_in_and_out":
+        "array_api_strict arrays live on the host: there is no CuPy form of them",
+    "test_values_api.py::test_bfloat16_values_keep_their_bits":
+        "CuPy arrays hold no bfloat16 (ml_dtypes' kind V): its GPU form is NumPy input on cuda",
+}
 
 
 def _is_str(node, value) -> bool:
@@ -71,17 +92,24 @@ class Module:
                         if t.id == "pytestmark" and _marked_gpu(node.value):
                             self.gpu_module = True
         self.modules, self.direct = set(), set()
+        self.bench = {}                  # local name -> cupyops.bench module name
+        self.helpers = {}                # local name -> helper module (tests/<name>.py) name
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name in ("cupyops", "cupyops._call"):
                         self.modules.add(a.asname or "cupyops")
+                    elif (TESTS / f"{a.name}.py").is_file() and not a.name.startswith("test_"):
+                        self.helpers[a.asname or a.name] = a.name
             elif isinstance(node, ast.ImportFrom) and node.module in ("cupyops", "cupyops._call"):
                 for a in node.names:
                     if a.name == "_call":
                         self.modules.add(a.asname or a.name)
                     elif a.name in PUBLIC:
                         self.direct.add(a.asname or a.name)
+            elif isinstance(node, ast.ImportFrom) and node.module == "cupyops.bench":
+                for a in node.names:
+                    self.bench[a.asname or a.name] = a.name
 
     def node_id(self, name: str) -> str:
         return f"{self.path.relative_to(TESTS).as_posix()}::{name}"
@@ -101,7 +129,36 @@ class Module:
                         todo.append(target)
         return nodes
 
+    def _attr_calls(self, nodes):
+        """``(kind, module, function, call)`` of the calls ``X.f(...)`` where X names a
+        cupyops.bench module ("bench") or a test helper module ("helper")."""
+        for node in nodes:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                        and isinstance(sub.func.value, ast.Name):
+                    name = sub.func.value.id
+                    if name in self.bench:
+                        yield "bench", self.bench[name], sub.func.attr, sub
+                    elif name in self.helpers:
+                        yield "helper", self.helpers[name], sub.func.attr, sub
+
+    def indirect_simt(self, nodes) -> list:
+        """Where ``nodes`` run the API on simt through the benchmark or a test helper."""
+        found = []
+        for kind, mod, fn, call in self._attr_calls(nodes):
+            if kind == "bench" and fn in BENCH_ON_SIMT.get(mod, ()):
+                found.append(f"{mod}.{fn} (its kernel section runs on simt; line {call.lineno})")
+            elif kind == "bench" and fn in BENCH_RUNNERS.get(mod, ()) and simt_devices(
+                    [a for a in call.args] + [k.value for k in call.keywords]) + [
+                    a for a in call.args if _is_str(a, "simt")]:
+                found.append(f"{mod}.{fn} on simt (line {call.lineno})")
+            elif kind == "helper" and fn in helper_simt_functions(mod):
+                found.append(f"{mod}.{fn} (calls the API on simt; line {call.lineno})")
+        return found
+
     def calls_api(self, nodes) -> bool:
+        if self.indirect_simt(nodes):
+            return True
         for node in nodes:
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Attribute) and sub.attr in PUBLIC \
@@ -137,13 +194,100 @@ def simt_devices(nodes) -> list:
     return found
 
 
+def _names_a_form(node) -> bool:
+    """Whether ``node`` is a test of a device's GPU input form and nothing else: ``is_cupy(d)``,
+    a comparison of a name with "cupy" / "cuda" (or a tuple of them), their ``not`` and
+    ``or``."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == "is_cupy"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _names_a_form(node.operand)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return all(_names_a_form(v) for v in node.values)
+    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        pair = [node.left, node.comparators[0]]
+        forms = [p for p in pair if _is_str(p, "cupy") or _is_str(p, "cuda") or (
+            isinstance(p, (ast.Tuple, ast.List, ast.Set)) and p.elts
+            and all(_is_str(e, "cupy") or _is_str(e, "cuda") for e in p.elts))]
+        return len(forms) == 1 and any(isinstance(p, ast.Name) for p in pair)
+    return False
+
+
+def _leaves(stmt) -> bool:
+    """Whether ``stmt`` leaves the loop or the test: continue, return, pytest.skip(...)."""
+    if isinstance(stmt, (ast.Continue, ast.Return)):
+        return True
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+        isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "skip"
+
+
+def _device_uses(node) -> set:
+    """The names ``node`` passes as a device: ``device=d``, ``ops(d)``, ``device_kw(d)``,
+    ``to_device(x, d)``."""
+    out = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.keyword) and sub.arg == "device" and isinstance(sub.value, ast.Name):
+            out.add(sub.value.id)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.args:
+            arg = sub.args[-1] if sub.func.id == "to_device" else sub.args[0]
+            if sub.func.id in ("ops", "device_kw", "to_device") and isinstance(arg, ast.Name):
+                out.add(arg.id)
+    return out
+
+
+def dropped_forms(nodes) -> list:
+    """Where ``nodes`` drop a GPU input form from the kernel devices: ``continue`` /
+    ``return`` / ``pytest.skip`` first thing under a test of the device, or a device list
+    filtered by one (iterated, its items passed as the device)."""
+    found = []
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.If) and _names_a_form(sub.test) and _leaves(sub.body[0]):
+                found.append(f"skips a form (line {sub.lineno})")
+            elif isinstance(sub, ast.For) and isinstance(sub.target, ast.Name) \
+                    and isinstance(sub.iter, (ast.ListComp, ast.GeneratorExp)) \
+                    and any(_names_a_form(c) for g in sub.iter.generators for c in g.ifs) \
+                    and sub.target.id in _device_uses(sub):
+                found.append(f"a device list without a form (line {sub.lineno})")
+    return found
+
+
+def one_form_tests(modules) -> dict:
+    """``{node id: where}`` of the tests over the kernel devices that drop a GPU input form."""
+    out = {}
+    for mod in modules:
+        for name, test in mod.tests.items():
+            nodes = mod.reach(test) + list(test.decorator_list)
+            if not any(isinstance(s, ast.Name) and s.id in KERNEL_LISTS
+                       for n in nodes for s in ast.walk(n)):
+                continue
+            where = dropped_forms(nodes)
+            if where:
+                out[mod.node_id(name)] = where
+    return out
+
+
+_HELPER_SIMT = {}
+
+
+def helper_simt_functions(name: str) -> frozenset:
+    """The functions of the test helper module tests/<name>.py that call the API on simt."""
+    if name not in _HELPER_SIMT:
+        _HELPER_SIMT[name] = frozenset()           # (a helper importing itself: no loop)
+        mod = Module(TESTS / f"{name}.py")
+        _HELPER_SIMT[name] = frozenset(
+            f for f, node in mod.funcs.items()
+            if simt_devices(mod.reach(node)) and mod.calls_api(mod.reach(node)))
+    return _HELPER_SIMT[name]
+
+
 def survey(modules) -> dict:
     """``{node id: (markers, gpu-marked)}`` of every test that calls the API on simt."""
     out = {}
     for mod in modules:
         for name, test in mod.tests.items():
             nodes = mod.reach(test) + list(test.decorator_list)
-            marks = simt_devices(nodes)
+            marks = simt_devices(nodes) + mod.indirect_simt(nodes)
             if marks and mod.calls_api(nodes):
                 gpu = mod.gpu_module or any(_marked_gpu(d) for d in test.decorator_list)
                 out[mod.node_id(name)] = (marks, gpu)
@@ -166,6 +310,16 @@ def test_every_api_test_on_simt_also_covers_the_gpu():
     assert not bad, "these tests call the API on simt only; take the devices from " \
         "_devices.KERNEL_DEVICES / ops(device), or list an emulator test in " \
         "_devices.EMULATOR_ONLY:\n" + "\n".join(f"  {t}: {m[:3]}" for t, m in bad.items())
+
+
+def test_api_tests_take_every_gpu_input_form():
+    """A test over the kernel devices runs on "cuda" (NumPy input) and "cupy" (CuPy input)
+    both, unless ONE_FORM says why its input has one form only (issue 36)."""
+    found = one_form_tests(MODULES)
+    bad = {t: w for t, w in found.items() if t not in ONE_FORM}
+    assert not bad, "these tests drop a GPU input form; take both, or say why in ONE_FORM:\n" + \
+        "\n".join(f"  {t}: {w}" for t, w in bad.items())
+    assert set(ONE_FORM) <= set(found), set(ONE_FORM) - set(found)   # no stale entry
 
 
 def test_emulator_only_tests_say_so_and_exist():
@@ -234,12 +388,51 @@ def test_covered():
 def test_not_the_api():
     from cupyops.core.backend import get_backend
     get_backend("simt")
+
+def test_bench_on_simt(tmp_path):
+    from cupyops.bench import bench
+    bench.main(["--device", "simt", "--tiny"])
+
+def test_bench_on_cpu():
+    from cupyops.bench import bench
+    bench.main(["--tiny"])
+
+def test_overhead():
+    from cupyops.bench import overhead
+    overhead.run("cpu")
+
+def test_marshal_sweep():
+    cupy_marshal.record_sweep()
+
+def test_skips_cupy():
+    for d in KERNEL_DEVICES:
+        if is_cupy(d):
+            continue
+        ops(d).argmax(1)
+
+def test_filters_cuda():
+    for d in [d for d in KERNEL_DEVICES if d != "cuda"]:
+        ops(d).argmax(1)
+
+def test_both_forms_differently():
+    for d in KERNEL_DEVICES:
+        if is_cupy(d):
+            ops(d).argmax(2)
+        else:
+            ops(d).argmax(1)
+    for env in [d for d in KERNEL_DEVICES if not is_cupy(d)]:
+        print(env)
 '''
+    src = "import cupy_marshal\nfrom _devices import is_cupy\n" + src
     path = TESTS / "test_synthetic_probe.py"
-    found = survey([Module(path, src)])
+    mod = Module(path, src)
+    found = survey([mod])
     assert sorted(found) == sorted(f"test_synthetic_probe.py::{t}" for t in
                                    ("test_keyword", "test_list", "test_helper", "test_ops",
-                                    "test_env")), found
+                                    "test_env", "test_bench_on_simt", "test_overhead",
+                                    "test_marshal_sweep")), found
+    assert sorted(one_form_tests([mod])) == ["test_synthetic_probe.py::test_filters_cuda",
+                                             "test_synthetic_probe.py::test_skips_cupy"]
 
 
 # ---------------------------------------------------------------------- CuPy input's layout

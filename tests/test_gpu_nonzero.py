@@ -291,6 +291,75 @@ def test_lookback_meets_running_predecessors(be, seed):
     assert int(stats2[0]) > 0
 
 
+def _lookback_state(ws):
+    """(header words, status words) of a holder's look-back state (kernels/nonzero.cu,
+    NZ_HDR_DRAW), as the kernels left it."""
+    return ws.state(G.STATE_LOOKBACK, 0, G._lookback_views)
+
+
+def _status(words, parity, n):
+    """The first ``n`` status words of one parity (nz_sw: runs of 32 tiles a parity)."""
+    t = np.arange(n)
+    return words[t + (t >> 5 << 5) + 32 * parity]
+
+
+@pytest.mark.parametrize("sched", ["forward", "reverse", 5])
+def test_lookback_state_resets_itself(sched):
+    """No memset between calls: a sequence of size= and exact calls of growing and shrinking
+    tile counts on one workspace, each right, and after each drawing launch the state is what
+    the next one needs: the epoch moved on, the draw count is 0, the words of the parity the
+    launch used hold its tiles' inclusive prefixes, and the other parity is all zero."""
+    import cupyops
+    rng = np.random.default_rng(30)
+    ws = cupyops.Workspace(1 << 20, device="simt")
+    epoch = where = None
+    with simt.schedule(sched):
+        for n in (40000, 3000, 300000, 5, 20000, 150000, 1):
+            x = values(np.float32, (n,), 0.4, rng)
+            want = np.argwhere(x)
+            k = n // 2 + 1
+            coords, count = G.nonzero_coordinates(be_simt(), x, k, -1, np.int64, workspace=ws)
+            assert int(count) == len(want)
+            np.testing.assert_array_equal(coords[:min(k, len(want))], want[:k])
+            head, words = _lookback_state(ws)
+            tiles = -(-n // 4096)
+            e = int(head[0]) >> 32
+            if head.ctypes.data != where:       # a larger region, fresh (zero) state
+                where, epoch = head.ctypes.data, 0
+            assert int(head[0]) & 0xffffffff == 0 and e == epoch + 1
+            q = (e - 1) & 1                     # the launch's parity
+            assert int(head[1 + q]) == tiles
+            assert not _status(words, 1 - q, len(words) // 64 * 32).any()
+            inc = _status(words, q, tiles)
+            assert (inc >> np.uint64(63)).all()   # every tile's inclusive prefix
+            assert int(inc[-1]) & ((1 << 62) - 1) == len(want)
+            got, _ = G.nonzero_coordinates(be_simt(), x, None, 0, np.int64, workspace=ws)
+            np.testing.assert_array_equal(got, want)
+            epoch = e + 1                       # (the exact call's counting pass drew too)
+            assert int(_lookback_state(ws)[0][0]) >> 32 == epoch
+
+
+def be_simt():
+    return _backend.get_backend("simt")
+
+
+def test_count_sums_reset_themselves():
+    """count_nonzero of several chunks a call adds into state words that the last chunk of
+    each output zeroes again: repeated calls are right and leave the words zero."""
+    rng = np.random.default_rng(31)
+    be = be_simt()
+    from cupyops.core import workspace as _workspace
+    for shape, axis in (((300000,), (0,)), ((3000, 40), (0,)), ((64, 70000), (1,))):
+        x = values(np.int8, shape, 0.3, rng)
+        for _ in range(3):
+            with _trace.recording() as t:
+                got = G.count_nonzero(be, x, axis)
+            assert t.plans[0].atomic, shape
+            np.testing.assert_array_equal(got, np.count_nonzero(x, axis=axis))
+            sums = _workspace.arena_for(be).state(G.STATE_ZERO, 0, G._whole_u64)
+            assert not sums.any()
+
+
 @pytest.mark.parametrize("sched", ["forward", "reverse", 7, 12345])
 def test_schedules(be, sched):
     rng = np.random.default_rng(11)
@@ -358,6 +427,9 @@ def test_memory_traffic(be):
     x = _aligned(values(np.float32, (8 * 4096,), 0.5, rng))
     n = int(np.count_nonzero(x))
     tiles = 8
+    # (a launch also clears the status words the launch before it posted, in place of a
+    # memset: the same call first, so that those are 8 tiles' too)
+    G.nonzero_coordinates(be, x, n, 0, np.int64)
     with simt.record_traffic() as rec:
         coords, _ = G.nonzero_coordinates(be, x, n, 0, np.int64)
     (launch,) = rec.launches
@@ -367,17 +439,25 @@ def test_memory_traffic(be):
     # each warp-wide load of 32 consecutive floats is 4 sectors: the input costs bytes / 32
     assert launch.sectors_load <= x.nbytes // 32 + lookback // 32 * 4
     # each coordinate is written once, by warp-wide stores of 32 consecutive 8-byte entries
-    # (8 sectors, 9 when a tile's rows start inside a sector)
-    assert coords.nbytes <= launch.requested_bytes_store <= coords.nbytes + 8 * 4 * tiles
+    # (8 sectors, 9 when a tile's rows start inside a sector); besides, 8-byte words of the
+    # look-back state: a tile's aggregate and prefix, its share of the clearing of the last
+    # launch's status words, a draw a block, the epoch's bump, the header's tile count, the count
+    state = 8 * (3 * tiles + launch.grid[0] + 3)
+    assert coords.nbytes <= launch.requested_bytes_store <= coords.nbytes + state
     assert launch.unique_sectors_store <= coords.nbytes // 32 + 2 * tiles
     assert launch.sectors_store <= coords.nbytes // 32 * 9 // 8 + 2 * tiles * 4
-    # exact form: two passes, each reading the input once
+    # exact form: the counting pass reads the input once and records a bit an element and
+    # each tile's prefix (a mask record: 4096 bits and a sector a tile); the writing pass reads
+    # those records, not the input
+    record = 4096 // 8 + 32
     with simt.record_traffic() as rec:
         G.argwhere(be, x, np.int64)
     scan, place = rec.launches
-    for launch in (scan, place):
-        assert launch.unique_sectors_load <= x.nbytes // 32 + 8
-        assert launch.sectors_load <= x.nbytes // 32 + lookback // 32 * 4
+    assert scan.unique_sectors_load <= x.nbytes // 32 + 8
+    assert scan.sectors_load <= x.nbytes // 32 + lookback // 32 * 4
+    assert scan.requested_bytes_store >= tiles * (record - 24)
+    assert tiles * (record - 24) <= place.requested_bytes_load <= tiles * record
+    assert place.sectors_load == place.unique_sectors_load == tiles * record // 32
 
 
 # ------------------------------------------------------------------------------ public API

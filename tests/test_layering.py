@@ -288,6 +288,7 @@ def test_the_public_functions_are_the_descriptors():
 #: measurements, not the operators' descriptions), with why
 NAMES_OPS_ON_PURPOSE = {
     "cupyops.bench.overhead": "times the call overhead of chosen calls",
+    "cupyops.bench.call_overhead": "times the large-call overhead of chosen calls (issue 36)",
     "cupyops.bench.issue_rate": "models chosen kernels' issue rates",
     "cupyops.bench.threads_check": "times chosen full-size calls on 1 and N threads",
     "cupyops.bench.dask_bench": "times chosen Dask graphs",

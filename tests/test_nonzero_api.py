@@ -239,3 +239,26 @@ def test_count_along_narrow_accumulators_are_exact():
     # datetime keeps NumPy's own count
     d = np.array([[0, 5], [3, 0]], "m8[s]")
     np.testing.assert_array_equal(cpu_nonzero.count_along(d, (1,)), np.count_nonzero(d, axis=1))
+
+
+@pytest.mark.parametrize("device", NONZERO_KERNEL_DEVICES)
+@pytest.mark.parametrize("shape, dtype", [((8, 32768), np.int16), ((6, 40001), np.float32),
+                                          ((64, 8192), np.uint8)], ids=str)
+def test_inner_extents_past_the_tile_budget(device, shape, dtype):
+    """F-order inputs whose memory-order tile would pass its mask's bit budget (issue 32):
+    tiles of inner chunks, then row segments (two passes for size= too); every form right,
+    size= below and above the count."""
+    rng = np.random.default_rng(9)
+    x = np.asfortranarray((rng.random(shape) < 0.3).astype(dtype))
+    o = ops(device)
+    want = np.argwhere(x)
+    np.testing.assert_array_equal(o.argwhere(x), want)
+    for got, w in zip(o.nonzero(x), np.nonzero(x)):
+        np.testing.assert_array_equal(got, w)
+    c, n = o.nonzero_coordinates(x)
+    np.testing.assert_array_equal(c, want)
+    for k in (len(want) // 2, len(want) + 100):
+        c, n = o.nonzero_coordinates(x, size=k, fill_value=-1)
+        assert int(n) == len(want)
+        np.testing.assert_array_equal(c[:min(k, len(want))], want[:k])
+        assert (c[len(want):] == -1).all()

@@ -114,6 +114,49 @@ def test_wide_inner_extent_reads_each_sector_once():
         assert ln.unique_sectors_load <= x.nbytes // 32 + 64, ln
 
 
+@pytest.mark.parametrize("shape, dtype", [
+    ((8, 32768), np.int16),         # a short outer extent: 8 requests a sector before
+    ((64, 8192), np.int8),          # a tile of 32-byte runs would pass its bit budget: 32
+    ((4, 65536), np.uint8),
+    ((6, 40001), np.float32),       # an odd inner extent: the last chunk is narrower
+], ids=str)
+def test_requests_of_inner_extents_past_the_tile_budget(shape, dtype):
+    """F-order inputs whose K x I mask would not fit one tile (issue 32): nonzero_tiles_t over
+    inner chunks, then a pass that writes row segments from the chunks' records, both at <= 1.5
+    requests per unique sector (the logical-order kernel made up to 32), every form right."""
+    x = _make(shape[::-1], np.dtype(dtype), 0.4, np.random.default_rng(3)).T
+    for form, call, want in _calls(x):
+        got, launches, t = _run(call)
+        _check_result(got, want, f"{shape} {form}")
+        for ln in launches:
+            ratio = ln.sectors_load / max(ln.unique_sectors_load, 1)
+            assert ratio <= REQUESTS_GOAL, (shape, form, ln.kernel, ratio)
+        if form == "count":
+            continue
+        (p,) = {p for p in t.plans if hasattr(p, "num_tiles")}
+        assert p.chunked and p.tr[6] > 1, p.tr
+        assert [ln.kernel.split("<")[0] for ln in launches] == ["nonzero_tiles_t"] * 2, form
+
+
+def test_inner_chunks_of_several_inner_dims_under_schedules():
+    """Chunks of a flattened inner range over two dims (a chunk a multiple of the inner one's
+    extent, so its first index's offset adds up) and negative strides, every schedule."""
+    rng = np.random.default_rng(4)
+    base = _make((120, 151, 5), np.dtype(np.int8), 0.3, rng)
+    for x, sched in ((base[:, :150].transpose(2, 1, 0), "reverse"),
+                     (base[::-1, :150, ::-1].transpose(2, 1, 0), 11)):
+        with simt.schedule(sched):
+            for form, call, want in _calls(x):
+                if form == "count":
+                    continue
+                got, _, t = _run(call)
+                _check_result(got, want, f"{x.strides} {sched} {form}")
+                assert t.plans[0].chunked and t.plans[0].tr[5] % 120 == 0, t.plans[0].tr
+            k = int(np.count_nonzero(x)) // 3     # size= below the count: no fill tile
+            got = cupyops.nonzero_coordinates(x, size=k, device="simt")[0]
+            np.testing.assert_array_equal(got, np.argwhere(x)[:k])
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64,
                                    np.complex128], ids=str)
 @pytest.mark.parametrize("density", [0.5, 1.0])

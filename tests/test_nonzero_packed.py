@@ -396,14 +396,15 @@ def _traffic_views(dtype, d, rng):
 @pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32], ids=str)
 def test_traffic_goals(be, dtype):
     """Sectors touched / the minimum (cupyops/bench/traffic.py), issue 15's goals at every
-    density: C order (and reversed) size=n <= 1.15, the exact forms (two passes) <= 2.15; F
-    order and permuted (nonzero_tiles_t) <= 2.15 for both forms (today about 1.0-1.2 for
-    size=n and 1.2-2.03 exact; the element path read them at 2.3-2.9 and up to 63)."""
+    density: C order (and reversed) size=n <= 1.15, F order and permuted (nonzero_tiles_t)
+    <= 2.15 (today about 1.02-1.05; the element path read them at 2.3-2.9 and up to 63); the
+    exact forms, whose writing pass reads the counting pass's mask instead of the input
+    (issue 32), <= 1.35 in every layout (1.07-1.33 today; 1.2-2.03 when they read it twice)."""
     rng = np.random.default_rng(9)
     for d in (0.001, 0.1, 0.5):
         for name, x in _traffic_views(np.dtype(dtype), d, rng).items():
             size_goal = 1.15 if name in ("C", "negative") else 2.15
-            for form, goal in (("exact", 2.15), ("nonzero", 2.15), ("size", size_goal)):
+            for form, goal in (("exact", 1.35), ("nonzero", 1.35), ("size", size_goal)):
                 r = _ratio(x, form)
                 assert r <= goal, (name, d, form, r)
 

@@ -308,18 +308,20 @@ def _fill_coordinate_params(plan, mode, layout, k, fill, row_stride, stats):
         p["co_suffix"][i] = PP.fastdiv(suffix)
         p["co_shape"][i] = PP.fastdiv(n)
     p["ndim_div"] = PP.fastdiv(max(plan.ndim, 1))
-    m, kk, inner, chunks, vec = plan.tr or (0, 1, 0, 1, False)
+    m, kk, inner, chunks, vec, ic, c = plan.tr or (0, 1, 0, 1, False, 0, 1)
     p["tr_chunks"] = PP.fastdiv(chunks)
     fill = int(fill) % 2**64
     for name, v in (("unit_mask", plan.unit_mask), ("size", plan.size),
-                    ("num_tiles", plan.num_tiles), ("k", k),
+                    ("num_tiles", plan.segments() if mode == P.MODE_SEGMENTS
+                     else plan.num_tiles), ("k", k),
                     ("fill", fill - 2**64 if fill >= 2**63 else fill),
                     ("row_stride", row_stride), ("fill_rows", plan.fill_rows()),
                     ("in_ndim", len(plan.read_dims)), ("out_ndim", plan.ndim), ("mode", mode),
                     ("layout", layout), ("index_bytes", plan.index_bytes),
                     ("stats_on", int(stats)), ("narrow_loads", int(plan.narrow_loads)),
                     ("vec", int(plan.vec)), ("head", plan.head), ("tr_inner", inner),
-                    ("tr_dim", m), ("tr_kshift", kk.bit_length() - 1), ("tr_vec", int(vec))):
+                    ("tr_dim", m), ("tr_kshift", kk.bit_length() - 1), ("tr_vec", int(vec)),
+                    ("tr_c", c), ("tr_ic", ic)):
         p[name] = v
     return p
 
@@ -343,6 +345,23 @@ def _fill_count_params(plan):
     p["out_mapped"] = int(plan.out_base != 0 or any(
         sizes[i] != 1 and s != math.prod(sizes[i + 1:]) for i, s in enumerate(plan.out_strides)))
     return p
+
+
+def _compare_chunked(rng, item, f64):
+    """The same for an F-order input whose inner extent needs chunks (its SEGMENTS pass too)."""
+    if rng.random() > 0.05:
+        return
+    shape = (rng.choice([3, 8, 40]), rng.choice([40001, 70000]))
+    plan = P.plan_coordinates(shape, (item, item * shape[0]), item, np.int64, force_64bit=f64)
+    if not plan.chunked:           # (16-byte values: tiles of 2 x 40001 fit)
+        return False
+    for args in ((P.MODE_SCAN, P.LAYOUT_ROWS, 0, 0, 0, False),
+                 (P.MODE_SEGMENTS, P.LAYOUT_COLS, P.K_ALL, 0, 9, False),
+                 (P.MODE_SEGMENTS, P.LAYOUT_ROWS, 100, -1, 0, True)):
+        got = PP.coordinate_params(plan, args[0], args[1], k=args[2], fill=args[3],
+                                   row_stride=args[4], stats=args[5])
+        assert got.tobytes() == _fill_coordinate_params(plan, *args).tobytes(), plan
+    return True
 
 
 def test_packed_params_equal_a_field_by_field_fill():
@@ -372,6 +391,8 @@ def test_packed_params_equal_a_field_by_field_fill():
             assert got.dtype == PP.PARAMS_DTYPE
             assert got.tobytes() == _fill_coordinate_params(plan, *args).tobytes(), plan
         compared.add(("coords", bool(plan.vec), bool(plan.tr), plan.wide))
+        if _compare_chunked(rng, item, f64):
+            compared.add(("chunked",))
         if math.prod(shape) > 1:
             axes = tuple(sorted(rng.sample(range(nd), rng.randint(1, nd))))
             c = P.plan_count(shape, tuple(strides), item, axes, force_64bit=f64,
@@ -379,8 +400,8 @@ def test_packed_params_equal_a_field_by_field_fill():
             assert PP.count_params(c).tobytes() == _fill_count_params(c).tobytes(), c
             compared.add(("count", c.mode, bool(c.vec), c.wide))
     # the paths the packer serves all came up
-    assert {("coords", True, False), ("coords", False, True), ("coords", False, False)} <= \
-        {k[:3] for k in compared}
+    assert {("coords", True, False), ("coords", False, True), ("coords", False, False),
+            ("chunked",)} <= {k[:3] for k in compared}
     assert {("count", 0, True), ("count", 0, False), ("count", 1, False), ("count", 2, False)} <= \
         {k[:3] for k in compared}
     with pytest.raises(ValueError, match="an array of 9 values for a field of 8"):

@@ -181,7 +181,7 @@ class TestModel:
         assert traffic.goal_for("hardmax", "last tie=first") == 1.05
         assert traffic.goal_for("nonzero_coordinates", "d=0.5 size=n") == 1.15
         assert traffic.goal_for("nonzero_coordinates", "d=0.1 size=n") is None
-        assert traffic.goal_for("argwhere", "d=0.1") == 2.15
+        assert traffic.goal_for("argwhere", "d=0.1") == 1.35
         assert traffic.goal_for("count_nonzero", "d=0.1") is None
 
 

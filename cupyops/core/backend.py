@@ -29,8 +29,8 @@ from cupyops.core.arrays import data_ptr  # noqa: F401  (re-exported)
 from cupyops.core.fastread import numpy_data_ptr
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
-           "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "data_ptr",
-           "check_device_errors"]
+           "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "cupy_by_value",
+           "struct_arg_bytes", "data_ptr"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,24 +114,38 @@ class Backend:
     props: DeviceProps
     device_id: int
 
-    def read_scalar(self, arr, capture_hint: str = "") -> int:
+    def read_scalar(self, arr, stream=None, capture_error=None) -> int:
         """The value of a one-element device array on the host (under ``dry_run``: the count the
-        dry run was given, nothing read). During CUDA-graph capture, which cannot hold a host
-        read, a ``ValueError`` ending with the caller's ``capture_hint`` (what to capture
-        instead)."""
+        dry run was given, nothing read). ``stream``: the call's stream from :meth:`begin`,
+        inside its device scope (then nothing is asked of CuPy again). During CUDA-graph
+        capture, which cannot hold a host read, a ``ValueError(capture_error)``: the caller's
+        words for what read and what to capture instead."""
         _trace.record_d2h()
         dry = _dry_run_state.get()
         if dry is not None:
             dry.d2h_reads += 1
             return dry.count
-        if self._armed:
-            self.check_flags()
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
-        return self._read_one(arr, capture_hint)
+        if self.stream_capturing(stream):
+            raise ValueError(capture_error or _CAPTURE_ERROR)
+        return self._read_one(arr, stream)
+
+    def begin(self):
+        """``(scope, stream)`` of one call: ``with scope:`` makes this backend's device current
+        for the call (a no-op when it is), and ``stream`` is the stream its launches go to. A
+        call asks for both once (one current-device query, one current-stream query) and passes
+        ``stream`` to :meth:`alloc`'s allocations' launches, :meth:`stream_key`,
+        :meth:`read_scalar` and the launchers. The simt backend has one stream: ``None``."""
+        return _NO_SCOPE, None
+
+    def alloc(self, shape, dtype):
+        """:meth:`empty` inside :meth:`begin`'s scope (no device check)."""
+        return self.empty(shape, dtype)
 
     def __init__(self):
         self._kernels: dict = {}
+        self._lock = threading.Lock()
         self._dry_by_key: dict = {}
         self._dry_kernels: dict = {}
         #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
@@ -141,34 +155,6 @@ class Backend:
         #: the scratch arena of a backend with one stream (simt), kept here by
         #: cupyops.core.workspace.arena_for; None otherwise
         self.only_arena = None
-        #: error flags kernels may have set since the last host read: id -> (flag, describe)
-        self._armed: dict = {}
-
-    # -- device-side error flags -----------------------------------------------------------
-    def arm_flag(self, flag, describe, key=None) -> None:
-        """Have the next host read (:meth:`read_scalar`, :meth:`check_flags`) check ``flag``, a
-        one-element uint64 device array that a kernel sets to a non-zero code when it finds bad
-        input it could not be checked for on the host (offsets already on the GPU), and leaves
-        alone otherwise: a set flag raises ``ValueError(describe(code))`` and is cleared.
-        ``key`` (default ``id(flag)``): arming the same key again replaces the entry."""
-        self._armed[id(flag) if key is None else key] = (flag, describe)
-
-    def check_flags(self) -> None:
-        """Read every armed flag (a synchronisation), clear the set ones and raise the first
-        one's error. Nothing to read during CUDA-graph capture or a dry run: the flags stay
-        armed."""
-        if not self._armed or _dry_run_state.get() is not None or self.stream_capturing():
-            return
-        armed = list(self._armed.values())
-        self._armed.clear()
-        errors = []
-        for flag, describe in armed:
-            code = self._read_one(flag)
-            if code:
-                self.zero_fill(flag)
-                errors.append(describe(code))
-        if errors:
-            raise ValueError(errors[0])
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -278,9 +264,9 @@ class Backend:
         ``unchecked``; ``launch.unchecked`` skips the check (configurations checked before)."""
         check = self._check_launch
 
-        def launch(grid, block, args, shared_mem=0):
+        def launch(grid, block, args, shared_mem=0, stream=None):
             grid, block, shared_mem = check(expr, grid, block, shared_mem)
-            return unchecked(grid, block, args, shared_mem)
+            return unchecked(grid, block, args, shared_mem, stream)
 
         launch.__name__ = f"launch[{expr}]"
         launch.raw = raw
@@ -298,7 +284,7 @@ class Backend:
         if expr not in _modules.get_family(family).expressions_for(dtype):
             raise KeyError(f"{expr!r} is not an expression of kernel family {family!r} for {dtype}")
 
-        def unchecked(grid, block, args, shared_mem=0):
+        def unchecked(grid, block, args, shared_mem=0, stream=None):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             rec = _dry_run_state.get()
             if rec is not None:
@@ -347,31 +333,34 @@ class Backend:
         out[...] = fill
         return out
 
-    def _read_one(self, arr, capture_hint: str = "") -> int:
+    def _read_one(self, arr, stream=None) -> int:
         """Read a one-element array to the host as an int."""
         raise NotImplementedError
 
-    def zero_fill(self, arr) -> None:
-        """Zero ``arr`` in stream order (scratch that must start at zero, on every call)."""
+    def zero_fill(self, arr, stream=None) -> None:
+        """Zero ``arr`` in stream order (``stream``: the call's, inside :meth:`begin`'s
+        scope)."""
         arr.fill(0)
 
-    def read_flag(self, arr, what: str, why: str, capture_hint: str) -> bool:
+    def read_flag(self, arr, what: str, why: str, capture_hint: str, stream=None) -> bool:
         """Read a one-element flag the kernels set to the host. In a dry run, 0; during
         CUDA-graph capture, a ``ValueError`` (a capture cannot hold a host read) naming
-        ``what`` needs it, ``why``, and the caller's ``capture_hint``."""
+        ``what`` needs it, ``why``, and the caller's ``capture_hint``. ``stream``: as for
+        :meth:`read_scalar`."""
         if _dry_run_state.get() is not None:
             return False
-        if self.stream_capturing():
-            raise ValueError(f"{what} reads a flag to the host after its kernel ({why}), which "
-                             f"CUDA-graph capture cannot hold; {capture_hint}")
-        return bool(self.read_scalar(arr))
+        return bool(self.read_scalar(
+            arr, stream, f"{what} reads a flag to the host after its kernel ({why}), which "
+            f"CUDA-graph capture cannot hold; {capture_hint}"))
 
-    def stream_key(self) -> int:
-        """The stream launches go to now (its handle; 0 for the simt backend)."""
+    def stream_key(self, stream=None) -> int:
+        """The key of the stream launches go to now (``stream``: the one :meth:`begin` gave):
+        its handle; 0 for the simt backend."""
         return 0
 
-    def stream_capturing(self) -> bool:
-        """Whether that stream is being captured into a CUDA graph (nothing may allocate)."""
+    def stream_capturing(self, stream=None) -> bool:
+        """Whether that stream (``stream``: the one :meth:`begin` gave) is being captured into
+        a CUDA graph (nothing may allocate)."""
         return False
 
     def asarray_input(self, x):
@@ -398,12 +387,12 @@ class SimtBackend(Backend):
         self.device_id = 0
 
     def _launcher(self, raw, expr):
-        def unchecked(grid, block, args, shared_mem=0):
+        def unchecked(grid, block, args, shared_mem=0, stream=None):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             return raw(grid, block, tuple(args), shared_mem=shared_mem)
         return self._checked(expr, unchecked, raw)
 
-    def _read_one(self, arr, capture_hint: str = "") -> int:
+    def _read_one(self, arr, stream=None) -> int:
         return int(np.asarray(arr).reshape(()))
 
     def asarray_input(self, x):
@@ -441,6 +430,8 @@ class CupyBackend(Backend):
         self._per_thread = int(getattr(cupy.cuda.runtime, "streamPerThread", 2))
         self._optin_set: dict = {}
         self._current_device = cupy.cuda.runtime.getDevice
+        self._current_stream = cupy.cuda.get_current_stream
+        self._empty = cupy.empty
 
     def _device_scope(self):
         return self._device()
@@ -457,9 +448,19 @@ class CupyBackend(Backend):
         return self._device()
 
     def struct_arg(self, value):
-        """CuPy passes a C struct by value as a one-element NumPy array of its dtype (CuPy 13
-        refuses ``np.void``); made once per prepared launch."""
-        return np.array(value) if isinstance(value, np.void) else value
+        """A C struct passed by value, as CuPy takes it without walking its fields
+        (:func:`cupy_by_value`); made once per prepared launch."""
+        return cupy_by_value(value)
+
+    def begin(self):
+        """One current-device query and one current-stream query for a whole call."""
+        stream = self._current_stream(self.device_id)
+        if self._current_device() == self.device_id:
+            return _NO_SCOPE, stream
+        return self._device(), stream
+
+    def alloc(self, shape, dtype):
+        return self._empty(shape, dtype=dtype)
 
     def _launcher(self, raw, expr):
         Device = self._cupy.cuda.Device
@@ -468,13 +469,17 @@ class CupyBackend(Backend):
         default_max = self.props.max_shared_per_block
         optin_set = self._optin_set
 
-        def unchecked(grid, block, args, shared_mem=0):
+        def unchecked(grid, block, args, shared_mem=0, stream=None):
             _trace.record_launch(expr, grid, block, shared_mem, args)
             if shared_mem > default_max and optin_set.get(expr, 0) < shared_mem:
                 # dynamic shared memory above 48 KiB must be opted into per function
                 with Device(device_id):
                     raw.max_dynamic_shared_size_bytes = shared_mem
                 optin_set[expr] = shared_mem
+            if stream is not None:
+                # inside a call's begin(): its device is current, its stream given (CuPy would
+                # ask for the current stream again)
+                return raw(grid, block, args, shared_mem=shared_mem, stream=stream)
             if current() == device_id:
                 return raw(grid, block, args, shared_mem=shared_mem)
             with Device(device_id):
@@ -499,33 +504,37 @@ class CupyBackend(Backend):
         with self._scope():
             return self._cupy.full(shape, fill, dtype=dtype)
 
-    def zero_fill(self, arr) -> None:
-        if self._current_device() == self.device_id:
+    def zero_fill(self, arr, stream=None) -> None:
+        if stream is not None or self._current_device() == self.device_id:
             arr.fill(0)            # a memset on the current stream: capturable, in order
             return
         with self._device():
             arr.fill(0)
 
-    def stream_key(self):
-        """This device's current stream (CuPy keeps one per device). Every thread's per-thread
-        default stream has the same handle but is a stream of its own: keyed by thread too."""
-        ptr = int(self._cupy.cuda.get_current_stream(self.device_id).ptr)
+    def stream_key(self, stream=None):
+        """This device's current stream (CuPy keeps one per device; ``stream``: the one
+        :meth:`begin` gave). Every thread's per-thread default stream has the same handle but
+        is a stream of its own: keyed by thread too."""
+        if stream is None:
+            stream = self._current_stream(self.device_id)
+        ptr = int(stream.ptr)
         if ptr == self._per_thread:
             return (ptr, threading.get_ident())
         return ptr
 
-    def stream_capturing(self) -> bool:
-        stream = self._cupy.cuda.get_current_stream(self.device_id)
+    def stream_capturing(self, stream=None) -> bool:
+        if stream is None:
+            stream = self._current_stream(self.device_id)
         try:
             return bool(stream.is_capturing())
         except Exception:  # pragma: no cover - CuPy without capture support
             return False
 
-    def _read_one(self, arr, capture_hint: str = "") -> int:
-        """``int(arr.get())``: the one implicit synchronisation the library makes."""
-        if self.stream_capturing():
-            raise ValueError("this call reads a value to the host after its kernel, which "
-                             f"CUDA-graph capture cannot hold; {capture_hint}")
+    def _read_one(self, arr, stream=None) -> int:
+        """``int(arr.get())``: the one implicit synchronisation the library makes (``stream``:
+        the call's, inside its device scope)."""
+        if stream is not None:
+            return int(arr.get(stream=stream).reshape(()))
         with self._scope():
             return int(arr.get().reshape(()))
 
@@ -547,22 +556,72 @@ class CupyBackend(Backend):
 
 
 _NO_SCOPE = contextlib.nullcontext()
+_CAPTURE_ERROR = ("this call reads a value to the host after its kernel, which CUDA-graph "
+                  "capture cannot hold")
 
 
 def cupy_kernel_args(args) -> tuple:
-    """The launch arguments as CuPy's marshalling takes them, for every CuPy the extras allow.
+    """The launch arguments as the CUDA backend hands them to CuPy: each by-value struct
+    (``np.void``) through :func:`cupy_by_value`, the one conversion (what
+    :meth:`CupyBackend.struct_arg` gives); everything else (CuPy arrays, NumPy integer
+    scalars, structs converted before) unchanged."""
+    return tuple([cupy_by_value(a) if type(a) is np.void else a for a in args])
 
-    Launch code passes a C struct by value as a NumPy structured scalar (``np.void``), which
-    the simt layer takes as it is. CuPy 13 refuses ``np.void`` ("Unsupported type"); every
-    CuPy from 13 on passes a one-element ``numpy.ndarray`` by value (its bytes, copied by the
-    driver at launch). Everything else (CuPy arrays, NumPy integer scalars) passes unchanged.
-    """
-    out = []
-    for a in args:
-        if isinstance(a, np.void):
-            a = np.array(a)            # 0-d, the struct's dtype: one element, passed by value
-        out.append(a)
-    return tuple(out)
+
+def cupy_by_value(value):
+    """A C struct passed by value (the packer's ``np.void``) as the CUDA backend hands it to
+    CuPy: an object whose marshalling runs no Python per field.
+
+    CuPy 14 marshals a one-element NumPy array through its ``__array_interface__``, which NumPy
+    builds by walking the fields of a structured dtype in Python (30-76 us a launch for
+    ArParams and nz_params; docs/performance.md). Instead the struct's bytes are held in a
+    NumPy buffer and handed over as a ``cupy.cuda.function.CPointer`` to them (subclassed to
+    keep the buffer alive), which CuPy's ``_pointer`` passes through unconverted: the driver
+    copies the bytes at launch (and a CUDA-graph capture copies them into its node). Where
+    this CuPy has no such ``CPointer`` (probed once), a 0-d plain void array (``V<n>``) of the
+    same bytes: one ``__array_interface__`` without fields. Anything but an ``np.void`` is
+    returned unchanged."""
+    if not isinstance(value, np.void):
+        return value
+    data = np.frombuffer(value.tobytes(), np.uint8).copy()      # a buffer of its own
+    make = _by_value_maker()
+    return make(data) if make is not None else data.view(f"V{data.size}").reshape(())
+
+
+_by_value_state: list = []
+
+
+def _by_value_maker():
+    """``make(uint8 buffer) -> CPointer`` to its bytes, or None where this CuPy's ``CPointer``
+    cannot be built that way (then :func:`cupy_by_value` uses a plain void array)."""
+    if _by_value_state:
+        return _by_value_state[0]
+    make = None
+    try:
+        from cupy.cuda.function import CPointer
+
+        class StructBytes(CPointer):
+            """The address of a by-value struct's bytes, which it keeps alive."""
+
+            def __init__(self, data):
+                CPointer.__init__(self, numpy_data_ptr(data))
+                self.data = data
+
+        probe = np.arange(16, dtype=np.uint8)
+        if int(StructBytes(probe).ptr) == numpy_data_ptr(probe):
+            make = StructBytes
+    except Exception:  # pragma: no cover - a CuPy without CPointer(address)
+        make = None
+    _by_value_state.append(make)
+    return make
+
+
+def struct_arg_bytes(arg) -> bytes:
+    """The bytes a CUDA-backend by-value argument (:func:`cupy_by_value`) hands the driver."""
+    data = getattr(arg, "data", None)
+    if isinstance(data, np.ndarray) and not isinstance(arg, np.ndarray):
+        return data.tobytes()
+    return np.asarray(arg).tobytes()
 
 
 def _check_supported(props: DeviceProps) -> None:
@@ -632,7 +691,7 @@ _backends_lock = threading.Lock()
 
 
 def _new_lock_in_child():
-    """After ``fork``: a new lock, as its holder (a parent thread) is not in the child."""
+    """After ``fork``: a parent thread making a backend does not exist in the child."""
     global _backends_lock
     _backends_lock = threading.Lock()
 
@@ -661,23 +720,6 @@ def get_backend(name: str, device_id: int | None = None) -> Backend:
             be = SimtBackend() if name == "simt" else CupyBackend(key[1])
             _backends[key] = be
     return be
-
-
-def check_device_errors(device=None) -> None:
-    """Raise the error a kernel recorded on the device since the last host read (offsets of a
-    segment call that were already on the GPU and break the rules): ``ValueError`` naming the
-    call and the first bad position, the flag then cleared. ``device``: "simt", "cuda",
-    "cuda:N", or None for every device this process launched on. A synchronisation of each
-    flag's stream when one is armed; nothing otherwise."""
-    if device is None:
-        chosen = list(_backends.values())
-    else:
-        from cupyops.core.devices import parse_device_name
-        kind, dev_id = parse_device_name(device)
-        chosen = [be for (name, i), be in list(_backends.items())
-                  if name == kind and (dev_id is None or i == dev_id)]
-    for be in chosen:
-        be.check_flags()
 
 
 def backend_for(placement) -> Backend:

@@ -237,6 +237,24 @@ def kernel_entry(placement, x, kx, run, *, reshape=None):
     return functools.partial(_kernel_entry_call, run, prep, reshape)
 
 
+def class_entry(runner_for):
+    """The class entry of a layout class (cupyops._call: the first call of a new layout of a
+    C-contiguous input whose every other key part was seen), the one mechanism of every
+    family: ``first(x, workspace, keep) -> (result, entry)``. ``runner_for(x, force_64bit)``
+    plans the new shape and gives its runner, ``entry(x, workspace)`` (the entry kept when
+    ``keep``), or None where the shape is the full road's to judge (then ``first`` hands the
+    call back: None). An input with a zero extent is always handed back (the rules' empty
+    cases)."""
+    def first(x, workspace, keep):
+        if 0 in x.shape:
+            return None
+        runner = runner_for(x, force_64bit.get())
+        if runner is None:
+            return None
+        return runner(x, workspace), (runner if keep else None)
+    return first
+
+
 def _kernel_entry_call(run, prep, reshape, x, workspace):
     res = run(x if prep is None else prep(x), workspace)
     return res if reshape is None else res.reshape(reshape)

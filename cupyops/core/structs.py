@@ -5,7 +5,8 @@ integer or float scalars, fixed-length arrays of them, and nested structs (and a
 them) whose values an ``encode`` function turns into bytes. From that one definition come
 
 * ``dtype``: the NumPy structured dtype with C layout (``align=True``), which the launch code
-  passes (simt takes the ``np.void``; CuPy a one-element array of it);
+  passes (simt takes the ``np.void``; the CUDA backend hands CuPy its bytes without the fields:
+  ``cupyops.core.backend.cupy_by_value``);
 * :meth:`Struct.c_asserts`: the ``static_assert`` lines on ``sizeof`` and every ``__builtin_offsetof``
   that the kernel source holds next to the C definition (tests compile both with NVRTC and
   compare the two);

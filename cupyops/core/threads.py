@@ -25,6 +25,17 @@ depends on the number of threads.
   parts more than half of the call (other processes hold the cores), the calls of the
   next :data:`BUSY_SECONDS` run on one thread, which is then the faster way; then the pool is
   tried again.
+* **Measured, per layout** (:class:`Choice`, :func:`measured`): threads pay only where the
+  work outweighs their cost: a pass of the GIL per NumPy call of each part, a worker to wake.
+  On a machine whose cores are shared (a VM's vCPUs, other jobs), a routine made of many short
+  NumPy calls can run slower on two threads than on one, whatever its size. So each large
+  NumPy-path entry times its calls: on the threads, on one thread now and then (every 4th
+  call, then every 8th ... every 64th while the choice holds, at most one probe in
+  :data:`CHOICE_PROBE_SECONDS` nor in 400 times its cost; a probe is two calls, the second
+  timed), and runs each call
+  the way that has been faster (exponential averages of its seconds; a probe of the slower
+  way replaces that way's stale average; the threads must win by :data:`CHOICE_MARGIN`). A
+  call is never slower than one thread but for the odd probe.
 """
 from __future__ import annotations
 
@@ -38,8 +49,8 @@ import time
 import warnings
 
 __all__ = ["get_num_threads", "set_num_threads", "max_threads", "threads_for", "run_parts",
-           "split", "single_thread", "one_thread", "using", "MIN_BYTES", "PART_BYTES",
-           "TAIL_BYTES", "PARTS_PER_THREAD", "BUSY_SECONDS", "THREADS_PER_CORE"]
+           "split", "single_thread", "one_thread", "using", "Choice", "measured", "MIN_BYTES",
+           "PART_BYTES", "TAIL_BYTES", "PARTS_PER_THREAD", "BUSY_SECONDS", "THREADS_PER_CORE"]
 
 #: inputs of fewer bytes run on one thread
 MIN_BYTES = 1 << 20
@@ -68,6 +79,7 @@ class _State:
         self.workers = []            # one SimpleQueue of jobs per worker thread
         self.most_workers = None     # the workers the OS allowed, once it refused one
         self.busy_until = 0.0        # one thread until then: the workers found no core
+        self.chosen_one = False      # a Choice runs this call on one thread
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
         self.local = threading.local()
@@ -177,7 +189,8 @@ def threads_for(nbytes: int) -> int:
     n = state.setting
     if n is None:
         n = _setting()
-    if n <= 1 or _get_ident() != state.main or getattr(state.local, "single", 0):
+    if n <= 1 or state.chosen_one or _get_ident() != state.main or \
+            getattr(state.local, "single", 0):
         return 1
     if state.busy_until and _monotonic() < state.busy_until:
         return 1
@@ -186,6 +199,112 @@ def threads_for(nbytes: int) -> int:
 
 _get_ident = threading.get_ident
 _monotonic = time.monotonic
+_perf = time.perf_counter
+
+#: whether Choice measures (False: every large call on the threads threads_for gives, as
+#: tests that count the parts want)
+MEASURE = True
+#: exponential average of a Choice's seconds per call: the weight of the newest call
+CHOICE_WEIGHT = 0.25
+#: a Choice runs the other way after this many calls, then twice as many, up to the most,
+#: and no sooner than this many seconds after its last probe (a fast call probes rarely), nor
+#: sooner than CHOICE_PROBE_SHARE times the probe's cost (two calls the slower way: the
+#: probes take at most 1/400 of the time)
+CHOICE_PROBE_FIRST = 4
+CHOICE_PROBE_MOST = 64
+CHOICE_PROBE_SECONDS = 0.1
+CHOICE_PROBE_SHARE = 400
+#: the threads must be this much faster than one thread to be taken (in doubt: one thread)
+CHOICE_MARGIN = 0.05
+
+
+class Choice:
+    """One layout's calls on the threads or on one thread, whichever has been faster (the
+    module docstring's "Measured, per layout"). :meth:`start` decides a call (None: nothing
+    to decide, as on one thread anyway), :meth:`stop` times it. The seconds of one layout's
+    calls compare directly: the same shape, the same work. A call that runs the other way
+    than the call before is not timed: it meets the caches the other way left (data in the
+    other core's L2). So a probe of the other way is two calls, the second's seconds replacing
+    that way's stale average."""
+
+    __slots__ = ("many", "one", "since", "every", "probed", "alone", "before", "probe")
+
+    def __init__(self):
+        self.many = self.one = 0.0       # average seconds on the threads, on one (0: unknown)
+        self.since, self.every = 0, CHOICE_PROBE_FIRST
+        self.probed = 0.0                # when the last probe started
+        self.alone = False               # this call runs on one thread
+        self.before = None               # ... the call before did (None: no call yet)
+        self.probe = 0                   # 1: a probe's first call, 2: its second
+
+    def _alone(self, now) -> bool:
+        if self.probe == 1:              # the probe's second call, the same way
+            self.probe = 2
+            return self.alone
+        self.probe = 0
+        if not self.many:
+            return False                 # the threads first, then one thread
+        if not self.one:
+            return True
+        best = self.many >= self.one * (1.0 - CHOICE_MARGIN)
+        self.since += 1
+        gap = max(CHOICE_PROBE_SECONDS, CHOICE_PROBE_SHARE * abs(self.many - self.one))
+        if self.since >= self.every and now - self.probed >= gap:
+            # now and then the other way: the machine changes
+            self.since, self.probed = 0, now
+            self.every = min(2 * self.every, CHOICE_PROBE_MOST)
+            self.probe = 1
+            return not best
+        return best
+
+    def start(self, nbytes):
+        """The start time of a call over ``nbytes`` that could use the threads (None where
+        it runs on one thread anyway); caps this call at one thread when that is the way."""
+        if not MEASURE or threads_for(nbytes) <= 1:
+            return None
+        t = _perf()
+        self.before = self.alone if self.before is not None or self.many else None
+        self.alone = self._alone(t)
+        if self.alone:
+            _state.chosen_one = True
+        return t
+
+    def stop(self, t0) -> None:
+        if t0 is None:
+            return
+        dt = _perf() - t0
+        if self.alone:
+            _state.chosen_one = False
+        if self.before is not None and self.before != self.alone:
+            return                       # (the first call of a way: its caches cold, untimed)
+        w = 1.0 if self.probe == 2 else CHOICE_WEIGHT
+        if self.alone:
+            self.one = dt if not self.one else self.one + w * (dt - self.one)
+        else:
+            self.many = dt if not self.many else self.many + w * (dt - self.many)
+
+
+def _measured_call(state, x, workspace):
+    choice, nbytes, entry, alone = state
+    t0 = choice.start(nbytes)
+    if t0 is None:
+        return alone(x, workspace)
+    try:
+        return (alone if choice.alone else entry)(x, workspace)
+    finally:
+        choice.stop(t0)
+
+
+def measured(entry, nbytes: int, alone=None):
+    """``entry(x, workspace)`` of a layout whose calls may split ``nbytes`` of work among the
+    threads, run through a :class:`Choice` of its own (``alone``: the same on one thread, with
+    nothing to decide, where the layout has one: its calls on one thread run it); ``alone`` or
+    ``entry`` itself below :data:`MIN_BYTES` (one thread always)."""
+    if entry is None:
+        return None
+    if nbytes < MIN_BYTES:
+        return alone or entry
+    return functools.partial(_measured_call, (Choice(), nbytes, entry, alone or entry))
 
 
 def split(n: int, threads: int, nbytes: int) -> list:

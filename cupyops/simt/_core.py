@@ -53,7 +53,7 @@ class _Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in (
         "switches", "rounds", "blocks", "threads", "spin_points", "req_load", "req_store", "sectors_load",
         "sectors_store", "uniq_load", "uniq_store", "uniq_total", "shared_accesses",
-        "shared_wavefronts")] + [("seconds", ctypes.c_double)]
+        "shared_wavefronts")] + [("seconds", ctypes.c_double), ("fp_traps", u64), ("nan_canonical", u64)]
 
 
 class _Err(ctypes.Structure):
@@ -88,19 +88,27 @@ _checks = {
     "ftz_mxcsr": os.environ.get("CUPYOPS_SIMT_FTZ", "1") == "mxcsr",
     # NVRTC as a front end when installed (off by default: the g++ checks need no CUDA at all)
     "nvrtc": os.environ.get("CUPYOPS_SIMT_NVRTC", "0") == "1",
+    # the canonical NaN 0x7fffffff from float32 arithmetic that makes a NaN (0/0, inf-inf):
+    # trapping MXCSR, the result's NaN lanes rewritten (CUPYOPS_SIMT_NAN=0 turns it off)
+    "nan": os.environ.get("CUPYOPS_SIMT_NAN", "1") != "0",
 }
+
+_MXCSR_DEFAULT = 0x1F80        # every exception masked, round to nearest
 
 
 def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: bool | None = None,
-               nvrtc: bool | None = None, ftz: bool | None = None) -> dict:
+               nvrtc: bool | None = None, ftz: bool | None = None, nan: bool | None = None) -> dict:
     """Turn the happens-before checker (``race``) and the alignment check (``align``) on or off
     (both on by default); ``ftz``: under -ftz=true, flush float32 subnormals in arithmetic and
     compares as a GPU does (on by default; float64 is never flushed); ``ftz_mxcsr``: instead flush
     through MXCSR for the whole launch (float64 too, as before); ``nvrtc``: use NVRTC as a front end
-    when it is installed (its compile errors become CompileError, its ``.maxntid`` a launch bound).
+    when it is installed (its compile errors become CompileError, its ``.maxntid`` a launch bound);
+    ``nan``: float32 arithmetic that makes a NaN returns the canonical 0x7fffffff as a GPU's
+    (on by default; each such instruction, and each ordered compare of a NaN, costs a trap).
     Returns the previous settings."""
     prev = dict(_checks)
-    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc), ("ftz", ftz)):
+    for k, v in (("race", race), ("align", align), ("ftz_mxcsr", ftz_mxcsr), ("nvrtc", nvrtc), ("ftz", ftz),
+                 ("nan", nan)):
         if v is not None:
             _checks[k] = bool(v)
     return prev
@@ -108,6 +116,19 @@ def set_checks(race: bool | None = None, align: bool | None = None, ftz_mxcsr: b
 
 def get_checks() -> dict:
     return dict(_checks)
+
+
+def _launch_mxcsr(ftz: bool) -> int:
+    """The fibers' MXCSR for a launch (0: the default, no trap): -ftz=true as the checks say,
+    and the invalid-operation exception unmasked for the canonical NaN (simt_runtime.cpp)."""
+    m = _MXCSR_DEFAULT
+    if ftz and _checks["ftz_mxcsr"]:
+        m |= 0x8040                     # FTZ + DAZ: float64 flushed too
+    elif ftz and _checks["ftz"]:
+        m &= ~0x0900                    # denormal-operand and underflow exceptions unmasked
+    if _checks["nan"]:
+        m &= ~0x0080                    # invalid-operation exception unmasked
+    return 0 if m == _MXCSR_DEFAULT else m
 
 # ---------------------------------------------------------------- runtime library
 _runtime = None
@@ -333,7 +354,9 @@ class Function:
         self._const_restrict = cr if len(cr) == len(self._params) else [False] * len(self._params)
         self._stack = max(DEFAULT_STACK, (2 * _build.stack_need(self._path) + 32 * 1024 + 4095) // 4096 * 4096)
         self._maxntid = module._nvrtc_bounds.get(name, 0)
-        self.max_threads_per_block = MAX_THREADS_PER_BLOCK
+        # as CUDA's cuFuncGetAttribute: __launch_bounds__(N) caps the block (NVRTC's .maxntid too)
+        bound = min(b for b in (MAX_THREADS_PER_BLOCK, module._launch_bound_of(index), self._maxntid) if b > 0)
+        self.max_threads_per_block = bound
         self.num_regs = 0
         self.local_size_bytes = 0
 
@@ -364,7 +387,7 @@ class Function:
         """CuPy-like function attributes."""
         return {
             "max_threads_per_block": self.max_threads_per_block, "shared_size_bytes": self.shared_size_bytes,
-            "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes, "num_regs": 0,
+            "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes, "num_regs": self.num_regs,
             "local_size_bytes": 0, "const_size_bytes": 0, "ptx_version": 0, "binary_version": 0,
         }
 
@@ -470,14 +493,7 @@ class Function:
         d.max_spins = _watchdog["max_spins"]
         d.timeout_s = _watchdog["timeout_s"]
         d.checks = (1 if _checks["race"] else 0) | (2 if _checks["align"] else 0)
-        if not self._module._ftz:
-            d.mxcsr = 0
-        elif _checks["ftz_mxcsr"]:
-            d.mxcsr = 0x1F80 | 0x8040           # FTZ + DAZ: float64 flushed too
-        elif _checks["ftz"]:
-            d.mxcsr = 0x1F80 & ~0x0900          # denormal-operand and underflow exceptions unmasked
-        else:
-            d.mxcsr = 0
+        d.mxcsr = _launch_mxcsr(self._module._ftz)
         d.stack_bytes = self._stack
         err = _Err()
         st = _Stats()
@@ -548,6 +564,7 @@ class RawModule:
 
     _memo: dict = {}
     _tls_info: dict = {}
+    _bounds_info: dict = {}
 
     def __init__(self, code=None, *, path=None, options=(), name_expressions=None, backend="nvrtc",
                  translate_cucomplex=False, enable_cooperative_groups=False, jitify=False, name=None):
@@ -622,6 +639,26 @@ class RawModule:
                 total += sz  # a device helper's or namespace-scope __shared__: may be used by any kernel
         return total
 
+    def _kernel_prefix(self, index: int) -> str | None:
+        """The mangled-name prefix of the static locals of entry `index` (None if unknown)."""
+        buf = ctypes.create_string_buffer(4096)
+        addr = ctypes.cast(getattr(self._lib, f"__simt_kaddr_{index}"), ctypes.CFUNCTYPE(ctypes.c_void_p))()
+        if not _rt().simt_symbol_name(addr, buf, 4096):
+            return None
+        return _build.function_prefix(buf.value.decode())
+
+    def _launch_bound_of(self, index: int) -> int:
+        """The N of entry `index`'s ``__launch_bounds__(N, ...)``, 0 for none: the kernel's static
+        ``__simt_lb`` (simt_cuda.h's __simt_launch_bounds), read from the module's symbol table."""
+        key = str(self._path)
+        bounds = RawModule._bounds_info.get(key)
+        if bounds is None:
+            bounds = RawModule._bounds_info[key] = _launch_bound_records(self._path)
+        if not bounds:
+            return 0
+        own = self._kernel_prefix(index)
+        return bounds.get(own, 0) if own else 0
+
     def get_function(self, name: str) -> Function:
         self.compile()
         fn = self._functions.get(name)
@@ -647,6 +684,41 @@ class RawModule:
             fn = Function(self, name, idx)
             self._functions[name] = fn
         return fn
+
+
+_BOUND_SYMBOL = "E9__simt_lb"
+
+
+def _launch_bound_records(so_path) -> dict:
+    """{mangled prefix of a kernel's static locals: its __launch_bounds__ max threads} from the
+    ``__simt_lb`` statics (STT_OBJECT) of an ELF64 shared object: their bytes, read from the
+    section that holds them (a record is three int64: max threads, min blocks, max blocks)."""
+    import struct
+    data = Path(so_path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or _BOUND_SYMBOL.encode() not in data:
+        return {}
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    out = {}
+    for sh in sections:
+        if sh[1] != 2 or not sh[9]:  # SHT_SYMTAB
+            continue
+        str_off = sections[sh[6]][4]
+        for k in range(sh[5] // sh[9]):
+            st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", data, sh[4] + k * sh[9])
+            if st_info & 0xF != 1 or st_size < 8 or not 0 < st_shndx < len(sections):  # STT_OBJECT
+                continue
+            end = data.index(b"\0", str_off + st_name)
+            name = data[str_off + st_name:end].decode(errors="replace")
+            if not (name.startswith("_ZZ") and name.endswith(_BOUND_SYMBOL)):
+                continue
+            home = sections[st_shndx]
+            if home[1] == 8:  # SHT_NOBITS: zeros
+                continue
+            n, = struct.unpack_from("<q", data, home[4] + st_value - home[3])
+            out[name[:-len(_BOUND_SYMBOL) + 1]] = n
+    return out
 
 
 def RawKernel(code, name, options=(), **kw):

@@ -176,6 +176,7 @@ struct Stats {
   u64 req_load, req_store, sectors_load, sectors_store, uniq_load, uniq_store, uniq_total;
   u64 shared_accesses, shared_wavefronts;
   double seconds;
+  u64 fp_traps, nan_canonical;  // MXCSR traps stepped (-ftz=true, canonical NaN); NaN lanes rewritten
 };
 
 struct Err {
@@ -240,10 +241,12 @@ struct Global {
   double stall_s;
   pid_t tid;  // the OS thread running the launch
   struct sigaction old_timer_sa;
-  // -ftz=true for float32 only: MXCSR traps on denormal operands and underflow (see ftz_trap)
-  int ftz_trap, ftz_stepping;
+  // -ftz=true for float32 only: MXCSR traps on denormal operands and underflow (see ftz_trap);
+  // the canonical NaN: MXCSR traps on invalid operations (see nan_trap)
+  int ftz_trap, nan_trap, ftz_stepping;
   unsigned ftz_saved_mxcsr;
-  u64 ftz_flushes, ftz_exact;
+  int canon_reg, canon_lanes;  // after the stepped instruction: its float32 result's register
+  u64 ftz_flushes, ftz_exact, nan_canonical;
   struct sigaction old_trap_sa;
 };
 
@@ -1630,16 +1633,120 @@ int insn_is_f32(const unsigned char *p) {
   return 0;
 }
 
-// SIGFPE from an unmasked denormal/underflow exception in trap mode: true if handled.
+// ---- The canonical NaN.  A GPU's float32 instructions return 0x7fffffff for a NaN result; x86
+// returns 0xffc00000 for an invalid operation (0/0, inf-inf, 0*inf, sqrt(-1)) and keeps an input
+// NaN's payload.  The fibers run with the invalid-operation exception unmasked: such an
+// instruction faults before it writes; the handler steps it with the exception masked (as the
+// -ftz traps above) and then, for a float32 arithmetic instruction (add, sub, mul, div, sqrt,
+// FMA, horizontal adds, double->float, round), sets every NaN lane of its result register to
+// 0x7fffffff.  Code that makes no NaN and compares none never traps.  An ordered compare (a < b)
+// or min/max with a NaN operand traps too (and is only stepped).  A NaN that comes from memory
+// or a bit cast and goes through an instruction that does not trap (NaN + 1) keeps x86's bits.
+constexpr unsigned MX_IE = 0x01, MX_IM = 0x80;
+
+// The xmm register (0-15) a float32 arithmetic instruction at p writes, with ``*lanes`` the
+// float32 lanes of its result (1 scalar, 4 packed; 8 for a 256-bit VEX one); -1 for any other
+// instruction (compares, moves, float64, EVEX-encoded).
+int insn_f32_result(const unsigned char *p, int *lanes) {
+  int p66 = 0, rep = 0, rex = 0;
+  for (int k = 0; k < 15; ++k, ++p) {
+    unsigned c = *p;
+    if (c == 0x66) p66 = 1;
+    else if (c == 0xF3) rep = 2;
+    else if (c == 0xF2) rep = 3;
+    else if (c == 0xF0 || c == 0x2E || c == 0x36 || c == 0x3E || c == 0x26 || c == 0x64 || c == 0x65 || c == 0x67) {}
+    else break;
+  }
+  if ((*p & 0xF0) == 0x40) rex = *p++;
+  int pp, map, W = 0, R = 0, L = 0;
+  unsigned op, modrm;
+  if (p[0] == 0xC5) { R = !(p[1] & 0x80); L = (p[1] >> 2) & 1; pp = p[1] & 3; map = 1; op = p[2]; modrm = p[3]; }
+  else if (p[0] == 0xC4) {
+    R = !(p[1] & 0x80); map = p[1] & 0x1F; W = p[2] >> 7; L = (p[2] >> 2) & 1; pp = p[2] & 3; op = p[3]; modrm = p[4];
+  } else if (p[0] == 0x0F) {
+    R = (rex >> 2) & 1;
+    pp = rep ? rep : (p66 ? 1 : 0);
+    if (p[1] == 0x38) { map = 2; op = p[2]; modrm = p[3]; }
+    else if (p[1] == 0x3A) { map = 3; op = p[2]; modrm = p[3]; }
+    else { map = 1; op = p[1]; modrm = p[2]; }
+  } else {
+    return -1;  // x87, EVEX and the rest
+  }
+  int packed = L ? 8 : 4, scalar;
+  if (map == 1) {
+    // (not min/max: x86's maxss is C's a > b ? a : b, a select that keeps a NaN's bits on a GPU)
+    if (op == 0x51 || op == 0x58 || op == 0x59 || op == 0x5C || op == 0x5E) {
+      if (pp != 0 && pp != 2) return -1;  // pd / sd
+      scalar = pp == 2;
+    } else if (op == 0x5A && (pp == 1 || pp == 3)) {
+      scalar = pp == 3;                   // cvtsd2ss / cvtpd2ps (the 256-bit one writes an xmm)
+      packed = 4;
+    } else if ((op == 0x7C || op == 0x7D || op == 0xD0) && pp == 3) {
+      scalar = 0;                         // haddps / hsubps / addsubps
+    } else {
+      return -1;
+    }
+  } else if (map == 2 && W == 0 && pp == 1 && ((op >= 0x96 && op <= 0x9F) || (op >= 0xA6 && op <= 0xAF) ||
+                                             (op >= 0xB6 && op <= 0xBF))) {
+    scalar = (op & 1) && (op & 0xF) >= 9;  // vfmadd213ss & co.: odd opcodes from x9
+  } else if (map == 3 && pp == 1 && (op == 0x08 || op == 0x0A)) {
+    scalar = op == 0x0A;                  // roundps / roundss
+  } else {
+    return -1;
+  }
+  *lanes = scalar ? 1 : packed;
+  return (int)((modrm >> 3) & 7) | (R << 3);
+}
+
+// Offset of the YMM_Hi128 state (the upper halves of ymm0-15) in an XSAVE area (CPUID 0xD.2).
+size_t ymm_hi_offset() {
+  static size_t off = 0;
+  if (!off) {
+    unsigned a, b, c, d;
+    __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xD), "c"(2));
+    off = b ? b : 576;
+  }
+  return off;
+}
+
+// The NaN lanes of the result the stepped instruction wrote (canon_reg): 0x7fffffff.
+void canonical_nan_lanes(ucontext_t *uc) {
+  int reg = G->canon_reg, lanes = G->canon_lanes;
+  G->canon_reg = -1;
+  if (reg < 0 || !uc->uc_mcontext.fpregs) return;
+  uint32_t *lo = (uint32_t *)&uc->uc_mcontext.fpregs->_xmm[reg];
+  uint32_t *hi = nullptr;
+  if (lanes > 4) {
+    // an XSAVE frame (the kernel's FP_XSTATE_MAGIC1 in the legacy area's software bytes), its
+    // header after the 512-byte legacy area: whether the upper halves are saved
+    const unsigned char *xs = (const unsigned char *)uc->uc_mcontext.fpregs;
+    uint32_t magic;
+    u64 xfeatures;
+    memcpy(&magic, xs + 464, 4);
+    memcpy(&xfeatures, xs + 512, 8);
+    if (magic == 0x46505853u && (xfeatures & 4)) hi = (uint32_t *)(xs + ymm_hi_offset() + 16 * reg);
+  }
+  for (int i = 0; i < lanes && i < 8; ++i) {
+    uint32_t *w = i < 4 ? lo + i : hi ? hi + (i - 4) : nullptr;
+    if (w && (*w & 0x7FFFFFFFu) > 0x7F800000u) { *w = 0x7FFFFFFFu; G->nan_canonical++; }
+  }
+}
+
+// SIGFPE from an unmasked exception of the trap modes (denormal/underflow under -ftz=true,
+// invalid operation for the canonical NaN): step the instruction with the exceptions masked (a
+// float32 one flushed under -ftz=true); true if handled.
 bool ftz_fault(ucontext_t *uc) {
-  if (!G || !G->ftz_trap || !uc->uc_mcontext.fpregs) return false;
+  if (!G || !(G->ftz_trap || G->nan_trap) || !uc->uc_mcontext.fpregs) return false;
   unsigned mx = uc->uc_mcontext.fpregs->mxcsr;
-  if (!(mx & 0x12) || (mx & (MX_DM | MX_UM)) == (MX_DM | MX_UM)) return false;
+  unsigned raised = mx & ~(mx >> 7) & (MX_IE | 0x12);  // flags whose exception is unmasked
+  if (!raised) return false;
   const unsigned char *ip = (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
   bool f32 = insn_is_f32(ip);
   G->ftz_saved_mxcsr = mx & ~MX_FLAGS;
-  unsigned nmx = (mx & ~(MX_FLAGS | MX_FTZ | MX_DAZ)) | MX_DM | MX_UM;
-  if (f32) { nmx |= MX_FTZ | MX_DAZ; G->ftz_flushes++; } else G->ftz_exact++;
+  unsigned nmx = (mx & ~(MX_FLAGS | MX_FTZ | MX_DAZ)) | MX_DM | MX_UM | MX_IM;
+  if (G->ftz_trap && f32) { nmx |= MX_FTZ | MX_DAZ; G->ftz_flushes++; } else G->ftz_exact++;
+  G->canon_reg = -1;
+  if (raised & MX_IE) G->canon_reg = insn_f32_result(ip, &G->canon_lanes);
   uc->uc_mcontext.fpregs->mxcsr = nmx;
   uc->uc_mcontext.gregs[REG_EFL] |= 0x100;  // single-step the instruction
   G->ftz_stepping = 1;
@@ -1651,8 +1758,10 @@ void on_trap(int sig, siginfo_t *si, void *ctx) {
   if (G && G->ftz_stepping && gettid() == G->tid) {
     G->ftz_stepping = 0;
     uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x100;
-    if (uc->uc_mcontext.fpregs)
-      uc->uc_mcontext.fpregs->mxcsr = G->ftz_saved_mxcsr | (uc->uc_mcontext.fpregs->mxcsr & MX_FLAGS & ~0x12u);
+    if (uc->uc_mcontext.fpregs) {
+      uc->uc_mcontext.fpregs->mxcsr = G->ftz_saved_mxcsr | (uc->uc_mcontext.fpregs->mxcsr & MX_FLAGS & ~0x13u);
+      canonical_nan_lanes(uc);
+    }
     return;
   }
   // not ours: the previous disposition
@@ -1661,8 +1770,8 @@ void on_trap(int sig, siginfo_t *si, void *ctx) {
 }
 
 void on_signal(int sig, siginfo_t *si, void *ctx) {
-  if (sig == SIGFPE && si->si_code == FPE_FLTUND && G && G->ftz_trap && gettid() == G->tid &&
-      ftz_fault((ucontext_t *)ctx))
+  if (sig == SIGFPE && (si->si_code == FPE_FLTUND || si->si_code == FPE_FLTINV) && G &&
+      (G->ftz_trap || G->nan_trap) && gettid() == G->tid && ftz_fault((ucontext_t *)ctx))
     return;
   if (G && G->in_fiber && gettid() == G->tid) {
     G->in_fiber = 0;
@@ -1751,7 +1860,7 @@ void install_signals() {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &sa, &G->old_sa[i]);
-  if (G->ftz_trap) {
+  if (G->ftz_trap || G->nan_trap) {
     sa.sa_sigaction = on_trap;
     sigaction(SIGTRAP, &sa, &G->old_trap_sa);
   }
@@ -1759,7 +1868,7 @@ void install_signals() {
 
 void restore_signals() {
   for (int i = 0; i < 4; ++i) sigaction(k_sigs[i], &G->old_sa[i], nullptr);
-  if (G->ftz_trap) sigaction(SIGTRAP, &G->old_trap_sa, nullptr);
+  if (G->ftz_trap || G->nan_trap) sigaction(SIGTRAP, &G->old_trap_sa, nullptr);
   if (G->old_ss.ss_flags & SS_DISABLE) {
     stack_t ss;
     memset(&ss, 0, sizeof(ss));
@@ -2021,8 +2130,10 @@ API int simt_launch(const LaunchDesc *d, Err *err, Stats *st) {
 
   g->tid = gettid();
   g->ftz_trap = d->mxcsr != 0 && (d->mxcsr & (MX_DM | MX_UM)) != (MX_DM | MX_UM);
+  g->nan_trap = d->mxcsr != 0 && !(d->mxcsr & MX_IM);
   g->ftz_stepping = 0;
-  g->ftz_flushes = g->ftz_exact = 0;
+  g->canon_reg = -1;
+  g->ftz_flushes = g->ftz_exact = g->nan_canonical = 0;
   unsigned host_mxcsr_v;
   __asm__ __volatile__("stmxcsr %0" : "=m"(host_mxcsr_v));
   volatile unsigned host_mxcsr = host_mxcsr_v;
@@ -2144,6 +2255,8 @@ done:
     g->uniq_s.clear(); g->uniq_s.shrink_to_fit();
   }
   st->seconds = now_s() - t0;
+  st->fp_traps = g->ftz_flushes + g->ftz_exact;
+  st->nan_canonical = g->nan_canonical;
   return g->failed ? (err->code ? err->code : E_INTERNAL) : 0;
 }
 

@@ -98,6 +98,71 @@ def test_canonical_nan_leaves_numbers_alone():
     np.testing.assert_allclose(o, np.sqrt(x) + np.exp(-x) + x / 3 + np.minimum(x, 2), rtol=1e-6)
 
 
+ARITH_NAN_SRC = r'''
+extern "C" __global__ void arith(const float* x, unsigned* o, const double* d, unsigned long long* od,
+                                 float* v, int n) {
+  float zero = x[0], inf = x[1], one = x[2], m1 = x[3];
+  o[0] = __float_as_uint(zero / zero);
+  o[1] = __float_as_uint(inf - inf);
+  o[2] = __float_as_uint(inf + -inf);
+  o[3] = __float_as_uint(zero * inf);
+  o[4] = __float_as_uint(inf / inf);
+  o[5] = __float_as_uint(zero * inf + one);           // one fma (--fmad): 0 * inf inside it
+  float t = zero / zero;
+  o[6] = __float_as_uint(t * one);                    // the canonical NaN goes on as it is
+  o[7] = __float_as_uint(one / zero);                 // inf: a number, unchanged
+  o[8] = __float_as_uint(m1 * one - one);             // -2
+  double dz = d[0], di = d[1], dp = d[2];
+  od[0] = __double_as_longlong(dz / dz);              // a GPU's double NaN is x86's: CUDART_NAN
+  od[1] = __double_as_longlong(dp + 1.0);             // ... and it keeps a payload (PTX ISA 9.7.3)
+  od[2] = __double_as_longlong(di - di);
+  for (int i = 0; i < n; ++i) v[i] = v[i] / v[n + i];   // vectorised: packed division
+}
+'''
+
+
+@pytest.mark.parametrize("nan_check", [True, False])
+def test_plain_arithmetic_makes_the_canonical_nan(nan_check):
+    """float32 + - * / (and an fma) that make a NaN give 0x7fffffff as on a GPU, scalar and
+    vectorised (issue 36); float64 keeps x86's NaN, which is a GPU's (CUDART_NAN = 0xfff8...,
+    payloads kept). ``set_checks(nan=False)`` gives x86's 0xffc00000 back."""
+    prev = simt.set_checks(nan=nan_check)
+    try:
+        x = np.array([0.0, np.inf, 1.0, -1.0], np.float32)
+        o = np.zeros(9, np.uint32)
+        d = np.array([0.0, np.inf, 0.0], np.float64)
+        d[2:].view(np.uint64)[0] = 0x7FF8000000001234
+        od = np.zeros(3, np.uint64)
+        n = 64
+        v = np.zeros(2 * n, np.float32)
+        v[:n:2] = 3.0                      # 3 / 0 = inf; 0 / 0 = NaN in every other lane
+        f = simt.RawModule(code=ARITH_NAN_SRC).get_function("arith")
+        f(1, 1, (x, o, d, od, v, np.int32(n)))
+        want = 0x7FFFFFFF if nan_check else 0xFFC00000
+        assert [hex(b) for b in o[:7]] == [hex(want)] * 7
+        assert o[7] == 0x7F800000 and o[8] == np.float32(-2.0).view(np.uint32)
+        assert [hex(b) for b in od] == [hex(0xFFF8000000000000), hex(0x7FF8000000001234),
+                                        hex(0xFFF8000000000000)]
+        assert set(v[:n].view(np.uint32)[1::2]) == {want} and np.isinf(v[:n:2]).all()
+    finally:
+        simt.set_checks(**prev)
+
+
+def test_canonical_nan_costs_nothing_without_nans():
+    """A kernel that makes no NaN and compares none never traps (the check's cost is per NaN)."""
+    from cupyops.simt import _core
+    src = r'''extern "C" __global__ void k(const float* x, float* o) {
+      int i = threadIdx.x; o[i] = x[i] / (x[i] + 1.0f) - x[i] * 0.5f + (x[i] < 3.0f ? 1.0f : 0.0f); }'''
+    x = np.linspace(0.0, 9.0, 32, dtype=np.float32)
+    o = np.zeros(32, np.float32)
+    simt.RawModule(code=src).get_function("k")(1, 32, (x, o))
+    np.testing.assert_allclose(o, x / (x + 1) - x * 0.5 + (x < 3), rtol=1e-6)
+    assert _core._last_stats["fp_traps"] == 0
+    x[5] = np.nan                          # a NaN compared: trapped, stepped, still the answer
+    simt.RawModule(code=src).get_function("k")(1, 32, (x, o))
+    assert _core._last_stats["fp_traps"] >= 1 and np.isnan(o[5]) and o[4] == o[4]
+
+
 # ---------------------------------------------------------------- 2. FMA contraction
 FMA_SRC = r'''
 extern "C" __global__ void muladd(const float* a, float* o, const double* ad, double* od) {
@@ -232,6 +297,8 @@ def test_launch_bounds_every_form(form):
     name = "kt<128>" if form == "template" else "k"
     m = simt.RawModule(code=src, name_expressions=("kt<128>",) if form == "template" else ())
     f = m.get_function(name)
+    # the attributes follow the bound before any launch, as CUDA's and CuPy's do (issue 36)
+    assert f.max_threads_per_block == 128 and f.attributes["max_threads_per_block"] == 128
     o = np.zeros(1024, np.int32)
     f(1, 128, (o,))                      # within the bound: runs
     assert o[:128].all()
@@ -239,6 +306,24 @@ def test_launch_bounds_every_form(form):
         f(1, 1024, (o,))
     with pytest.raises(simt.LaunchConfigError, match="__launch_bounds__"):
         f(1, (32, 8), (o,))
+
+
+def test_launch_bounds_attributes_per_kernel_and_instantiation():
+    """Each kernel of a module and each instantiation of a template reports its own bound;
+    a kernel without one reports the device's 1024, a launch then checks the same number."""
+    src = ('template <int N> __global__ void __launch_bounds__(N, 2) kt(int* o) { o[threadIdx.x] = N; }\n'
+           'extern "C" __global__ void __launch_bounds__(96) bounded(int* o) { o[threadIdx.x] = 1; }\n'
+           'extern "C" __global__ void free_(int* o) { o[threadIdx.x] = 2; }\n')
+    m = simt.RawModule(code=src, name_expressions=("kt<64>", "kt<256>"))
+    want = {"kt<64>": 64, "kt<256>": 256, "bounded": 96, "free_": 1024}
+    o = np.zeros(1024, np.int32)
+    for name, n in want.items():
+        f = m.get_function(name)
+        assert f.max_threads_per_block == n and f.attributes["max_threads_per_block"] == n, name
+        f(1, n, (o,))
+        if n < 1024:
+            with pytest.raises(simt.LaunchConfigError, match="__launch_bounds__"):
+                f(1, n + 32, (o,))
 
 
 # ---------------------------------------------------------------- 5. misaligned vector accesses

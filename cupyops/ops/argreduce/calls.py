@@ -295,20 +295,17 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
     launches_of, run_state, run = _launch.launches_of, _launch.run_state, _launch.run
     align_of = {}
 
-    def first(x, workspace, keep):
-        shape = x.shape
-        # the rules that read the shape (an empty reduced axis or output; below, a group too
-        # long for the index dtype): anything else is the full road's to say
-        if 0 in shape:
-            return None
-        vdt = x.dtype
+    def runner_for(x, force):
+        # the rules that read the shape (an empty reduced axis or output: core.placement's
+        # class_entry; below, a group too long for the index dtype): anything else is the full
+        # road's to say
+        shape, vdt = x.shape, x.dtype
         align = align_of.get(vdt)
         if align is None:
             align = align_of[vdt] = element_alignment(vdt)
         try:
-            plan = plan_argreduce_contiguous(shape, vdt.itemsize, axes, props,
-                                             force_64bit.get(), hardmax, data_ptr(x) % 4096,
-                                             align)
+            plan = plan_argreduce_contiguous(shape, vdt.itemsize, axes, props, force, hardmax,
+                                             data_ptr(x) % 4096, align)
         except ValueError:            # too many dimensions after merging: the full road's
             return None
         if top is not None and plan.group_full - 1 > top:
@@ -320,10 +317,8 @@ def argreduce_class(backend, placement, axes, *, hardmax, kind="max", tie="first
         reshape = tuple(1 if i in axes else n for i, n in enumerate(shape)) \
             if keepdims else None
         if values:       # (a pair: _values_entry_call reshapes both and names them)
-            state = run_state(backend, launches, (prep, None))
-            entry = functools.partial(_values_entry_call, functools.partial(run, state), reshape)
-            return entry(x, workspace), (entry if keep else None)
-        state = run_state(backend, launches, (prep, reshape))
-        res = run(state, x, workspace)    # records the plan; raises for an all-NaN group
-        return res, (functools.partial(run, state) if keep else None)   # (what runner builds)
-    return first
+            return functools.partial(_values_entry_call, functools.partial(
+                run, run_state(backend, launches, (prep, None))), reshape)
+        # (runs prep and records the plan itself: what runner builds)
+        return functools.partial(run, run_state(backend, launches, (prep, reshape)))
+    return _place.class_entry(runner_for)

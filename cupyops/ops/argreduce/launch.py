@@ -19,9 +19,11 @@ for float and complex dtypes.
 The ``"decode"`` plan (few big contiguous groups) is one launch of ``argreduce_row`` in mode
 ``MODE_DECODE``: the last block of each group, found with an atomic ticket, combines the
 group's partials (hardmax, ``MODE_DECODE_HARDMAX``: every block zeroes its share of the one-hot
-first, and the last block writes the 1). The tickets (one uint32 per group) follow the all-NaN flag in its scratch
-buffer and are zeroed with ``backend.zero_fill`` in stream order before every launch, so each
-call, and each replay of a captured CUDA graph, starts from zero; the kernel never resets them.
+first, and the last block writes the 1). The tickets (one uint32 per group) follow the all-NaN
+flag in state memory (cupyops.core.workspace: zeroed once, when it is made): the block that
+draws a group's last ticket resets it to 0, and the all-NaN flag is set only for an all-NaN
+group (then the host zeroes it again before raising), so each call, and each replay of a
+captured CUDA graph, finds them 0 without a memset.
 
 Values mode (``values=True``: max_and_argmax / min_and_argmin) runs the ``*_values`` twins of
 the same kernels, which store the winner's value (x's raw bits at the index) next to its index
@@ -51,7 +53,7 @@ from cupyops.ops.argreduce.nan_groups import all_nan_error
 
 __all__ = ["argreduce", "values_argreduce", "hardmax", "prepare", "launches_of", "runner",
            "run_state", "run", "execute", "execute_into", "prepare_argreduce", "prepare_hardmax",
-           "ArgreduceLaunches", "ROUNDED_SLOTS"]
+           "ArgreduceLaunches", "RunState", "ROUNDED_SLOTS"]
 
 
 def _plan(backend, x, axes, hardmax: bool, force_64bit: bool) -> ArgreducePlan:
@@ -122,12 +124,13 @@ class ArgreduceLaunches(typing.NamedTuple):
     finish: tuple | None   # (family, value dtype, expr) of the finish launch, or None
     finish_cfg: tuple | None
     finish_params: np.void | None
-    scratch: tuple         # ((shape, dtype), ...) for the partial keys, indices, all-NaN flag
-                           # (+ decode tickets), with the function giving the carved views
+    scratch: tuple         # (((shape, dtype), ...) of the partial keys and indices,
+                           #  (bytes, derive) of the flag buffer (all-NaN flag + decode
+                           #  tickets) in the zero state)
     out_shape: tuple
     out_dtype: np.dtype
     nan_skip: tuple | None     # nanarg*: (its name, the reduced axes) for the all-NaN error
-    zero_flags: bool = False   # zero the flag buffer (all-NaN flag, decode tickets) every call
+    zero_flags: bool = False   # the plan uses the flag buffer (all-NaN flag, decode tickets)
     out_align: int = 1         # the alignment an out= must have (the kernels' store width)
     values_dtype: np.dtype | None = None   # values mode: the dtype of the values output
 
@@ -137,10 +140,23 @@ class ArgreduceLaunches(typing.NamedTuple):
 _new_launches = functools.partial(tuple.__new__, ArgreduceLaunches)
 
 
-def _scratch_views(arrays):
-    """(partial keys, partial indices, flag buffer as the kernels get it, the all-NaN flag)."""
-    pk, pi, flags = arrays
-    return pk, pi, flags, flags[:1]
+#: the state kind of the all-NaN flag and the decode tickets (zero at rest)
+STATE_ZERO = "zero"
+_FLAG_VIEWS: dict = {}
+
+
+def _flag_views(nflags):
+    """(bytes, derive) of the flag buffer of ``nflags`` uint32 words in the state buffer:
+    ``derive(buf)`` gives (the flag buffer as the kernels get it, the all-NaN flag)."""
+    hit = _FLAG_VIEWS.get(nflags)
+    if hit is None:
+        hit = _FLAG_VIEWS[nflags] = (4 * nflags, functools.partial(_flags_of, nflags))
+    return hit
+
+
+def _flags_of(nflags, buf):
+    flags = buf[:4 * nflags].view(_UINT32)
+    return flags, flags[:1]
 
 
 def prepare(backend, x, axes, *, hardmax: bool, kind: str, tie: str, out_dtype,
@@ -186,8 +202,8 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     # compact widths, each carved at 256 bytes; a dummy slot for one pass) are
     # scratch: from the caller's workspace or the stream's never-freed arena, so a captured
     # graph's replays find them where the capture left them. Every slot is written by the
-    # first launch before the finish reads it: no zeroing (the all-NaN flag is zeroed).
-    # The decode plan's tickets follow the flag and are zeroed before every launch too.
+    # first launch before the finish reads it: no zeroing. The all-NaN flag and the decode
+    # plan's tickets after it are state that is zero at rest (see the module docstring).
     # Up to ROUNDED_SLOTS, the partials get a power of two of slots (less than twice the
     # plan's; a few KiB): the carved views are kept per spec, so the new layouts of a pipeline
     # whose shapes vary reuse a few specs instead of carving views for every chunk count.
@@ -195,7 +211,7 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
     if slots <= ROUNDED_SLOTS:
         slots = 1 << (slots - 1).bit_length()
     nflags = 1 + (plan.n_out if plan.last_block else 0)
-    scratch = ((*_partial_specs(plan, slots), ((nflags,), _UINT32)), _scratch_views)
+    scratch = (_partial_specs(plan, slots), _flag_views(nflags))
     main_cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
     finish = fparams = finish_cfg = None
     split = plan.passes > 1 and not plan.last_block
@@ -245,16 +261,45 @@ def runner(backend, launches: ArgreduceLaunches, *, entry=None):
     return functools.partial(run, run_state(backend, launches, entry))
 
 
-def run_state(backend, launches: ArgreduceLaunches, entry=None) -> tuple:
+class RunState(typing.NamedTuple):
+    """What :func:`run` reads, named (``run`` unpacks it by position: a tuple's cost)."""
+
+    plan: object           # the plan to record (a runner), or None (a first call records it)
+    prep: object           # the input's preparation (cupyops.core.placement.entry_prep), or None
+    reshape: tuple | None  # the result's shape (keepdims), or None
+    out_shape: tuple
+    out_dtype: np.dtype
+    scratch: tuple         # the partials' specs and the zero state's (ArgreduceLaunches.scratch)
+    nan_skip: tuple | None
+    main: tuple            # (family, value dtype, expr) of the first launch
+    params: object
+    zero_flags: bool
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    finish: tuple | None
+    finish_params: object
+    finish_grid: tuple | None
+    finish_block: tuple | None
+    finish_shared_mem: int | None
+    out_align: int
+    backend: object
+    values_dtype: np.dtype | None
+
+
+_new_run_state = functools.partial(tuple.__new__, RunState)
+
+
+def run_state(backend, launches: ArgreduceLaunches, entry=None) -> RunState:
     """What :func:`run` reads (``run(state, x, workspace=None, out=None)``; a first call of a
     new layout runs it once without a runner)."""
     prep, reshape = entry if entry is not None else (None, None)
     finish_cfg = launches.finish_cfg or (None, None, None)
-    return (
+    return _new_run_state((
         launches.plan if entry is not None else None, prep, reshape, launches.out_shape,
         launches.out_dtype, launches.scratch, launches.nan_skip, launches.main, launches.params,
         launches.zero_flags, *launches.main_cfg, launches.finish, launches.finish_params,
-        *finish_cfg, launches.out_align, backend, launches.values_dtype)
+        *finish_cfg, launches.out_align, backend, launches.values_dtype))
 
 
 def run(state, x, workspace=None, out=None):
@@ -270,30 +315,33 @@ def run(state, x, workspace=None, out=None):
         _record_plan(plan)
         if prep is not None:
             x = prep(x)
-    if out is None:
-        res = backend.empty(out_shape, out_dtype)
-    else:
+    if out is not None and data_ptr(out) % out_align:
         # the kernels store whole outputs (complex128 one-hots: 16 bytes) unless prepared
         # for a narrow out: a GPU faults on a store below its width's alignment
-        if data_ptr(out) % out_align:
-            raise ValueError(f"out's data pointer is not a multiple of {out_align} bytes, "
-                             "which these launches were prepared for (prepare_hardmax "
-                             "with this out)")
-        res = out
-    holder = _holder_for(backend, workspace)
-    with holder.lock:
-        pk, pi, flags, flag = holder.carve(scratch)
-        if zero_flags:
-            backend.zero_fill(flags)
-        launcher = backend.launcher
-        launcher(*main)(grid, block, (x, res, pk, pi, flags, params), smem)
-        if finish is not None:
-            launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem)
-        # read before another call on this stream re-zeroes the flag
-        if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an all-NaN "
-                                          "group", "capture argmax/argmin, or check for NaN "
-                                          "outside the graph"):
-            raise all_nan_error(nan_skip[0], x, nan_skip[1])
+        raise ValueError(f"out's data pointer is not a multiple of {out_align} bytes, "
+                         "which these launches were prepared for (prepare_hardmax "
+                         "with this out)")
+    scope, stream = backend.begin()
+    with scope:
+        res = backend.alloc(out_shape, out_dtype) if out is None else out
+        holder = _holder_for(backend, workspace, backend.stream_key(stream))
+        with holder.lock:
+            pk, pi = holder.carve(scratch[0])
+            flags, flag = holder.state(STATE_ZERO, *scratch[1])
+            try:
+                launcher = backend.launcher
+                launcher(*main)(grid, block, (x, res, pk, pi, flags, params), smem, stream)
+                if finish is not None:
+                    launcher(*finish)(fgrid, fblock, (res, pk, pi, flags, fparams), fsmem,
+                                      stream)
+            except BaseException:
+                holder.discard_state(STATE_ZERO)
+                raise
+            if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an "
+                                              "all-NaN group", "capture argmax/argmin, or "
+                                              "check for NaN outside the graph", stream):
+                backend.zero_fill(flag, stream)     # (zero at rest for the next call)
+                raise all_nan_error(nan_skip[0], x, nan_skip[1])
     return res if reshape is None else res.reshape(reshape)
 
 
@@ -313,23 +361,56 @@ def _run_values(state, x, workspace, out):
         _record_plan(plan)
         if prep is not None:
             x = prep(x)
-    vout, iout = (None, None) if out is None else out
-    vres = backend.empty(out_shape, values_dtype) if vout is None else \
-        _aligned(vout, values_dtype.itemsize, "values")
-    res = backend.empty(out_shape, out_dtype) if iout is None else \
-        _aligned(iout, out_align, "indices")
-    holder = _holder_for(backend, workspace)
-    with holder.lock:
-        pk, pi, flags, _ = holder.carve(scratch)
-        if zero_flags:
-            backend.zero_fill(flags)
-        launcher = backend.launcher
-        launcher(*main)(grid, block, (x, res, vres, pk, pi, flags, params), smem)
-        if finish is not None:
-            launcher(*finish)(fgrid, fblock, (res, vres, pk, pi, flags, fparams), fsmem)
+    vout, iout = (None, None) if out is None else _pair(out)
+    if vout is not None:
+        _aligned(_fits(vout, out_shape, values_dtype, "values"), values_dtype.itemsize, "values")
+    if iout is not None:
+        _aligned(_fits(iout, out_shape, out_dtype, "indices"), out_align, "indices")
+    if vout is not None and iout is not None and _may_overlap(vout, iout):
+        raise ValueError("out's values and indices arrays overlap (the kernels store both)")
+    scope, stream = backend.begin()
+    with scope:
+        vres = backend.alloc(out_shape, values_dtype) if vout is None else vout
+        res = backend.alloc(out_shape, out_dtype) if iout is None else iout
+        holder = _holder_for(backend, workspace, backend.stream_key(stream))
+        with holder.lock:
+            pk, pi = holder.carve(scratch[0])
+            flags, _ = holder.state(STATE_ZERO, *scratch[1])
+            try:
+                launcher = backend.launcher
+                launcher(*main)(grid, block, (x, res, vres, pk, pi, flags, params), smem, stream)
+                if finish is not None:
+                    launcher(*finish)(fgrid, fblock, (res, vres, pk, pi, flags, fparams), fsmem,
+                                      stream)
+            except BaseException:
+                holder.discard_state(STATE_ZERO)
+                raise
     if reshape is not None:
         return vres.reshape(reshape), res.reshape(reshape)
     return vres, res
+
+
+def _pair(out):
+    """A values-mode out: a pair (values, indices), each None or an array."""
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError(f"values-mode launches take out=(values, indices), got "
+                        f"{type(out).__name__}")
+    return out
+
+
+def _fits(out, shape, dtype, what):
+    """A values-mode output must be of the kept shape and the dtype the kernels store."""
+    if tuple(out.shape) != tuple(shape) or out.dtype.itemsize != dtype.itemsize \
+            or out.dtype.kind not in (dtype.kind, "V", "M", "m"):
+        raise ValueError(f"out's {what} array has shape {tuple(out.shape)} and dtype "
+                         f"{out.dtype}; these launches store shape {tuple(shape)}, {dtype}")
+    return out
+
+
+def _may_overlap(a, b) -> bool:
+    """Whether two outputs' byte ranges meet (both C-contiguous here)."""
+    pa, pb = data_ptr(a), data_ptr(b)
+    return pa < pb + b.nbytes and pb < pa + a.nbytes
 
 
 def _aligned(out, align, what):
@@ -402,10 +483,11 @@ def _execute_pair(run, x, out, workspace):
     """Values mode into ``out = (values_out, indices_out)``: each written directly where it is
     C-contiguous (values: and aligned to its itemsize), else a fresh array copied there (either
     may be None: a fresh array returned)."""
-    vout, iout = out
+    vout, iout = _pair(out)
     direct_v = vout if vout is not None and _c_contiguous(vout) and \
         data_ptr(vout) % vout.dtype.itemsize == 0 else None
-    direct_i = iout if iout is not None and _c_contiguous(iout) else None
+    direct_i = iout if iout is not None and _c_contiguous(iout) and \
+        data_ptr(iout) % iout.dtype.itemsize == 0 else None
     vres, ires = run(x, workspace, (direct_v, direct_i))
     if vout is not None and direct_v is None:
         vout[...] = vres

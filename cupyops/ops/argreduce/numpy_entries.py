@@ -44,13 +44,24 @@ _NAN_MAG = {np.dtype(np.float16): 0x7C00}
 def _keyed(dtype):
     """``(ok, keyed)``: whether the block routines take ``dtype``, and the NaN magnitude of
     a 16-bit float type they compare as int16 keys (None for the others)."""
-    if dtype.kind in "biu" or dtype.kind == "f" and dtype.itemsize in (4, 8):
+    if dtype.kind in "biuc" or dtype.kind == "f" and dtype.itemsize in (4, 8):
         return dtype.isnative, None
     if dtype == np.float16:
         return dtype.isnative, 0x7C00
     if _dtypes.is_bf16(dtype):
         return True, 0x7F80
     return False, None
+
+
+def _slow_for_complex(layout, tie):
+    """Whether a complex input laid out so is better left to the engine: NumPy orders complex
+    values by scalar loops (its comparisons and max run at a fraction of argmax's speed), so
+    of the block routines only those that end in argmax serve it: rows, flat with tie
+    "first", and folds of narrow slabs (copied transposed, then argmax)."""
+    how, dims = layout
+    if how == "fold":
+        return dims[2] > _blocks.TRANSPOSE_MAX_C
+    return how == "flat" and tie == "last"
 
 
 def fast_layout(x, axes):
@@ -141,19 +152,19 @@ def _result(r, idt, shape):
 def _run_flat_first(state, x, workspace):
     """tie "first" over every axis: NumPy's argmax/argmin of the whole input (a bool input
     split among threads is probed first: NumPy stops at the first True/False)."""
-    f, kind, idt, shape, nan, big, probe = state
+    f, kind, idt, shape, nan, work, probe = state
     if not x.flags.writeable:
         x = readable(x)
-    if big:
+    if work and _threads.threads_for(work) > 1:
+        # (on one thread NumPy's own argmax is the probe: it stops at the first True/False)
         if probe is not None:
             i = int(f(x[:probe]))
             if x.item(i) is (kind == "max"):
                 return np.array(i, idt).reshape(shape)
-        if _threads.threads_for(_blocks.work(x, "first", None)) > 1:
-            i = _blocks.flat_arg(x.reshape(-1), kind, "first")
-            if nan is not None and nan(x.reshape(-1)[i:i + 1]):
-                return nan(None, x)
-            return np.array(i, idt).reshape(shape)
+        i = _blocks.flat_arg(x.reshape(-1), kind, "first")
+        if nan is not None and nan(x.reshape(-1)[i:i + 1]):
+            return nan(None, x)
+        return np.array(i, idt).reshape(shape)
     r = f(x, keepdims=True)
     if nan is not None and nan(x.reshape(-1)[r.reshape(1)]):
         return nan(None, x)
@@ -161,6 +172,15 @@ def _run_flat_first(state, x, workspace):
         r = r.astype(idt)
     # (r: ones of x's rank; the result: (), those ones (keepdims), or kept axes of length 1)
     return r.squeeze() if shape == () else r if r.shape == shape else r.reshape(shape)
+
+
+def _run_flat_numpy(state, x, workspace):
+    """:func:`_run_flat_first` on one thread, intp indices, no NaN to skip: NumPy's call."""
+    f, keep = state
+    if not x.flags.writeable:
+        x = readable(x)
+    r = f(x, keepdims=True)
+    return r if keep else r.squeeze()
 
 
 def _run_flat(state, x, workspace):
@@ -175,10 +195,10 @@ def _run_flat(state, x, workspace):
 def _run_rows_first(state, x, workspace):
     """tie "first" over trailing axes: NumPy's argmax/argmin along the rows, in place (row
     blocks among the threads)."""
-    f, kind, rows, n, axis, idt, shape, result_shape, nan, big = state
+    f, kind, rows, n, axis, idt, shape, result_shape, nan, work = state
     if not x.flags.writeable:
         x = readable(x)
-    if big and _threads.threads_for(_blocks.work(x, "first", None)) > 1:
+    if work and _threads.threads_for(work) > 1:
         x2 = x.reshape(rows, n)
         r = _blocks.rows_arg(x2, kind, "first", np.empty(rows, np.intp))
     elif axis is not None:
@@ -192,6 +212,16 @@ def _run_rows_first(state, x, workspace):
     if nan is not None and nan(x2[np.arange(rows), r]):
         return nan(None, x)
     return _result(r, idt, result_shape)
+
+
+def _run_rows_numpy(state, x, workspace):
+    """:func:`_run_rows_first` on one thread over the last axis, intp indices, no NaN to skip:
+    NumPy's call along the rows."""
+    f, axis, shape = state
+    if not x.flags.writeable:
+        x = readable(x)
+    r = f(x, axis)
+    return r if shape is None else r.reshape(shape)
 
 
 def _run_rows(state, x, workspace):
@@ -230,14 +260,12 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
     """An entry over the block routines, or None where they do not apply."""
     ok, keyed = _keyed(x.dtype)
     layout = fast_layout(x, axes) if ok else None
-    if layout is None:
-        return None
+    if layout is None or x.dtype.kind == "c" and _slow_for_complex(layout, tie):
+        return None, None
     idt = np.dtype(index_dtype)
     nan = None
-    if skip_nan and (x.dtype.kind == "f" or keyed is not None):
-        nan = functools.partial(_nan_check, (axes, kind, tie, idt, result_shape,
-                                             None if x.dtype.kind == "f" and keyed is None
-                                             else keyed))
+    if skip_nan and (x.dtype.kind in "fc" or keyed is not None):
+        nan = functools.partial(_nan_check, (axes, kind, tie, idt, result_shape, keyed))
     how, dims = layout
     big = x.nbytes >= _threads.MIN_BYTES
     f = _ARG[(kind, False)]
@@ -245,16 +273,38 @@ def _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape):
         probe = None
         if x.dtype == np.bool_ and big:
             probe = max(1, _blocks.BOOL_PROBE * x.shape[0] // x.nbytes)
-        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, big, probe))
+        work = _blocks.work(x, "first", None) if big else 0     # (bytes as threads weigh them)
+        work = work if work >= _threads.MIN_BYTES else 0         # (0: one thread, no question)
+        alone = None
+        if nan is None and idt == _INTP and result_shape in ((), (1,) * x.ndim):
+            # NumPy's argmax/argmin of the whole input and nothing else to do
+            alone = functools.partial(_run_flat_numpy, (f, result_shape != ()))
+            if not work:
+                return alone, None
+        return functools.partial(_run_flat_first, (f, kind, idt, result_shape, nan, work,
+                                                   probe)), alone
     if how == "rows" and tie == "first" and keyed is None:
         axis = x.ndim - 1 if axes == (x.ndim - 1,) else None
         kept = x.shape[:x.ndim - len(axes)]
         shape = None if axis is not None and result_shape == kept else result_shape
         # (bool: NumPy stops each row at its first True/False; the rows are no work to split)
+        work = _blocks.work(x, "first", None) if big and x.dtype != np.bool_ else 0
+        alone = functools.partial(_run_rows_numpy, (f, axis, shape)) \
+            if nan is None and idt == _INTP and axis is not None else None
         return functools.partial(_run_rows_first, (f, kind) + dims + (
-            axis, idt, shape, result_shape, nan, big and x.dtype != np.bool_))
+            axis, idt, shape, result_shape, nan, work if work >= _threads.MIN_BYTES else 0)), \
+            alone
     run = {"flat": _run_flat, "rows": _run_rows, "fold": _run_fold}[how]
-    return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan))
+    return functools.partial(run, dims + (kind, tie, keyed, idt, result_shape, nan)), None
+
+
+def _stops_early(x, axes, tie) -> bool:
+    """Whether a bool reduction over every axis, or over the rows with tie "first", is one
+    whose block routine stops at the first True/False (flat tie "first": a probe, then ranges
+    that double; tie "last": from the end; rows: NumPy's per-row stop, never split): a call
+    often takes microseconds, which timing it would weigh down."""
+    return x.dtype == np.bool_ and (len(axes) == x.ndim or
+                                    tie == "first" and axes[-1] == x.ndim - 1)
 
 
 def _engine_runner(state, x, workspace):
@@ -275,7 +325,10 @@ def cpu_argreduce_entry(x, axes, *, kind, skip_nan, tie, index_dtype, result_sha
     entry = _small_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape) \
         if small else None
     if entry is None:
-        entry = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
+        entry, alone = _block_entry(x, axes, kind, skip_nan, tie, index_dtype, result_shape)
+        if entry is not None and not _stops_early(x, axes, tie):
+            # (threads where they have been faster: measured)
+            entry = _threads.measured(entry, _blocks.work(x, tie, _keyed(x.dtype)[1]), alone)
     if entry is None:
         entry = functools.partial(_engine_runner, (axes, kind, skip_nan, tie,
                                                    np.dtype(index_dtype), result_shape))
@@ -344,9 +397,10 @@ def cpu_hardmax_entry(x, axes, *, tie):
         return functools.partial(_small_hardmax, (axis, n, flip, x.shape, x.dtype))
     ok, keyed = _keyed(x.dtype)
     layout = fast_layout(x, axes) if ok else None
-    if layout is None:
+    if layout is None or x.dtype.kind == "c" and _slow_for_complex(layout, tie):
         return None
-    return functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype))
+    return _threads.measured(functools.partial(_run_hardmax, layout + (tie, keyed, x.dtype)),
+                             _blocks.work(x, tie, keyed))
 
 
 # ------------------------------------------------------------------------------ values

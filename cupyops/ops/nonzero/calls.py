@@ -232,22 +232,20 @@ def _empty_coordinates(x, xp, size, fill_value, index_dtype):
 
 
 def family_class(placement, build, *, index_dtype=None):
-    """The class entry of one op: ``build(kx, force_64bit) -> (run, reshape)``: the runner
-    for the array the kernels read (``run(kx, workspace)``) and the shape its result takes
-    (None: as it is)."""
+    """The class entry of one op (core.placement's class_entry): ``build(kx, force_64bit) ->
+    (run, reshape)``: the runner for the array the kernels read (``run(kx, workspace)``) and
+    the shape its result takes (None: as it is). Its only shape rule: the longest dimension's
+    last index fits the coordinate dtype."""
     top = None if index_dtype is None else int(np.iinfo(index_dtype).max)
     prep = None if placement.cupy_input else read_only_view
 
-    def first(x, workspace, keep):
-        shape = x.shape
-        if 0 in shape or (top is not None and max(shape) - 1 > top):
+    def runner_for(x, force):
+        if top is not None and max(x.shape) - 1 > top:
             return None
         kx = x if prep is None else prep(x)
-        run, reshape = build(kx, force_64bit.get())
-        res = run(kx, workspace)
-        entry = kernel_entry(placement, x, kx, run, reshape=reshape) if keep else None
-        return (res if reshape is None else res.reshape(reshape)), entry
-    return first
+        run, reshape = build(kx, force)
+        return kernel_entry(placement, x, kx, run, reshape=reshape)
+    return _place.class_entry(runner_for)
 
 
 def count_class(backend, placement, axes, keepdims):

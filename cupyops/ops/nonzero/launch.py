@@ -5,13 +5,18 @@ on the CPU); the kernels are in ``kernels/nonzero.cu``, planned by
 :mod:`cupyops.ops.nonzero.plan`.
 
 * Exact size (``argwhere``, ``nonzero``, ``nonzero_coordinates(size=None)``): pass 1 (SCAN)
-  counts each tile by warp ballots and scans the tile counts with a decoupled look-back; the
-  host reads the total once (``backend.read_scalar``) and allocates exactly ``count`` rows;
-  pass 2 (PLACE) re-reads the input and writes each tile from its stored offset. The input is
-  therefore read twice: that is the price of an exact allocation without a worst-case buffer.
-* Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch after zeroing the tile
-  counter and status words; ``count`` stays a 0-d device array, no host read.
-* ``count_nonzero``: one launch (plus zeroing the output when chunks add atomically).
+  counts each tile by warp ballots, scans the tile counts with a decoupled look-back and
+  records a bit per element (the mask: size / 8 bytes, from CuPy's pool for the call: exact
+  calls cannot be captured); the host reads the total once (``backend.read_scalar``) and
+  allocates exactly ``count`` rows; pass 2 (PLACE) writes each tile from its stored offset and
+  its mask words, without reading the input again.
+* Fixed size (``nonzero_coordinates(size=k)``): one FIXED launch; ``count`` stays a 0-d device
+  array, no host read.
+* ``count_nonzero``: one launch.
+
+No launch is preceded by a memset: the look-back's counter and status words and the chunk
+sums of count_nonzero are state the kernels leave ready for the next launch
+(cupyops.core.workspace, ``holder.state``; kernels/nonzero.cu, NZ_HDR_DRAW).
 
 Inputs whose memory-innermost dim is not the last logical one (F-order, transposed, permuted)
 run ``nonzero_tiles_t`` instead of ``nonzero_tiles`` in every mode (``plan.tr``, see
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import typing
 
 import numpy as np
 
@@ -36,9 +42,9 @@ __all__ = ["count_nonzero", "argwhere", "nonzero", "nonzero_coordinates", "count
 
 LAYOUT_ROWS, LAYOUT_COLS = plan.LAYOUT_ROWS, plan.LAYOUT_COLS
 #: what the exact-size forms say during CUDA-graph capture, which cannot hold their count read
-_CAPTURE_HINT = ("the exact-size nonzero forms (argwhere, nonzero, nonzero_coordinates("
-                 "size=None)) read the count to size their output; capture "
-                 "nonzero_coordinates(size=k) instead")
+_CAPTURE_ERROR = ("this call reads a count to the host (the exact-size nonzero forms: argwhere, "
+                  "nonzero, nonzero_coordinates(size=None)), which CUDA-graph capture cannot "
+                  "hold; capture nonzero_coordinates(size=k) instead")
 _NAME = FAMILY.name
 _record_plan = _trace.record_plan
 _holder_for = _workspace.holder_for
@@ -80,18 +86,98 @@ def count_runner(backend, x, axes, *, force_64bit=False):
         base_address=data_ptr(x))
     kept_shape = tuple([n for i, n in enumerate(x.shape) if i not in p.axes])
     expr, (grid, block, smem) = _config(backend, p, dtype, COUNT, p.grid)
-    return functools.partial(_count_run, (p, kept_shape, p.atomic, dtype, expr, grid, block,
-                                          smem, backend.struct_arg(count_params(p)), backend))
+    return functools.partial(_count_run, CountState(
+        p, kept_shape, p.atomic, dtype, expr, grid, block, smem,
+        backend.struct_arg(count_params(p)), 8 * p.n_out, backend))
+
+
+class CountState(typing.NamedTuple):
+    """What count_nonzero's runner reads, named (unpacked by position)."""
+
+    plan: object
+    kept_shape: tuple
+    atomic: bool
+    dtype: np.dtype
+    expr: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: object
+    sums_bytes: int
+    backend: object
+
+
+class ExactState(typing.NamedTuple):
+    """What the exact-size runner (argwhere, nonzero, nonzero_coordinates(size=None)) reads."""
+
+    plan: object
+    layout: int
+    rows: bool
+    keep_count: bool
+    result: int
+    dtype: np.dtype
+    scan_expr: str
+    scan_grid: tuple
+    scan_block: tuple
+    scan_shared_mem: int
+    scan_params: object
+    place_expr: str
+    place_grid: tuple
+    place_block: tuple
+    place_shared_mem: int
+    place: object
+    index_dtype: np.dtype
+    ndim: int
+    lookback_bytes: int
+    backend: object
+
+
+class FixedState(typing.NamedTuple):
+    """What the fixed-size runner (nonzero_coordinates(size=k)) reads."""
+
+    plan: object
+    size: int
+    fill_value: int
+    dtype: np.dtype
+    expr: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: object
+    shape: tuple
+    index_dtype: np.dtype
+    lookback_bytes: int
+    record: object
+    backend: object
 
 
 def _count_run(state, x, workspace=None):
-    p, kept_shape, atomic, dtype, expr, grid, block, smem, params, backend = state
+    p, kept_shape, atomic, dtype, expr, grid, block, smem, params, sums_bytes, backend = state
     _record_plan(p)
-    out = backend.empty(kept_shape, _I64)
-    if atomic:                              # chunks add into it: zeroed in-stream
-        backend.zero_fill(out)
-    backend.launcher(_NAME, dtype, expr)(grid, block, (x, params, out), smem)
+    scope, stream = backend.begin()
+    with scope:
+        out = backend.alloc(kept_shape, _I64)
+        launch = backend.launcher(_NAME, dtype, expr)
+        if not atomic:                      # (the sums are not read: out stands in)
+            launch(grid, block, (x, params, out, out), smem, stream)
+            return out
+        # chunks add into a word of `sums` per output: state that every launch leaves zero
+        holder = _holder_for(backend, workspace, backend.stream_key(stream))
+        with holder.lock:
+            sums = holder.state(STATE_ZERO, sums_bytes, _whole_u64)
+            _launch(holder, STATE_ZERO, launch, grid, block, (x, params, out, sums), smem, stream)
     return out
+
+
+#: the state kinds (cupyops.core.workspace): words that are zero at rest (count_nonzero's
+#: chunk sums; argreduce keeps its tickets in the same kind), the look-back's counter and
+#: status words
+STATE_ZERO, STATE_LOOKBACK = "zero", "nonzero-lookback"
+
+
+def _whole_u64(buf):
+    """A state buffer as uint64 words."""
+    return buf.view(_U64)
 
 
 # ------------------------------------------------------------------------------ coordinates
@@ -105,30 +191,29 @@ def _plan(x, index_dtype, force_64bit):
 
 
 _U64 = np.dtype(np.uint64)
+_U32 = np.dtype(np.uint32)
 _I64 = np.dtype(np.int64)
 _GRID_X_MAX = 2**31 - 1            # blocks along a grid's x (every arch from sm_30)
 
 
-def _scratch_spec(cp):
-    """What :func:`_scratch` carves for plan ``cp`` (built once per runner)."""
-    return ((((cp.num_tiles + 1,), _U64), ((), _I64)), _split_counter)
+#: the look-back state's header (kernels/nonzero.cu, NZ_HDR_DRAW): its uint64 words, and
+#: where the status words start (bytes)
+LOOKBACK_HEADER, LOOKBACK_STATUS = 4, 256
 
 
-def _scratch(backend, ws, spec):
-    """Tile counter (element 0) and per-tile status words from the call's scratch holder,
-    zeroed in-stream: the one small initialisation, on every call (and every graph replay);
-    then a device count slot for the exact forms whose caller never sees the count (argwhere,
-    nonzero), which the kernels overwrite (not zeroed). ``spec``: :func:`_scratch_spec`."""
-    s, counter, status, count_slot = ws.carve(spec)
-    backend.zero_fill(s)
-    return counter, status, count_slot
+def _lookback_bytes(cp) -> int:
+    """Bytes of look-back state plan ``cp`` needs: the header, then two parities of status
+    words in runs of 32 tiles (nz_sw) of its largest pass (SEGMENTS' tiles are segments)."""
+    tiles = max(cp.num_tiles, cp.segments()) if cp.chunked else cp.num_tiles
+    return LOOKBACK_STATUS + 16 * 32 * -(-tiles // 32)
 
 
-def _split_counter(arrays):
-    """carve's derived views: (whole, tile counter = element 0, status words = the rest,
-    count slot)."""
-    s, count_slot = arrays
-    return s, s[0:1], s[1:], count_slot
+def _lookback_views(buf):
+    """(the header words, the status words) of a look-back state buffer."""
+    return (buf[:8 * LOOKBACK_HEADER].view(_U64), buf[LOOKBACK_STATUS:].view(_U64))
+
+
+_COUNT_SLOT = (((), _I64),)
 
 
 def _exact(backend, x, index_dtype, layout, force_64bit, stats=None, workspace=None):
@@ -150,17 +235,75 @@ def exact_runner(backend, x, index_dtype, layout, force_64bit=False, *, keep_cou
     cp = _plan(x, index_dtype, force_64bit)
     dtype = _native(x)
     scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
-    place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_PLACE))
+    mode, k = _place_mode(cp)
+    place_expr, place_cfg = _config(backend, cp, dtype, TILES, cp.grid(mode))
     rows = layout == plan.LAYOUT_ROWS
     # PLACE's parameters: the row layout's do not depend on the count; the column layout's
     # row_stride is the count (the plan packs it between its template's bytes), the last
     # few kept here by count
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
-    place = arg(coordinate_params(cp, plan.MODE_PLACE, layout)) if rows else {}
-    return functools.partial(_exact_run, (
+    place = arg(coordinate_params(cp, mode, layout, k=k)) if rows else {}
+    return functools.partial(_exact_run, ExactState(
         cp, layout, rows, keep_count, result, dtype, scan_expr, *scan_cfg,
         arg(coordinate_params(cp, plan.MODE_SCAN, layout)), place_expr, *place_cfg, place,
-        np.dtype(index_dtype), cp.ndim, _scratch_spec(cp), backend))
+        np.dtype(index_dtype), cp.ndim, _lookback_bytes(cp), backend))
+
+
+def _place_mode(cp):
+    """(mode, k) of the exact forms' writing pass: PLACE, or for tiles of inner chunks (which
+    are not ranges of the row-major order) SEGMENTS, with every row written."""
+    return (plan.MODE_SEGMENTS, plan.K_ALL) if cp.chunked else (plan.MODE_PLACE, 0)
+
+
+def mask_words(cp) -> int:
+    """uint32 words of the exact forms' mask record a tile of plan ``cp`` takes (nz_mask_stride:
+    a bit per element, nonzero_tiles' TILE / 32 or nonzero_tiles_t's K * I / 32, rounded up to
+    whole 32-byte sectors, then a sector for the tile's prefix)."""
+    return -(-cp.tile // 256) * 8 + 8
+
+
+def _exact_passes(state, ws, stream, x, stats):
+    """:func:`_exact_run`'s launches and host read, inside its scope and holder lock."""
+    (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
+     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, nbytes, backend) = state
+    mask = backend.alloc((cp.num_tiles * mask_words(cp),), _U32)
+    counter, status = ws.state(STATE_LOOKBACK, nbytes, _lookback_views)
+    if keep_count:
+        count_dev = backend.alloc((), _I64)
+    else:                                   # the caller never sees it: a scratch slot
+        count_dev, = ws.carve(_COUNT_SLOT)
+    if stats is None:
+        st, params = counter, scan_params
+    else:
+        st, params = stats, backend.struct_arg(
+            coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
+    scan = backend.launcher(_NAME, dtype, scan_expr)
+    _launch(ws, STATE_LOOKBACK, scan, sgrid, sblock,
+            (x, params, counter, status, counter, count_dev, st, mask), ssmem, stream)
+    count = backend.read_scalar(count_dev, stream, _CAPTURE_ERROR)   # the one host read
+    out = backend.alloc((count, ndim) if rows else (ndim, count), index_dtype)
+    if count:
+        p = place if rows else place.get(count)
+        if p is None:
+            p = _column_params(backend, cp, place, count)
+        # (the same kernel as the scan's: its launcher again)
+        place_kernel = scan if place_expr == scan_expr else \
+            backend.launcher(_NAME, dtype, place_expr)
+        _launch(ws, STATE_LOOKBACK, place_kernel, pgrid, pblock,
+                (x, p, counter, status, out, count_dev, counter, mask), psmem, stream)
+    return out, count, count_dev
+
+
+def _launch(holder, kind, launch, *args):
+    """``launch(*args)``; if it raises (a kernel stopped part way: the simt backend can, and a
+    GPU's sticky error), the holder's state of ``kind`` is discarded, so that the next call
+    starts from fresh zeroed state. (Errors raised between launches, such as a host read
+    refused during capture, leave the state as the kernels left it.)"""
+    try:
+        launch(*args)
+    except BaseException:
+        holder.discard_state(kind)
+        raise
 
 
 def _column_params(backend, cp, recent, count):
@@ -168,37 +311,21 @@ def _column_params(backend, cp, recent, count):
     (the last 8 counts)."""
     if len(recent) >= 8:
         recent.clear()
+    mode, k = _place_mode(cp)
     p = recent[count] = backend.struct_arg(
-        coordinate_params(cp, plan.MODE_PLACE, plan.LAYOUT_COLS, row_stride=count))
+        coordinate_params(cp, mode, plan.LAYOUT_COLS, k=k, row_stride=count))
     return p
 
 
 def _exact_run(state, x, workspace=None, stats=None):
-    (cp, layout, rows, keep_count, result, dtype, scan_expr, sgrid, sblock, ssmem, scan_params,
-     place_expr, pgrid, pblock, psmem, place, index_dtype, ndim, spec, backend) = state
+    cp, backend = state.plan, state.backend
     _record_plan(cp)
-    ws = _holder_for(backend, workspace)
-    with ws.lock:
-        counter, status, count_dev = _scratch(backend, ws, spec)
-        if keep_count:
-            count_dev = backend.empty_scalar(_I64)
-        if stats is None:
-            st, params = counter, scan_params
-        else:
-            st, params = stats, backend.struct_arg(
-                coordinate_params(cp, plan.MODE_SCAN, layout, stats=True))
-        scan = backend.launcher(_NAME, dtype, scan_expr)
-        scan(sgrid, sblock, (x, params, counter, status, counter, count_dev, st), ssmem)
-        count = backend.read_scalar(count_dev, _CAPTURE_HINT)   # the one device-to-host read
-        out = backend.empty((count, ndim) if rows else (ndim, count), index_dtype)
-        if count:
-            p = place if rows else place.get(count)
-            if p is None:
-                p = _column_params(backend, cp, place, count)
-            # (the same kernel as the scan's: its launcher again)
-            place_kernel = scan if place_expr == scan_expr else \
-                backend.launcher(_NAME, dtype, place_expr)
-            place_kernel(pgrid, pblock, (x, p, counter, status, out, count_dev, counter), psmem)
+    scope, stream = backend.begin()
+    with scope:
+        ws = _holder_for(backend, workspace, backend.stream_key(stream))
+        with ws.lock:
+            out, count, count_dev = _exact_passes(state, ws, stream, x, stats)
+    result = state.result
     if result == RESULT_COORDS:
         return out
     if result == RESULT_ROWS:
@@ -210,7 +337,8 @@ def _exact_run(state, x, workspace=None, stats=None):
 
 def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
     """``run(x, workspace=None, out=None, stats=None) -> (coords, count_dev)``: the ``size=k``
-    form for arrays laid out like ``x``, one launch, no host read."""
+    form for arrays laid out like ``x``, one launch (two for tiles of inner chunks: SCAN
+    records their bits, SEGMENTS writes), no host read."""
     index_dtype = np.dtype(index_dtype)
     k = int(size)
     cp = _plan(x, index_dtype, force_64bit)
@@ -220,30 +348,49 @@ def fixed_runner(backend, x, size, fill_value, index_dtype, force_64bit=False):
         raise ValueError(f"nonzero_coordinates: size={k} is too large for one launch: its fill "
                          f"needs {cp.grid(plan.MODE_FIXED, k)} blocks, over the grid's limit "
                          f"({_GRID_X_MAX}); size must be at most {most} for this input")
-    expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_FIXED, k))
+    mode = plan.MODE_SEGMENTS if cp.chunked else plan.MODE_FIXED
+    expr, cfg = _config(backend, cp, dtype, TILES, cp.grid(mode, k))
     params = backend.struct_arg(
-        coordinate_params(cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
-    return functools.partial(_fixed_run, (cp, k, int(fill_value), dtype, expr, *cfg, params,
-                                          (k, cp.ndim), index_dtype, _scratch_spec(cp), backend))
+        coordinate_params(cp, mode, plan.LAYOUT_ROWS, k=k, fill=int(fill_value)))
+    record = None
+    if cp.chunked:     # the first pass, and its mask records (scratch: size= can be captured)
+        scan_expr, scan_cfg = _config(backend, cp, dtype, TILES, cp.grid(plan.MODE_SCAN))
+        record = (scan_expr, *scan_cfg, backend.struct_arg(
+            coordinate_params(cp, plan.MODE_SCAN, plan.LAYOUT_ROWS)),
+            (((cp.num_tiles * mask_words(cp),), _U32),))
+    return functools.partial(_fixed_run, FixedState(
+        cp, k, int(fill_value), dtype, expr, *cfg, params, (k, cp.ndim), index_dtype,
+        _lookback_bytes(cp), record, backend))
 
 
 def _fixed_run(state, x, workspace=None, out=None, stats=None):
-    cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, spec, backend = state
+    (cp, k, fill, dtype, expr, grid, block, smem, params, shape, index_dtype, nbytes, record,
+     backend) = state
     _record_plan(cp)
-    if out is not None:
-        coords, count_dev = out
-    else:
-        coords, count_dev = backend.empty(shape, index_dtype), backend.empty_scalar(_I64)
-    ws = _holder_for(backend, workspace)
-    with ws.lock:
-        counter, status, _ = _scratch(backend, ws, spec)
-        if stats is None:
-            st, p = counter, params
+    scope, stream = backend.begin()
+    with scope:
+        if out is not None:
+            coords, count_dev = out
         else:
-            st, p = stats, backend.struct_arg(coordinate_params(
-                cp, plan.MODE_FIXED, plan.LAYOUT_ROWS, k=k, fill=fill, stats=True))
-        backend.launcher(_NAME, dtype, expr)(grid, block, (x, p, counter, status, coords,
-                                                           count_dev, st), smem)
+            coords, count_dev = backend.alloc(shape, index_dtype), backend.alloc((), _I64)
+        ws = _holder_for(backend, workspace, backend.stream_key(stream))
+        with ws.lock:
+            counter, status = ws.state(STATE_LOOKBACK, nbytes, _lookback_views)
+            if stats is None:
+                st, p = counter, params
+            else:
+                st, p = stats, backend.struct_arg(coordinate_params(
+                    cp, plan.MODE_SEGMENTS if record else plan.MODE_FIXED, plan.LAYOUT_ROWS,
+                    k=k, fill=fill, stats=True))
+            mask = counter      # (FIXED keeps no mask: the counter stands in for its pointer)
+            if record is not None:
+                sexpr, sgrid, sblock, ssmem, sparams, spec = record
+                mask, = ws.carve(spec)
+                _launch(ws, STATE_LOOKBACK, backend.launcher(_NAME, dtype, sexpr), sgrid, sblock,
+                        (x, sparams, counter, status, counter, count_dev, counter, mask), ssmem,
+                        stream)
+            _launch(ws, STATE_LOOKBACK, backend.launcher(_NAME, dtype, expr), grid, block,
+                    (x, p, counter, status, coords, count_dev, st, mask), smem, stream)
     return coords, count_dev
 
 

@@ -229,7 +229,7 @@ def cpu_argwhere_entry(x, index_dtype):
     dt = np.dtype(index_dtype)
     if _small_ok(x):
         return functools.partial(_argwhere_small, None if dt == _INTP else dt)
-    return functools.partial(_argwhere_large, (x.shape, dt))
+    return _threads.measured(functools.partial(_argwhere_large, (x.shape, dt)), x.nbytes)
 
 
 def _nonzero_small(rows, x, workspace):
@@ -261,7 +261,7 @@ def cpu_nonzero_entry(x):
     if _small_ok(x):
         rows = None if x.ndim == 1 else operator.itemgetter(*range(x.ndim))
         return functools.partial(_nonzero_small, rows)
-    return functools.partial(_nonzero_large, x.shape)
+    return _threads.measured(functools.partial(_nonzero_large, x.shape), x.nbytes)
 
 
 def _coordinates_run(state, x, workspace):
@@ -288,7 +288,9 @@ def cpu_coordinates_entry(x, size, fill_value, index_dtype):
     if not _nonzero_ok(x):
         return None
     dt = np.dtype(index_dtype)
-    return functools.partial(_coordinates_run, (x.shape, size, fill_value, dt, _small_ok(x)))
+    small = _small_ok(x)
+    return _threads.measured(functools.partial(_coordinates_run, (x.shape, size, fill_value, dt,
+                                                                  small)), 0 if small else x.nbytes)
 
 
 # ------------------------------------------------------------------------------ counts
@@ -314,6 +316,11 @@ def _count_all_run(state, x, workspace):
                  for s, e in _threads.split(nch, threads, work)]
         counts = _threads.run_parts(lambda p: _count_part(flat, x.dtype, *p), parts, threads)
         c = _int64_array(sum(counts))
+    return c if shape is None else c.reshape(shape)
+
+
+def _count_simple_run(shape, x, workspace):
+    c = _int64_array(_count_nonzero(x))
     return c if shape is None else c.reshape(shape)
 
 
@@ -365,7 +372,10 @@ def cpu_count_entry(x, axes, *, result_shape):
         # counts 1- and 2-byte integers as fast per element as 4-byte ones: less work a byte)
         simple = dt.kind in "biu" or x.size <= CPU_SMALL and dt.kind != "V"
         work = x.nbytes * min(4, dt.itemsize) // 4 if simple else x.nbytes
-        return functools.partial(_count_all_run, (result_shape or None, simple, work))
+        if simple and work < _threads.MIN_BYTES:      # NumPy's count, never threaded
+            return functools.partial(_count_simple_run, result_shape or None)
+        return _threads.measured(
+            functools.partial(_count_all_run, (result_shape or None, simple, work)), work)
     if x.size > CPU_SMALL or dt.kind in "mMV":
         return functools.partial(_count_engine_run, (tuple(axes), result_shape))
     return functools.partial(_count_axes_run, (tuple(axes), result_shape))

@@ -18,7 +18,7 @@ import struct
 import numpy as np
 
 from cupyops.core.structs import Struct
-from cupyops.ops.nonzero.plan import LAYOUT_ROWS, MAX_DIMS
+from cupyops.ops.nonzero.plan import LAYOUT_ROWS, MAX_DIMS, MODE_SEGMENTS
 
 __all__ = ["fastdiv", "fastdiv_apply", "FASTDIV", "NZ_PARAMS", "NZ_COUNT_PARAMS",
            "FASTDIV_DTYPE", "PARAMS_DTYPE", "COUNT_PARAMS_DTYPE", "coordinate_params",
@@ -70,9 +70,9 @@ NZ_PARAMS = Struct("nz_params", [
     ("size", "<i8"), ("num_tiles", "<i8"), ("k", "<i8"), ("fill", "<i8"),
     ("row_stride", "<i8"), ("fill_rows", "<i8"), ("in_ndim", "<i4"), ("out_ndim", "<i4"),
     ("mode", "<i4"), ("layout", "<i4"), ("index_bytes", "<i4"), ("stats_on", "<i4"),
-    ("narrow_loads", "<i4"), ("vec", "<i4"), ("head", "<i4"), ("pad0", "<i4"),
+    ("narrow_loads", "<i4"), ("vec", "<i4"), ("head", "<i4"), ("tr_c", "<i4"),
     ("tr_chunks", FASTDIV), ("tr_inner", "<i8"), ("tr_dim", "<i4"), ("tr_kshift", "<i4"),
-    ("tr_vec", "<i4"), ("pad1", "<i4"),
+    ("tr_vec", "<i4"), ("tr_ic", "<i4"),
 ])
 #: ``struct nz_count_params``
 NZ_COUNT_PARAMS = Struct("nz_count_params", [
@@ -105,12 +105,14 @@ def coordinate_params(plan, mode: int, layout: int = LAYOUT_ROWS, *, k: int = 0,
 
 def _launch_params(plan, mode, layout, k, fill, row_stride, stats) -> np.void:
     # the fields that follow from the plan are packed once (the template, kept as its bytes
-    # around each launch's (k, fill, row_stride), (mode, layout) and stats_on)
-    pieces = plan.memo.get("template")
+    # around each launch's (k, fill, row_stride), (mode, layout) and stats_on); the SEGMENTS
+    # pass's own (its tiles are the segments)
+    segments = mode == MODE_SEGMENTS
+    pieces = plan.memo.get(("template", segments))
     if pieces is None:
-        t = _template(plan)
-        pieces = plan.memo["template"] = (t[:_AT_K], t[_AT_K + 24:_AT_MODE],
-                                          t[_AT_MODE + 8:_AT_STATS], t[_AT_STATS + 4:])
+        t = _template(plan, segments)
+        pieces = plan.memo[("template", segments)] = (
+            t[:_AT_K], t[_AT_K + 24:_AT_MODE], t[_AT_MODE + 8:_AT_STATS], t[_AT_STATS + 4:])
     fill = int(fill) & (2**64 - 1)                  # uint64 fill values above 2**63 too
     head, mid, mid2, tail = pieces
     return np.frombuffer(_VARIANT.pack(
@@ -118,18 +120,19 @@ def _launch_params(plan, mode, layout, k, fill, row_stride, stats) -> np.void:
         mid2, int(bool(stats)), tail), PARAMS_DTYPE)[0]
 
 
-def _template(plan) -> bytes:
-    m, kk, inner, chunks, vec = plan.tr or (0, 1, 0, 1, False)
+def _template(plan, segments=False) -> bytes:
+    m, kk, inner, chunks, vec, ic, c = plan.tr or (0, 1, 0, 1, False, 0, 1)
     read_sizes, read_strides = zip(*plan.read_dims)
     coord_sizes, coord_suffixes = zip(*plan.coord_dims) if plan.coord_dims else ((), ())
     ndim = len(plan.shape)
     return _PACK_PARAMS((
         read_sizes, read_strides, coord_suffixes, coord_sizes, ndim or 1,
-        plan.unit_mask, math.prod(plan.shape), plan.num_tiles, 0, 0, 0,
+        plan.unit_mask, math.prod(plan.shape), plan.segments() if segments else plan.num_tiles,
+        0, 0, 0,
         max(1, 16384 // (ndim or 1)),                       # fill_rows()
         len(read_sizes), ndim, 0, 0, plan.index_bytes, 0,
-        int(plan.narrow_loads), int(plan.vec), plan.head, 0,
-        chunks, inner, m, kk.bit_length() - 1, int(vec), 0))
+        int(plan.narrow_loads), int(plan.vec), plan.head, c,
+        chunks, inner, m, kk.bit_length() - 1, int(vec), ic))
 
 
 _PACK_PARAMS = NZ_PARAMS.pack_bytes

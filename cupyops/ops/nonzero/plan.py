@@ -29,7 +29,9 @@ NZ_WARPS = NZ_BLOCK // 32
 MAX_DIMS = 8            # per side after merging (reading dims, non-unit coordinate dims, kept, reduced)
 MAX_OUT_NDIM = 64       # columns of the coordinate output (a 64-bit unit mask)
 
-MODE_SCAN, MODE_PLACE, MODE_FIXED = 0, 1, 2
+MODE_SCAN, MODE_PLACE, MODE_FIXED, MODE_SEGMENTS = 0, 1, 2, 3
+#: the SEGMENTS pass of the exact forms writes every row: its k
+K_ALL = 2**62
 LAYOUT_ROWS, LAYOUT_COLS = 0, 1
 
 _I32_MAX = 2**31 - 1
@@ -115,7 +117,9 @@ class CoordinatePlan(typing.NamedTuple):
     narrow_loads: bool        # 8-/16-byte elements read as two 4-/8-byte words (see narrow_loads())
     vec: bool                 # packed path: one contiguous run of a 1-/2-byte type (packed_run())
     head: int                 # packed path: elements between the 16-byte boundary below x and x
-    tr: tuple                 # nonzero_tiles_t: (dim m, K, inner elements, chunks per prefix)
+    tr: tuple                 # nonzero_tiles_t: (dim m, K, inner elements I, chunks along m a
+                              # prefix index, vec, inner chunk width, inner chunks C); C > 1:
+                              # tiles of one inner chunk (a first pass records, SEGMENTS writes)
     block: int
     # packed parameters already built for this plan (the hot path packs each set once): a
     # new dict per plan, left out of comparisons, hashes and the repr
@@ -139,9 +143,21 @@ class CoordinatePlan(typing.NamedTuple):
     def fill_tiles(self, k: int) -> int:
         return -(-int(k) // self.fill_rows())
 
+    @property
+    def chunked(self) -> bool:
+        """nonzero_tiles_t over inner chunks: SCAN records, SEGMENTS writes (every mode)."""
+        return bool(self.tr) and self.tr[6] > 1
+
+    def segments(self) -> int:
+        """Tiles of the SEGMENTS pass: every row over the dims up to m, times the inner chunks."""
+        m, c = self.tr[0], self.tr[6]
+        return math.prod(n for n, _ in self.read_dims[:m + 1]) * c
+
     def grid(self, mode: int, k: int = 0) -> int:
         if mode == MODE_FIXED:
             return self.num_tiles + self.fill_tiles(k)
+        if mode == MODE_SEGMENTS:
+            return self.segments() + (self.fill_tiles(k) if k else 0)
         return self.num_tiles
 
 
@@ -158,7 +174,8 @@ T_TILES_GOAL = 512      # nonzero_tiles_t: tiles (blocks) wanted, about 4 per SM
 
 
 def transposed_tiles(read, itemsize, base_address=0) -> tuple:
-    """``(m, K, I, chunks, vec)`` when ``nonzero_tiles_t`` should read the input, else ``()``: the
+    """``(m, K, I, chunks, vec, Ic, C)`` when ``nonzero_tiles_t`` should read the input, else
+    ``()``: the
     memory-innermost reading dim m (stride one element, either sign) is not the last one, so
     logical order would give each lane its own sector. A tile is K (a power of two) indices
     along m times the I elements of the dims after m, read in memory order: runs of
@@ -166,7 +183,13 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     K * I <= T_BITS (the tile's shared mask). ``vec``: 2, a 1- or 2-byte type read as aligned
     4-byte words along m (stride +itemsize, runs of a sector or more, or all of m in 8 bytes
     or more: two words or more a column, so a unit is at most 16 loads; the data pointer and
-    every other stride multiples of 4 bytes), 4 or 2 elements a load; 0, one element a load."""
+    every other stride multiples of 4 bytes), 4 or 2 elements a load; 0, one element a load.
+
+    Where K * I would not fit the mask with runs of a sector (an F-order input with a long
+    inner extent), the tile is K indices along m times one chunk of ``Ic`` inner indices
+    (``C`` chunks a row; :func:`inner_chunks`): such tiles are not ranges of the row-major
+    order, so they only count and record their bits, and a second pass (MODE_SEGMENTS) writes
+    the rows. ``Ic, C`` is ``I, 1`` otherwise."""
     itemsize = int(itemsize)
     if len(read) < 2:
         return ()
@@ -178,27 +201,50 @@ def transposed_tiles(read, itemsize, base_address=0) -> tuple:
     k = max(1, 128 // itemsize)
     while k > 1 and (k * inner > T_BITS or k >= 2 * nm):
         k //= 2
+    ic, c = inner, 1
     # a run shorter than a sector is fine when it is all of m: no other tile reads its sectors
     if (k * itemsize < 32 and k < nm) or k * inner > T_BITS:
-        return ()
-    # few tiles (one block each) leave SMs idle: shorter runs where they still start on a
-    # sector (the data pointer and the other strides multiples of 32 bytes; off a sector, a
-    # 32-byte run is 2 requests a sector, 128 bytes 1.25)
-    pre = math.prod(n for n, _ in read[:m])
-    aligned = int(base_address) % 32 == 0 and all(s % 32 == 0 for i, (_, s) in enumerate(read)
-                                                  if i != m)
-    # (tiles of 16384 elements or more: a small input's tiles would spend more requests on
-    # the look-back's status words than on its data)
-    while (aligned and k // 2 * itemsize >= 32 and k // 2 * inner >= 16384
-           and pre * -(-nm // k) < T_TILES_GOAL):
-        k //= 2
+        chunks = inner_chunks(read, m, itemsize)
+        if not chunks:
+            return ()
+        k, ic, c = chunks
+    else:
+        # few tiles (one block each) leave SMs idle: shorter runs where they still start on a
+        # sector (the data pointer and the other strides multiples of 32 bytes; off a sector, a
+        # 32-byte run is 2 requests a sector, 128 bytes 1.25)
+        pre = math.prod(n for n, _ in read[:m])
+        aligned = int(base_address) % 32 == 0 and all(
+            s % 32 == 0 for i, (_, s) in enumerate(read) if i != m)
+        # (tiles of 16384 elements or more: a small input's tiles would spend more requests
+        # on the look-back's status words than on its data)
+        while (aligned and k // 2 * itemsize >= 32 and k // 2 * inner >= 16384
+               and pre * -(-nm // k) < T_TILES_GOAL):
+            k //= 2
     # 4-byte words: 8 loads of 4 bytes in flight a thread, and a warp-wide load of 1-byte
     # elements spans 128 bytes, not one sector (a run off a sector boundary: 2 requests a sector)
     vec = 2 if (itemsize in (1, 2) and read[m][1] == itemsize
                 and (k * itemsize >= 32 or (k >= nm and k * itemsize >= 8))
                 and k * itemsize % 4 == 0 and int(base_address) % 4 == 0
                 and all(s % 4 == 0 for i, (_, s) in enumerate(read) if i != m)) else 0
-    return (m, k, inner, -(-nm // k), vec)
+    return (m, k, inner, -(-nm // k), vec, ic, c)
+
+
+def inner_chunks(read, m, itemsize):
+    """``(K, Ic, C)`` of :func:`transposed_tiles`' chunked tiles, or None: runs along m of 128
+    bytes (all of m when shorter), and the widest chunk of the inner indices whose K * Ic bits
+    fit the mask, a multiple of 32 (whole mask words: a unit reads 32 inner indices) and of the
+    extents of every inner dim but the outermost (so that a chunk's first index is a multiple of
+    them, and its offset plus a unit's own is the offset of their sum: nz_t_locate)."""
+    nm, inner = read[m][0], math.prod(n for n, _ in read[m + 1:])
+    k = max(1, 128 // int(itemsize))
+    while k > 1 and k >= 2 * nm:
+        k //= 2
+    lower = math.prod(n for n, _ in read[m + 2:])
+    unit = 32 * lower // math.gcd(32, lower)
+    ic = T_BITS // k // unit * unit
+    if ic == 0 or (k * itemsize < 32 and k < nm) or inner > 2**31 - 1:
+        return None
+    return k, ic, -(-inner // ic)
 
 
 def reading_dims(shape, strides) -> tuple:
@@ -241,9 +287,9 @@ def plan_coordinates(shape, strides, itemsize, index_dtype, *, force_64bit=False
     num_tiles = -(-(size + head) // tile)
     tr = () if vec else transposed_tiles(read, itemsize, base_address)
     if tr:
-        m, kk, inner, chunks, _ = tr
-        tile = kk * inner
-        num_tiles = math.prod(n for n, _ in read[:m]) * chunks
+        m, kk, inner, chunks, _, ic, c = tr
+        tile = kk * ic                  # (bits of a tile's mask and record)
+        num_tiles = math.prod(n for n, _ in read[:m]) * chunks * c
     wide = bool(force_64bit) or size > 2**31 or _spanb(read) > _I32_MAX
     return _new_coordinate_plan((
         shape, strides, itemsize, wide, bool(force_64bit), items, tile, num_tiles, read,
@@ -488,6 +534,11 @@ def plan_count(shape, strides, itemsize, axes, *, sm_count=132, max_threads_per_
         o_head = 0 if a % itemsize else a // itemsize
         split = -(-(n_out + o_head) // 32) * 32 if n_chunks > 1 else n_out + o_head
 
+    # several chunks add into a word an output: (ticket << 40 | count), kernels/nonzero.cu
+    # NZ_ACC_SHIFT (neither bound is near: a GPU holds far fewer elements, the chunks are few)
+    if n_chunks > 1 and (red_size >= 1 << 40 or n_chunks >= 1 << 24):
+        raise ValueError(f"count_nonzero: {red_size} elements an output in {n_chunks} chunks "
+                         "is past what the GPU path's per-output sums hold (2**40, 2**24)")
     units = split * n_chunks
     wide = (bool(force_64bit) or max(n_out, red_size, units * 32) > _I32_MAX
             or abs(out_base) + _spanb(zip((n for n, _ in kept_dims), out_strides)) > _I32_MAX

@@ -63,11 +63,17 @@ SIMT_RT void __simt_trap(const char *what, const char *file, int line) __attribu
 SIMT_RT void __simt_ldg(const void *p, size_t n);
 SIMT_RT void __simt_vector_access(const void *p, size_t n);
 SIMT_RT void __simt_check_launch_bounds(long long max_threads);
-// __launch_bounds__(N, ...) on a kernel definition becomes a call of this at the top of its body
-// (cupyops.simt._build.preprocess): a launch with more than N threads per block is refused.
-static inline void __simt_launch_bounds(long long max_threads, long long = 0, long long = 0) {
-  __simt_check_launch_bounds(max_threads);
-}
+// __launch_bounds__(N, ...) on a kernel definition becomes this at the top of its body
+// (cupyops.simt._build.preprocess): a launch with more than N threads per block is refused.  The
+// bounds are also kept in a static of the kernel, __simt_lb (its symbol is the kernel's mangled
+// name + "E9__simt_lb"), where cupyops.simt reads them for the function's attributes
+// (max_threads_per_block), as CUDA reports them without a launch.
+struct __simt_launch_bound { long long max_threads, min_blocks, max_blocks_per_cluster; };
+#define __simt_launch_bounds(...)                                                      \
+  {                                                                                    \
+    __attribute__((used)) static const __simt_launch_bound __simt_lb = {__VA_ARGS__};  \
+    __simt_check_launch_bounds(__simt_lb.max_threads);                                 \
+  }
 
 #define threadIdx (__simt_thread_idx())
 #define blockIdx (__simt_block_idx())
