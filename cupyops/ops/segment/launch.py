@@ -8,11 +8,12 @@ packed once per runner. No host synchronisation, no copy of x, no memset:
 * scratch from the caller's Workspace or the stream's arena: the chain partials (per block
   and column: a wire word and a row) and each block's consumed range, written before they are
   read in every launch;
-* the holder's zeroed words (cupyops.core.workspace.ZEROED_WORDS): the chain tickets, the
-  grid's ticket and the launch's error flag, which the kernel's last block resets, and the
-  error code of the first bad offset found on the device.
+* the holder's zero state of kind ``"segment"`` (cupyops.core.workspace: zeroed once, when it
+  is made): the chain tickets, the grid's ticket and the launch's error flag, which the
+  kernel's last block resets, and the error code of the first bad offset found on the device,
+  which the host clears when it reads it set.
 
-Offsets checked on the host (``checked=True``: NumPy offsets, every simt call) cannot set the
+Offsets checked on the host (``checked=True``: host offsets, every simt call) cannot set the
 code. Offsets already on the GPU (``checked=False``) are checked by the kernel: the call arms
 the code with its backend (``Backend.arm_flag``), so the next host read of the library
 (``Backend.read_scalar``, ``cupyops.check_device_errors()``) raises the ``ValueError`` that
@@ -37,6 +38,8 @@ from cupyops.ops.segment.params import build_params
 __all__ = ["runner", "run", "prepare", "SegLaunch", "describe_code", "kernel_offsets"]
 
 _INT64 = np.dtype(np.int64)
+#: state words before the chain tickets (kernels/segment.cu, SG_ZW_CHAINS)
+STATE_HEAD = 4
 _U8 = np.dtype(np.uint8)
 #: error kinds of the code (SG_ERR_*), by priority at one position
 _KINDS = {3: "is negative", 2: "is smaller than offsets[{prev}]", 1: "is past the end of x's "
@@ -55,6 +58,7 @@ class SegLaunch(typing.NamedTuple):
     values_dtype: np.dtype | None
     scratch: tuple           # ((shape, dtype), ...): partial words, partial rows, ranges
     opname: str
+    state: tuple             # (bytes, derive) of the state words (tickets, error code)
 
 
 def _empty_bits(dtype, kind, datetime) -> tuple:
@@ -92,7 +96,8 @@ def prepare(backend, x, offsets, call, *, kind, tie, values, force_64bit=False,
     scratch = (((slots * _family.key_itemsize(plan.itemsize),), _U8),
                ((slots * (8 if plan.use_64bit else 4),), _U8), ((2 * plan.nblocks,), _INT64))
     return SegLaunch(plan, main, cfg, params, tuple(call.result_shape), call.index_dtype,
-                     (_INT64 if datetime else x.dtype) if values else None, scratch, call.opname)
+                     (_INT64 if datetime else x.dtype) if values else None, scratch, call.opname,
+                     _state_views(STATE_HEAD + plan.ny * plan.nblocks))
 
 
 def runner(backend, x, offsets, call, *, kind, tie, values, force_64bit=False, datetime=False):
@@ -121,19 +126,52 @@ def run(state, x, offsets, workspace=None, out=None, checked=True):
     _trace.record_plan(launch.plan)
     vout, iout = (out if isinstance(out, tuple) else (None, out)) if out is not None \
         else (None, None)
-    res = iout if iout is not None else backend.empty(launch.out_shape, launch.out_dtype)
-    vres = None
-    if launch.values_dtype is not None:
-        vres = vout if vout is not None else backend.empty(launch.out_shape, launch.values_dtype)
-    holder = _workspace.holder_for(backend, workspace)
-    with holder.lock:
-        pk, pi, cons = holder.carve(launch.scratch)
-        zw = holder.zeroed()
-        grid, block, smem = launch.cfg
-        args = (x, offsets, res, pk, pi, cons, zw, launch.params) if vres is None else \
-            (x, offsets, res, vres, pk, pi, cons, zw, launch.params)
-        backend.launcher(*launch.main)(grid, block, args, smem)
-        if not checked:
-            backend.arm_flag(zw[:2].view(np.uint64), functools.partial(
-                describe_code, launch.opname, launch.plan.n), key=id(zw))
+    scope, stream = backend.begin()
+    with scope:
+        res = iout if iout is not None else backend.alloc(launch.out_shape, launch.out_dtype)
+        vres = None
+        if launch.values_dtype is not None:
+            vres = vout if vout is not None else backend.alloc(launch.out_shape,
+                                                               launch.values_dtype)
+        holder = _workspace.holder_for(backend, workspace, backend.stream_key(stream))
+        with holder.lock:
+            pk, pi, cons = holder.carve(launch.scratch)
+            zw, code = holder.state(STATE_KIND, *launch.state)
+            grid, block, smem = launch.cfg
+            args = (x, offsets, res, pk, pi, cons, zw, launch.params) if vres is None else \
+                (x, offsets, res, vres, pk, pi, cons, zw, launch.params)
+            try:
+                backend.launcher(*launch.main)(grid, block, args, smem, stream)
+            except BaseException:
+                holder.discard_state(STATE_KIND)
+                raise
+            if not checked:
+                _arm(backend, code, launch, stream)
     return res if vres is None else (vres, res)
+
+
+#: the state kind of the segment kernels' tickets and error code (zero at rest, but for a
+#: code the host has not read yet)
+STATE_KIND = "segment"
+_STATE_VIEWS: dict = {}
+
+
+def _state_views(nwords):
+    """(bytes, derive) of ``nwords`` uint32 state words: ``derive(buf)`` gives (the words as
+    the kernel gets them, the error code as one uint64)."""
+    hit = _STATE_VIEWS.get(nwords)
+    if hit is None:
+        hit = _STATE_VIEWS[nwords] = (4 * nwords, functools.partial(_words_of, nwords))
+    return hit
+
+
+def _words_of(nwords, buf):
+    zw = buf[:4 * nwords].view(np.uint32)
+    return zw, zw[:2].view(np.uint64)
+
+
+def _arm(backend, code, launch, stream):
+    """Offsets already on the GPU: the next host read of this backend checks the launch's
+    error code (one entry per state buffer: a later call's arming replaces it)."""
+    backend.arm_flag(code, functools.partial(describe_code, launch.opname, launch.plan.n),
+                     key=(STATE_KIND, id(code)))

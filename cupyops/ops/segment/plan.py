@@ -23,7 +23,6 @@ import typing
 import numpy as np
 
 from cupyops.core import layout as _layout
-from cupyops.core import workspace as _workspace
 from cupyops.ops.segment import family as _family
 from cupyops.ops.segment.params import MAX_DIMS
 
@@ -31,8 +30,8 @@ __all__ = ["SegPlan", "plan_for", "BLOCK_BYTES", "MAX_CHAINS", "CHUNK"]
 
 #: bytes of x a block reads, about (the merge path's share)
 BLOCK_BYTES = 32 * 1024
-#: chain tickets: the zeroed words past the error code, launch flag and grid ticket
-MAX_CHAINS = _workspace.ZEROED_WORDS - 4
+#: blocks of a launch (nblocks x ny), each a chain ticket in the state words (launch.py)
+MAX_CHAINS = 4092
 #: the window's first load (ends)
 CHUNK = 32
 _I32_LIMIT = 2**31 - 2
