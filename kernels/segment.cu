@@ -505,9 +505,23 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
             if (report && (raw < 0 || raw > p.n)) sg_flag_launch_error(cx.zw);
         }
         __syncthreads();
+        int decreasing = 0;
         for (I i = (I)threadIdx.x; i < cnt; i += SG_THREADS) {
             const I prev = (w.wn + i) ? win[w.wn + i - 1] : w.prev_end;
-            if (report && win[w.wn + i] < prev) sg_flag_launch_error(cx.zw);
+            if (win[w.wn + i] < prev) decreasing = 1;
+        }
+        if (__syncthreads_or(decreasing)) {
+            // bad offsets: the launch's result will be empty_index (sg_bad_offsets), but the
+            // window must stay non-decreasing (a running max, serial: the error path) so that
+            // the partitions' merge-path searches agree and no two threads share a result slot
+            if (threadIdx.x == 0) {
+                if (report) sg_flag_launch_error(cx.zw);
+                for (I i = 0; i < cnt; ++i) {
+                    const I prev = (w.wn + i) ? win[w.wn + i - 1] : w.prev_end;
+                    if (win[w.wn + i] < prev) win[w.wn + i] = prev;
+                }
+            }
+            __syncthreads();
         }
         w.wn += (int)cnt;
         w.chunk = 2 * w.chunk < p.wcap ? 2 * w.chunk : p.wcap;
