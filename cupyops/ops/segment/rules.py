@@ -89,22 +89,25 @@ def check_offsets(offsets, opname) -> int:
 
 def offsets_error(offsets, n) -> str | None:
     """What is wrong with the values of host ``offsets`` (a NumPy array) for an x of ``n``
-    rows, naming the first bad position, or None."""
+    rows, naming the first bad position (a negative value, one below its predecessor, or one
+    past n; at one position in that order, as the kernel's device check), or None."""
     o = np.asarray(offsets)
     if o.size == 0:
         return None
-    if o[0] < 0:
-        return f"offsets[0] is {int(o[0])}, below 0"
-    bad = np.flatnonzero(o[1:] < o[:-1])
-    if bad.size:
-        i = int(bad[0]) + 1
+    negative = o < 0
+    decreasing = np.zeros(o.shape, bool)
+    decreasing[1:] = o[1:] < o[:-1]
+    past = o > n
+    bad = np.flatnonzero(negative | decreasing | past)
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    if negative[i]:
+        return f"offsets[{i}] is {int(o[i])}, below 0"
+    if decreasing[i]:
         return (f"offsets decrease at position {i}: offsets[{i - 1}] = {int(o[i - 1])} > "
                 f"offsets[{i}] = {int(o[i])}")
-    if int(o[-1]) > n:
-        past = int(np.flatnonzero(o > n)[0])
-        return (f"offsets[{past}] is {int(o[past])}, past the end of x's axis 0 "
-                f"(length {n})")
-    return None
+    return f"offsets[{i}] is {int(o[i])}, past the end of x's axis 0 (length {n})"
 
 
 def check_offset_values(offsets, n, opname) -> None:
