@@ -368,8 +368,9 @@ __device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParam
     if (g < b) {
         if (pend(g) < D) {
             a = g + 1;
-            for (I step = 1; a + step - 1 < b; step *= 2) {
-                const I m = a + step - 1;
+            // (step in 64 bits: with I = int and b - a > 2**30 it would overflow)
+            for (long long step = 1; (long long)a + step - 1 < (long long)b; step *= 2) {
+                const I m = (I)(a + step - 1);
                 if (pend(m) < D) {
                     a = m + 1;
                 } else {
@@ -379,8 +380,8 @@ __device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParam
             }
         } else {
             b = g;
-            for (I step = 1; b - step >= a; step *= 2) {
-                const I m = b - step;
+            for (long long step = 1; (long long)b - step >= (long long)a; step *= 2) {
+                const I m = (I)(b - step);
                 if (pend(m) >= D) {
                     b = m;
                 } else {
