@@ -38,6 +38,8 @@ from cupyops.ops.segment.params import build_params
 __all__ = ["runner", "run", "prepare", "SegLaunch", "describe_code", "kernel_offsets"]
 
 _INT64 = np.dtype(np.int64)
+#: grid.y's limit: strips of 256 trailing positions
+MAX_STRIPS = 65535
 #: state words before the chain tickets (kernels/segment.cu, SG_ZW_CHAINS)
 STATE_HEAD = 4
 _U8 = np.dtype(np.uint8)
@@ -85,6 +87,10 @@ def prepare(backend, x, offsets, call, *, kind, tie, values, force_64bit=False,
     plan = _plan.plan_for(x.shape, x.strides, x.dtype, data_ptr(x), call.n_segments,
                           offsets.dtype, offsets.strides[0] // isz, values=values,
                           force_64bit=force_64bit)
+    if plan.ny > MAX_STRIPS:
+        raise ValueError(f"{call.opname}: x has {plan.ncols} positions after axis 0, more than "
+                         f"the kernel's {MAX_STRIPS << 8} (grid.y strips of 256 columns); "
+                         f"reduce them in parts, or on device='cpu'")
     vdt = _family.DATETIME if datetime else x.dtype
     main = (_family.FAMILY, vdt, _family.expression(values, vdt, plan.use_64bit))
     cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)
