@@ -322,6 +322,7 @@ struct SgCtx {
     const SegParams* p;
     Ex ex;
     bool last;
+    bool flat;               // rows of exactly CW columns, contiguous: the steps' data is flat
     SgShared<T, I, VAL> sh;
     SgWalk<I> w;
     SgThread<I> t;
@@ -500,10 +501,20 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
         cnt = cnt < (I)(p.wcap - w.wn) ? cnt : (I)(p.wcap - w.wn);
         cnt = cnt < w.S - w.k - (I)w.wn ? cnt : w.S - w.k - (I)w.wn;
         cnt = cnt < M - 1 - pos_last ? cnt : M - 1 - pos_last;
-        for (I i = (I)threadIdx.x; i < cnt; i += SG_THREADS) {
-            const long long raw = sg_offset_raw(cx.offs, (long long)(w.k + (I)w.wn + i) + 1, p);
-            win[w.wn + i] = sg_clamp<I>(raw, 0, p.n);
-            if (report && (raw < 0 || raw > p.n)) sg_flag_launch_error(cx.zw);
+        // (contiguous offsets: lanes shifted so that each warp reads whole aligned lines, and
+        // every lane of a warp loads as often as the others, as in sg_stage)
+        const long long first = (long long)(w.k + (I)w.wn) + 1;
+        const int lead = p.off_stride == 1 ? (int)((reinterpret_cast<unsigned long long>(cx.offs) +
+                         (unsigned long long)first * p.off_width) & 127) / p.off_width : 0;
+        const I bound = (cnt + (I)lead + 31) & ~(I)31;
+        for (I e = (I)threadIdx.x; e < bound; e += SG_THREADS) {
+            const I i = e - (I)lead;
+            const I g = i < 0 ? (I)0 : (i < cnt ? i : cnt - 1);
+            const long long raw = sg_offset_raw(cx.offs, first + g, p);
+            if (i == g) {
+                win[w.wn + i] = sg_clamp<I>(raw, 0, p.n);
+                if (report && (raw < 0 || raw > p.n)) sg_flag_launch_error(cx.zw);
+            }
         }
         __syncthreads();
         int decreasing = 0;
@@ -535,10 +546,29 @@ template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
 {
     typedef typename cuo::unsigned_of<I>::type U;
+    typedef typename ArType<T>::bits B;
     const SegParams& p = *cx.p;
-    if (!cx.t.col_ok) return;
     const I total = rows << p.cw_log2;
     const bool narrow = p.narrow != 0;
+    if (cx.flat) {
+        // the step's elements are one contiguous range: its loads start `lead` elements early,
+        // so that each warp's 32 loads are one aligned 128-byte line, not two partial ones
+        const U first = (U)cx.w.j << p.cw_log2;
+        const int lead = (int)((reinterpret_cast<unsigned long long>(cx.x) +
+                                (unsigned long long)first * sizeof(B)) & 127) / (int)sizeof(B);
+        // (every lane of a warp runs the load as often as the others, out-of-range lanes on
+        // an element of the same line: simt's traffic counters group a warp's accesses by each
+        // lane's count of them, as a GPU issues one load for the warp)
+        const I bound = total ? (total + (I)lead + 31) & ~(I)31 : (I)0;
+        for (I e = (I)threadIdx.x; e < bound; e += SG_THREADS) {
+            const I f = e - (I)lead;
+            const I g = f < 0 ? (I)0 : (f < total ? f : total - 1);
+            const B v = sg_load<T>(cx.x, (long long)(first + (U)g) * (long long)sizeof(B), narrow);
+            if (f == g) cx.sh.staged[f] = v;
+        }
+        return;
+    }
+    if (!cx.t.col_ok) return;
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const U row = (U)(cx.w.j + (e >> p.cw_log2));
         const I off = (I)(row * (U)p.row_stride + cx.t.in_off);
@@ -975,6 +1005,8 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.parts = SG_THREADS >> p.cw_log2;
     cx.t.col = (long long)blockIdx.y * cw + cx.t.c;
     cx.t.col_ok = cx.t.col < p.ncols;
+    cx.flat = p.ncols == cw && p.row_stride == (long long)sizeof(typename ArType<T>::bits) * cw &&
+              (p.nr == 0 || (p.nr == 1 && p.r_in[0] == (long long)sizeof(typename ArType<T>::bits)));
     cuo::Odometer<U, SG_MAX_DIMS, false> od;
     od.init((U)(cx.t.col_ok ? cx.t.col : 0), p.nr, p.r_size, p.r_in, p.r_in);
     cx.t.in_off = od.off;
