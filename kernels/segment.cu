@@ -320,7 +320,9 @@ struct SgCtx {
     long long* cons;
     unsigned int* zw;
     const SegParams* p;
-    Ex ex;
+    // (16-aligned: g++ copies a 16-byte key (complex128's u128) with one 16-byte store, which
+    // simt's alignment check, as a GPU would, wants aligned; NVRTC keeps it in registers)
+    alignas(16) Ex ex;
     bool last;
     bool flat;               // rows of exactly CW columns, contiguous: the steps' data is flat
     SgShared<T, I, VAL> sh;
