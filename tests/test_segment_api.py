@@ -15,6 +15,7 @@ from _devices import KERNEL_DEVICES, is_cupy, ops
 
 DEVICES = ["cpu"] + KERNEL_DEVICES
 ALL_DTYPES = REAL_DTYPES + COMPLEX_DTYPES + DATETIME_DTYPES
+FEW_DTYPES = ["float32", "int8", "complex128"]
 OFFSET_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 NAMES = {("max", False): "segment_argmax", ("min", False): "segment_argmin",
          ("max", True): "segment_max_and_argmax", ("min", True): "segment_min_and_argmin"}
@@ -58,17 +59,39 @@ def offsets_for(draw, n):
     return np.array([lo] + inner + [hi], draw(st.sampled_from(OFFSET_DTYPES)))
 
 
-@given(x=arrays(ALL_DTYPES, min_dims=1, max_dims=3, max_side=6), data=st.data(),
-       kind=st.sampled_from(["max", "min"]), tie=st.sampled_from(["first", "last"]),
-       relative=st.booleans(), values=st.booleans(),
-       index_dtype=st.sampled_from([None, "int32", "int16"]))
+def _cases(dtypes):
+    return given(x=arrays(dtypes, min_dims=1, max_dims=3, max_side=6), data=st.data(),
+                 kind=st.sampled_from(["max", "min"]), tie=st.sampled_from(["first", "last"]),
+                 relative=st.booleans(), values=st.booleans(),
+                 index_dtype=st.sampled_from([None, "int32", "int16"]))
+
+
+@_cases(ALL_DTYPES)
 def test_segments_match_the_reference(x, data, kind, tie, relative, values, index_dtype):
+    """The NumPy path, every dtype."""
+    _match(["cpu"], x, data, kind, tie, relative, values, index_dtype)
+
+
+@_cases(FEW_DTYPES)
+def test_kernels_match_the_reference(x, data, kind, tie, relative, values, index_dtype):
+    """Every device, a few dtypes (each dtype is a kernel compile on simt)."""
+    _match(DEVICES, x, data, kind, tie, relative, values, index_dtype)
+
+
+@pytest.mark.slow
+@_cases(ALL_DTYPES)
+def test_kernels_match_the_reference_every_dtype(x, data, kind, tie, relative, values,
+                                                 index_dtype):
+    _match(DEVICES, x, data, kind, tie, relative, values, index_dtype)
+
+
+def _match(devices, x, data, kind, tie, relative, values, index_dtype):
     o = data.draw(offsets_for(x.shape[0]))
     if o.dtype.kind == "u" and o.dtype.itemsize == 1 and x.shape[0] > 255:
         return
     before = x.copy()
     rows, idx = reference(x, o, kind, tie, relative)
-    for device in DEVICES:
+    for device in devices:
         fn = getattr(ops(device), NAMES[kind, values])
         res = fn(x, o, tie=tie, relative=relative, dtype=index_dtype)
         got = res[1] if values else res
