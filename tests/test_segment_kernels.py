@@ -221,6 +221,7 @@ def _device_check_call(device, x, o):
         backend = core_backend.get_backend("simt")
         call = SegmentCall("segment_argmax", len(o) - 1, (len(o) - 1,) + x.shape[1:],
                            np.dtype(np.int64), -7, False, None, None)
+        o = seg_launch.kernel_offsets(o)
         run = seg_launch.runner(backend, x, o, call, kind="max", tie="first", values=False)
         r = run(x, o, None, None, checked=False)
     try:
@@ -254,9 +255,15 @@ def test_offsets_on_the_device_are_checked_by_the_kernel(device):
         r, err = _device_check_call(device, x, bad)
         assert err is not None and f"offsets[{pos}] {what}" in err, err
         assert (r == -7).all()
+    want = cupyops.segment_argmax(x, good, empty_index=-7, device="cpu")
     r, err = _device_check_call(device, x, good)
-    assert err is None
-    assert np.array_equal(r, cupyops.segment_argmax(x, good, empty_index=-7, device="cpu"))
+    assert err is None and np.array_equal(r, want)
+    # offsets whose data pointer is not a multiple of their itemsize (review 1, F10): copied
+    raw = np.zeros(good.nbytes + 1, np.uint8)
+    odd = np.ndarray(good.shape, good.dtype, raw, 1)
+    odd[...] = good
+    r, err = _device_check_call(device, x, odd)
+    assert err is None and np.array_equal(r, want)
 
 
 def test_plan_state_words_cover_every_block():

@@ -71,11 +71,13 @@ def _empty_bits(dtype, kind, datetime) -> tuple:
 
 
 def kernel_offsets(offsets):
-    """The offsets as the kernel reads them: native byte order and a stride that is a multiple
-    of their itemsize (a copy otherwise; a few bytes a segment)."""
-    if not offsets.dtype.isnative or offsets.strides[0] % offsets.dtype.itemsize:
+    """The offsets as the kernel reads them: native byte order, a data pointer and a stride that
+    are multiples of their itemsize (a copy otherwise; a few bytes a segment: the kernel reads
+    each offset with one load of its width, which a GPU faults on when misaligned)."""
+    isz = offsets.dtype.itemsize
+    if not offsets.dtype.isnative or offsets.strides[0] % isz or data_ptr(offsets) % isz:
         xp = np if isinstance(offsets, np.ndarray) else __import__("cupy")
-        return xp.ascontiguousarray(offsets, dtype=offsets.dtype.newbyteorder("="))
+        return xp.array(offsets, dtype=offsets.dtype.newbyteorder("="), copy=True, order="C")
     return offsets
 
 
