@@ -509,25 +509,26 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
         const int lead = p.off_stride == 1 ? (int)((reinterpret_cast<unsigned long long>(cx.offs) +
                          (unsigned long long)first * p.off_width) & 127) / p.off_width : 0;
         const I bound = (cnt + (I)lead + 31) & ~(I)31;
+        int bad = 0;
         for (I e = (I)threadIdx.x; e < bound; e += SG_THREADS) {
             const I i = e - (I)lead;
             const I g = i < 0 ? (I)0 : (i < cnt ? i : cnt - 1);
             const long long raw = sg_offset_raw(cx.offs, first + g, p);
             if (i == g) {
                 win[w.wn + i] = sg_clamp<I>(raw, 0, p.n);
-                if (report && (raw < 0 || raw > p.n)) sg_flag_launch_error(cx.zw);
+                bad |= raw < 0 || raw > p.n;
             }
         }
         __syncthreads();
-        int decreasing = 0;
         for (I i = (I)threadIdx.x; i < cnt; i += SG_THREADS) {
             const I prev = (w.wn + i) ? win[w.wn + i - 1] : w.prev_end;
-            if (win[w.wn + i] < prev) decreasing = 1;
+            bad |= win[w.wn + i] < prev;
         }
-        if (__syncthreads_or(decreasing)) {
-            // bad offsets: the launch's result will be empty_index (sg_bad_offsets), but the
-            // window must stay non-decreasing (a running max, serial: the error path) so that
-            // the partitions' merge-path searches agree and no two threads share a result slot
+        if (__syncthreads_or(bad)) {
+            // bad offsets: one flag for the block (not an atomic per bad offset); the launch's
+            // result will be empty_index (sg_bad_offsets), but the window must stay
+            // non-decreasing (a running max, serial: the error path) so that the partitions'
+            // merge-path searches agree and no two threads share a result slot
             if (threadIdx.x == 0) {
                 if (report) sg_flag_launch_error(cx.zw);
                 for (I i = 0; i < cnt; ++i) {
@@ -965,8 +966,10 @@ __device__ __forceinline__ void sg_finish(SgCtx<T, I, VAL>& cx)
     if (!sg_is_final) return;
     int bad = tid == 0 ? (atomicAdd(cx.zw + SG_ZW_LAUNCH_ERROR, 0u) != 0) : 0;
     for (long long b = tid; b < p.nblocks; b += SG_THREADS) {
-        const long long from = b ? cx.cons[2 * b - 1] : 0;
-        if (cx.cons[2 * b] != from || (b == p.nblocks - 1 && cx.cons[2 * b + 1] != p.nseg))
+        // (volatile, as the chain partials: other blocks wrote them before their tickets)
+        const long long from = b ? sg_get(cx.cons + 2 * b - 1) : 0;
+        if (sg_get(cx.cons + 2 * b) != from ||
+            (b == p.nblocks - 1 && sg_get(cx.cons + 2 * b + 1) != p.nseg))
             bad = 1;
     }
     if (__syncthreads_or(bad)) sg_bad_offsets(cx);
