@@ -63,6 +63,11 @@
 #include "common.cuh"
 
 extern __shared__ unsigned long long sg_smem[];
+// What a block's thread 0 finds at its start (sg_setup), read back from shared memory where it
+// is used once (after the walk): kept out of the walk's registers, which the 64-bit instantiations
+// need (0 spills).
+__shared__ long long sg_head[7];
+enum { SG_HEAD_O0, SG_HEAD_N, SG_HEAD_D0, SG_HEAD_D1, SG_HEAD_KL, SG_HEAD_START_L, SG_HEAD_END_L };
 
 #include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_wire
 
@@ -286,11 +291,10 @@ struct SgShared {
 // What every thread of a block knows alike (block-uniform: computed from the same shared data).
 template <class I>
 struct SgWalk {
-    I o0, N, TOT, S;         // offsets[0] and rows (clamped), items, segments
-    I D0, D1, D;             // the block's merge range; the current merge position
+    I o0, N, S;              // offsets[0] and rows (clamped), segments
+    I D1, D;                 // the block's merge range's end; the current merge position
     I k, j;                  // segments closed before the cursor (the current segment); its row
     I prev_end;              // the current segment's first row (clamped offsets[k])
-    I kL, startL, endL;      // the block's first segment, its clamped bounds
     int wn, chunk;           // window entries (ends k .. k + wn - 1); next load size
     bool left_pending;       // kL is open at D0 (b > 0) and not closed yet
 };
@@ -365,7 +369,7 @@ __device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParam
     };
     I a = D - w.N > 0 ? D - w.N : 0;
     I b = D < w.S ? D : w.S;
-    const double frac = (double)D / (double)w.TOT;
+    const double frac = (double)D / (double)(w.N + w.S);
     I g = (I)(frac * (double)w.S);
     g = g < a ? a : (g > b ? b : g);
     if (g < b) {
@@ -437,7 +441,6 @@ template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
 {
     typedef typename SgCtx<T, I, VAL>::Best Best;
-    __shared__ long long sg_head[7];
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
     if (threadIdx.x == 0) {
@@ -446,18 +449,16 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
         w.o0 = sg_clamp<I>(raw0, 0, p.n);
         const I oN = sg_clamp<I>(sg_offset_raw(cx.offs, p.nseg, p), 0, p.n);
         w.N = oN > w.o0 ? oN - w.o0 : (I)0;
-        w.TOT = w.N + w.S;
-        const unsigned long long tot = (unsigned long long)w.TOT, nb = (unsigned)p.nblocks;
-        w.D0 = (I)((unsigned long long)blockIdx.x * tot / nb);
-        w.D1 = (I)((unsigned long long)(blockIdx.x + 1) * tot / nb);
-        w.kL = sg_search<I>(cx.offs, w.D0, w, p);
-        sg_head[0] = w.o0;
-        sg_head[1] = w.N;
-        sg_head[2] = w.D0;
-        sg_head[3] = w.D1;
-        sg_head[4] = w.kL;
-        sg_head[5] = w.kL ? sg_clamp<I>(sg_offset_raw(cx.offs, w.kL, p), 0, p.n) : w.o0;
-        sg_head[6] = w.kL < w.S ? sg_end<I>(cx.offs, w.kL, p) : (I)0;
+        const unsigned long long tot = (unsigned long long)(w.N + w.S), nb = (unsigned)p.nblocks;
+        const I D0 = (I)((unsigned long long)blockIdx.x * tot / nb);
+        const I kL = sg_search<I>(cx.offs, D0, w, p);
+        sg_head[SG_HEAD_O0] = w.o0;
+        sg_head[SG_HEAD_N] = w.N;
+        sg_head[SG_HEAD_D0] = D0;
+        sg_head[SG_HEAD_D1] = (I)((unsigned long long)(blockIdx.x + 1) * tot / nb);
+        sg_head[SG_HEAD_KL] = kL;
+        sg_head[SG_HEAD_START_L] = kL ? sg_clamp<I>(sg_offset_raw(cx.offs, kL, p), 0, p.n) : w.o0;
+        sg_head[SG_HEAD_END_L] = kL < w.S ? sg_end<I>(cx.offs, kL, p) : (I)0;
         if (blockIdx.x == 0 && blockIdx.y == 0 && (raw0 < 0 || raw0 > p.n))
             sg_flag_launch_error(cx.zw);
     }
@@ -470,21 +471,16 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     }
     __syncthreads();
     w.S = (I)p.nseg;
-    w.o0 = (I)sg_head[0];
-    w.N = (I)sg_head[1];
-    w.TOT = w.N + w.S;
-    w.D0 = (I)sg_head[2];
-    w.D1 = (I)sg_head[3];
-    w.kL = (I)sg_head[4];
-    w.prev_end = (I)sg_head[5];
-    w.startL = w.prev_end;
-    w.endL = (I)sg_head[6];
-    w.D = w.D0;
-    w.k = w.kL;
-    w.j = w.o0 + (w.D0 - w.kL);
+    w.o0 = (I)sg_head[SG_HEAD_O0];
+    w.N = (I)sg_head[SG_HEAD_N];
+    w.D = (I)sg_head[SG_HEAD_D0];
+    w.D1 = (I)sg_head[SG_HEAD_D1];
+    w.k = (I)sg_head[SG_HEAD_KL];
+    w.prev_end = (I)sg_head[SG_HEAD_START_L];
+    w.j = w.o0 + (w.D - w.k);
     w.wn = 0;
     w.chunk = p.chunk;
-    w.left_pending = blockIdx.x > 0 && w.kL < w.S;
+    w.left_pending = blockIdx.x > 0 && w.k < w.S;
 }
 
 // Load ends into the window until it holds every end the next M items can meet (or it is
@@ -688,19 +684,16 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
         }
         __syncthreads();
     }
-    Best pre;
-    pre.clear(cx.last);
-    int fpre = 0;
-    if (tid >= cw) {
-        fpre = sh.sf[tid - cw];
-        cx.ex.take(pre, sh.sk[tid - cw], sh.si[tid - cw], cx.last);
-    }
-    Best carry;
-    carry.clear(cx.last);
-    cx.ex.take(carry, sh.ck[c], sh.ci[c], cx.last);
-    if (!fpre) sg_merge(pre, carry, cx.last);
+    // (the head takes the partitions before it and, if none of them closed a segment, the
+    // step's carry-in straight from shared memory: the order of takes does not matter, as
+    // (key, index) is a total order, and no further Best is live in registers)
     if (closed) {
-        sg_merge(head, pre, cx.last);
+        int fpre = 0;
+        if (tid >= cw) {
+            fpre = sh.sf[tid - cw];
+            cx.ex.take(head, sh.sk[tid - cw], sh.si[tid - cw], cx.last);
+        }
+        if (!fpre) cx.ex.take(head, sh.ck[c], sh.ci[c], cx.last);
         if (cx.w.left_pending && q0 == 0) {
             if (cx.t.col_ok) sg_deposit(cx, 0, head);
         } else if (cx.t.col_ok) {
@@ -708,7 +701,7 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
             if constexpr (VAL) sh.res_v[(q0 << p.cw_log2) + c] = head.v;
         }
     }
-    if (!flag) sg_merge(best, carry, cx.last);
+    if (!flag) cx.ex.take(best, sh.ck[c], sh.ci[c], cx.last);
     __syncthreads();                       // every thread has read the carry-in
     if (cx.t.part == cx.t.parts - 1) {
         sh.ck[c] = cx.ex.send(best);
@@ -759,7 +752,8 @@ __device__ __forceinline__ void sg_store_step(SgCtx<T, I, VAL>& cx, I q_end)
         const I start = q ? cx.sh.win[q - 1] : w.prev_end;
         I ps, pe;
         sg_span<I>(w, w.k + q, start, cx.sh.win[q], ps, pe);
-        if (!((blockIdx.x == 0 || ps > w.D0) && pe >= w.D0 && pe < w.D1)) continue;
+        const I D0 = (I)sg_head[SG_HEAD_D0];
+        if (!((blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1)) continue;
         const I slot = (q << p.cw_log2) + cx.t.c;
         B v = B();
         if constexpr (VAL) v = cx.sh.res_v[slot];
@@ -846,7 +840,7 @@ __device__ void sg_chain(SgCtx<T, I, VAL>& cx, I k, I start, I end)
     if (tid == 0) {
         I ps, pe;
         sg_span<I>(cx.w, k, start, end, ps, pe);
-        const unsigned long long nb = (unsigned)p.nblocks, tot = (unsigned long long)cx.w.TOT;
+        const unsigned long long nb = (unsigned)p.nblocks, tot = (unsigned long long)(cx.w.N + cx.w.S);
         // b1: the first boundary D_b >= pstart; b2: the last D_b <= pend (D_b = b TOT / nb)
         long long b1 = (long long)(((unsigned long long)ps * nb + tot - 1) / tot);
         long long b2 = (long long)((((unsigned long long)pe + 1) * nb + tot - 1) / tot) - 1;
@@ -898,7 +892,8 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     typedef typename SgCtx<T, I, VAL>::Best Best;
     const SegParams& p = *cx.p;
     const SgWalk<I>& w = cx.w;
-    const bool has_left = blockIdx.x > 0 && w.kL < w.S;
+    const I kL = (I)sg_head[SG_HEAD_KL];
+    const bool has_left = blockIdx.x > 0 && kL < w.S;
     const bool middle = has_left && w.left_pending;
     const bool has_right = (int)blockIdx.x + 1 < p.nblocks && w.k < w.S && !middle;
     if ((middle || has_right) && cx.t.part == 0 && cx.t.col_ok) {
@@ -911,7 +906,8 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     if (threadIdx.x == 0 && has_right)
         sg_end_r = w.wn ? cx.sh.win[0] : sg_end<I>(cx.offs, w.k, p);
     __syncthreads();
-    if (has_left) sg_chain(cx, w.kL, w.startL, w.endL);
+    if (has_left)
+        sg_chain(cx, kL, (I)sg_head[SG_HEAD_START_L], (I)sg_head[SG_HEAD_END_L]);
     if (has_right) sg_chain(cx, w.k, w.prev_end, (I)sg_end_r);
 }
 
@@ -954,7 +950,7 @@ __device__ __forceinline__ void sg_finish(SgCtx<T, I, VAL>& cx)
     __syncthreads();
     if (tid == 0) {
         if (blockIdx.y == 0) {
-            cx.cons[2 * blockIdx.x] = cx.w.kL;
+            cx.cons[2 * blockIdx.x] = sg_head[SG_HEAD_KL];
             cx.cons[2 * blockIdx.x + 1] = cx.w.k;
         }
         __threadfence();
