@@ -666,18 +666,15 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
     sh.si[tid] = best.i;
     __syncthreads();
     for (int o = cw; o < SG_THREADS; o <<= 1) {
-        int f2 = 0;
-        K w2 = K();
-        I i2 = 0;
+        // (the partner's value is taken before the barrier, so only `best` and `flag` stay
+        // live across it)
         if (tid >= o) {
-            f2 = sh.sf[tid - o];
-            w2 = sh.sk[tid - o];
-            i2 = sh.si[tid - o];
+            const int f2 = sh.sf[tid - o];
+            if (!flag) cx.ex.take(best, sh.sk[tid - o], sh.si[tid - o], cx.last);
+            flag |= f2;
         }
         __syncthreads();
         if (tid >= o) {
-            if (!flag) cx.ex.take(best, w2, i2, cx.last);
-            flag |= f2;
             sh.sf[tid] = flag;
             sh.sk[tid] = cx.ex.send(best);
             sh.si[tid] = best.i;
