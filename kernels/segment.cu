@@ -256,35 +256,38 @@ template <class T, class I, bool VAL>
 struct SgShared {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
-    B* staged;
-    I* win;
-    I* res_i;
-    B* res_v;
-    K* sk;
-    I* si;
-    int* sf;
-    K* ck;
-    I* ci;
+    // the parts of fixed size first, at compile-time offsets (no register holds their
+    // addresses); then those sized by CW and wcap, as byte offsets
+    static constexpr unsigned up16(unsigned long long n) { return (unsigned)((n + 15) & ~15ULL); }
+    static constexpr unsigned O_SK = up16((unsigned long long)SG_THREADS * sg_items(sizeof(B)) *
+                                          sizeof(B));
+    static constexpr unsigned O_SI = O_SK + up16(SG_THREADS * sizeof(K));
+    static constexpr unsigned O_SF = O_SI + up16(SG_THREADS * sizeof(I));
+    static constexpr unsigned O_CK = O_SF + up16(SG_THREADS * sizeof(int));
+    unsigned o_ci, o_win, o_res_i, o_res_v;
 
-    static __device__ __forceinline__ unsigned char* take(unsigned char*& at, long long bytes)
+    template <class P>
+    static __device__ __forceinline__ P* at(unsigned off)
     {
-        unsigned char* r = at;
-        at += (bytes + 15) & ~15LL;
-        return r;
+        return reinterpret_cast<P*>(reinterpret_cast<unsigned char*>(sg_smem) + off);
     }
+    __device__ __forceinline__ B* staged() const { return at<B>(0); }
+    __device__ __forceinline__ K* sk() const { return at<K>(O_SK); }
+    __device__ __forceinline__ I* si() const { return at<I>(O_SI); }
+    __device__ __forceinline__ int* sf() const { return at<int>(O_SF); }
+    __device__ __forceinline__ K* ck() const { return at<K>(O_CK); }
+    __device__ __forceinline__ I* ci() const { return at<I>(o_ci); }
+    __device__ __forceinline__ I* win() const { return at<I>(o_win); }
+    __device__ __forceinline__ I* res_i() const { return at<I>(o_res_i); }
+    __device__ __forceinline__ B* res_v() const { return at<B>(o_res_v); }
+
     __device__ __forceinline__ void carve(int wcap, int cw_log2)
     {
-        unsigned char* at = reinterpret_cast<unsigned char*>(sg_smem);
-        const long long res = (long long)wcap << cw_log2;
-        staged = reinterpret_cast<B*>(take(at, (long long)SG_THREADS * sg_items(sizeof(B)) * sizeof(B)));
-        win = reinterpret_cast<I*>(take(at, (long long)wcap * sizeof(I)));
-        res_i = reinterpret_cast<I*>(take(at, res * (long long)sizeof(I)));
-        res_v = reinterpret_cast<B*>(take(at, VAL ? res * (long long)sizeof(B) : 0));
-        sk = reinterpret_cast<K*>(take(at, SG_THREADS * (long long)sizeof(K)));
-        si = reinterpret_cast<I*>(take(at, SG_THREADS * (long long)sizeof(I)));
-        sf = reinterpret_cast<int*>(take(at, SG_THREADS * (long long)sizeof(int)));
-        ck = reinterpret_cast<K*>(take(at, (1LL << cw_log2) * sizeof(K)));
-        ci = reinterpret_cast<I*>(take(at, (1LL << cw_log2) * sizeof(I)));
+        const unsigned long long res = (unsigned long long)wcap << cw_log2;
+        o_ci = O_CK + up16((1ULL << cw_log2) * sizeof(K));
+        o_win = o_ci + up16((1ULL << cw_log2) * sizeof(I));
+        o_res_i = o_win + up16((unsigned long long)wcap * sizeof(I));
+        o_res_v = o_res_i + up16(res * sizeof(I));
     }
 };
 
@@ -466,8 +469,8 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     if ((int)threadIdx.x < cw) {
         Best b;
         b.clear(cx.last);
-        cx.sh.ck[threadIdx.x] = cx.ex.send(b);
-        cx.sh.ci[threadIdx.x] = b.i;
+        cx.sh.ck()[threadIdx.x] = cx.ex.send(b);
+        cx.sh.ci()[threadIdx.x] = b.i;
     }
     __syncthreads();
     w.S = (I)p.nseg;
@@ -490,7 +493,7 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
 {
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
-    I* win = cx.sh.win;
+    I* win = cx.sh.win();
     const bool report = blockIdx.y == 0;
     while (true) {
         const I pos_last = w.wn ? sg_pos<I>(win[w.wn - 1], (I)(w.wn - 1), w) : (I)-1;
@@ -563,7 +566,7 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
             const I f = e - (I)lead;
             const I g = f < 0 ? (I)0 : (f < total ? f : total - 1);
             const B v = sg_load<T>(cx.x, (long long)(first + (U)g) * (long long)sizeof(B), narrow);
-            if (f == g) cx.sh.staged[f] = v;
+            if (f == g) cx.sh.staged()[f] = v;
         }
         return;
     }
@@ -571,7 +574,7 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const U row = (U)(cx.w.j + (e >> p.cw_log2));
         const I off = (I)(row * (U)p.row_stride + cx.t.in_off);
-        cx.sh.staged[e] = sg_load<T>(cx.x, (long long)off, narrow);
+        cx.sh.staged()[e] = sg_load<T>(cx.x, (long long)off, narrow);
     }
 }
 
@@ -590,33 +593,38 @@ __device__ __forceinline__ bool sg_walk(SgCtx<T, I, VAL>& cx, I M, I rows,
     constexpr int ITEMS = sg_items(sizeof(B));
     const SegParams& p = *cx.p;
     const SgWalk<I>& w = cx.w;
-    const I* win = cx.sh.win;
+    const I* win = cx.sh.win();
     const int cwl = p.cw_log2, c = cx.t.c;
     const K flip = p.is_min ? ~K() : K();
     const I d0 = (I)cx.t.part * ITEMS < M ? (I)cx.t.part * ITEMS : M;
     const I d1 = d0 + ITEMS < M ? d0 + ITEMS : M;
     q0 = sg_search_window<I>(win, d0, w);
-    const I q1 = sg_search_window<I>(win, d1, w);
-    I r = d0 - q0;
-    I rend = d1 - q1;
-    rend = rend < rows ? rend : rows;
+    // (window slots and items of one step fit in int: 32-bit loop state, fewer registers for
+    // the 64-bit instantiations)
+    const int q1 = (int)sg_search_window<I>(win, d1, w);
+    int r = (int)(d0 - q0);
+    int rend = (int)(d1 - (I)q1);
+    rend = rend < (int)rows ? rend : (int)rows;
     r = r < rend ? r : rend;
+    const I j = w.j;
     bool closed = false;
-    for (I q = q0; q < q1 || r < rend;) {
-        if (q < q1 && (r >= rend || sg_pos<I>(win[q], (I)0, w) <= r)) {
+    // an end at window slot q comes before row r when win[q] - j <= r (sg_pos: its clamping
+    // into [0, rows left] changes no comparison with an r below rend)
+    for (int q = (int)q0; q < q1 || r < rend;) {
+        if (q < q1 && (r >= rend || win[q] - j <= (I)r)) {
             if (!closed) {
                 head = best;
                 closed = true;
             } else if (cx.t.col_ok) {
-                cx.sh.res_i[(q << cwl) + c] = best.i;
-                if constexpr (VAL) cx.sh.res_v[(q << cwl) + c] = best.v;
+                cx.sh.res_i()[(q << cwl) + c] = best.i;
+                if constexpr (VAL) cx.sh.res_v()[(q << cwl) + c] = best.v;
             }
             best.clear(cx.last);
             ++q;
         } else {
             if (cx.t.col_ok) {
-                const B b = cx.sh.staged[(r << cwl) + c];
-                best.take(ar_key<T>(b, flip, ~K()), w.j + r, cx.last, b);
+                const B b = cx.sh.staged()[(r << cwl) + c];
+                best.take(ar_key<T>(b, flip, ~K()), j + (I)r, cx.last, b);
             }
             ++r;
         }
@@ -661,23 +669,23 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
     const int tid = threadIdx.x, cw = 1 << p.cw_log2, c = cx.t.c;
     SgShared<T, I, VAL>& sh = cx.sh;
     int flag = closed;
-    sh.sf[tid] = flag;
-    sh.sk[tid] = cx.ex.send(best);
-    sh.si[tid] = best.i;
+    sh.sf()[tid] = flag;
+    sh.sk()[tid] = cx.ex.send(best);
+    sh.si()[tid] = best.i;
     __syncthreads();
     for (int o = cw; o < SG_THREADS; o <<= 1) {
         // (the partner's value is taken before the barrier, so only `best` and `flag` stay
         // live across it)
         if (tid >= o) {
-            const int f2 = sh.sf[tid - o];
-            if (!flag) cx.ex.take(best, sh.sk[tid - o], sh.si[tid - o], cx.last);
+            const int f2 = sh.sf()[tid - o];
+            if (!flag) cx.ex.take(best, sh.sk()[tid - o], sh.si()[tid - o], cx.last);
             flag |= f2;
         }
         __syncthreads();
         if (tid >= o) {
-            sh.sf[tid] = flag;
-            sh.sk[tid] = cx.ex.send(best);
-            sh.si[tid] = best.i;
+            sh.sf()[tid] = flag;
+            sh.sk()[tid] = cx.ex.send(best);
+            sh.si()[tid] = best.i;
         }
         __syncthreads();
     }
@@ -687,22 +695,22 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
     if (closed) {
         int fpre = 0;
         if (tid >= cw) {
-            fpre = sh.sf[tid - cw];
-            cx.ex.take(head, sh.sk[tid - cw], sh.si[tid - cw], cx.last);
+            fpre = sh.sf()[tid - cw];
+            cx.ex.take(head, sh.sk()[tid - cw], sh.si()[tid - cw], cx.last);
         }
-        if (!fpre) cx.ex.take(head, sh.ck[c], sh.ci[c], cx.last);
+        if (!fpre) cx.ex.take(head, sh.ck()[c], sh.ci()[c], cx.last);
         if (cx.w.left_pending && q0 == 0) {
             if (cx.t.col_ok) sg_deposit(cx, 0, head);
         } else if (cx.t.col_ok) {
-            sh.res_i[(q0 << p.cw_log2) + c] = head.i;
-            if constexpr (VAL) sh.res_v[(q0 << p.cw_log2) + c] = head.v;
+            sh.res_i()[(q0 << p.cw_log2) + c] = head.i;
+            if constexpr (VAL) sh.res_v()[(q0 << p.cw_log2) + c] = head.v;
         }
     }
-    if (!flag) cx.ex.take(best, sh.ck[c], sh.ci[c], cx.last);
+    if (!flag) cx.ex.take(best, sh.ck()[c], sh.ci()[c], cx.last);
     __syncthreads();                       // every thread has read the carry-in
     if (cx.t.part == cx.t.parts - 1) {
-        sh.ck[c] = cx.ex.send(best);
-        sh.ci[c] = best.i;
+        sh.ck()[c] = cx.ex.send(best);
+        sh.ci()[c] = best.i;
     }
 }
 
@@ -746,15 +754,15 @@ __device__ __forceinline__ void sg_store_step(SgCtx<T, I, VAL>& cx, I q_end)
     const I total = (q_end - q_lo) << p.cw_log2;
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const I q = q_lo + (e >> p.cw_log2);
-        const I start = q ? cx.sh.win[q - 1] : w.prev_end;
+        const I start = q ? cx.sh.win()[q - 1] : w.prev_end;
         I ps, pe;
-        sg_span<I>(w, w.k + q, start, cx.sh.win[q], ps, pe);
+        sg_span<I>(w, w.k + q, start, cx.sh.win()[q], ps, pe);
         const I D0 = (I)sg_head[SG_HEAD_D0];
         if (!((blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1)) continue;
         const I slot = (q << p.cw_log2) + cx.t.c;
         B v = B();
-        if constexpr (VAL) v = cx.sh.res_v[slot];
-        sg_store(cx, w.k + q, cx.sh.res_i[slot], v, start);
+        if constexpr (VAL) v = cx.sh.res_v()[slot];
+        sg_store(cx, w.k + q, cx.sh.res_i()[slot], v, start);
     }
 }
 
@@ -764,7 +772,7 @@ __device__ __forceinline__ void sg_advance(SgCtx<T, I, VAL>& cx, I M, I q_end, I
 {
     constexpr int MOVES = SG_WCAP_MAX / SG_THREADS;
     SgWalk<I>& w = cx.w;
-    I* win = cx.sh.win;
+    I* win = cx.sh.win();
     const I rest = (I)w.wn - q_end;
     if (q_end > 0) {
         w.prev_end = win[q_end - 1];
@@ -802,10 +810,10 @@ __device__ __forceinline__ void sg_step(SgCtx<T, I, VAL>& cx)
     M = M < w.D1 - w.D ? M : w.D1 - w.D;
     sg_fill(cx, M);
     if (w.k + (I)w.wn < w.S) {                // more ends than the window holds: stop at its last
-        const I pos_last = sg_pos<I>(cx.sh.win[w.wn - 1], (I)(w.wn - 1), w);
+        const I pos_last = sg_pos<I>(cx.sh.win()[w.wn - 1], (I)(w.wn - 1), w);
         M = M < pos_last + 1 ? M : pos_last + 1;
     }
-    const I q_end = sg_search_window<I>(cx.sh.win, M, w);
+    const I q_end = sg_search_window<I>(cx.sh.win(), M, w);
     const I rows = M - q_end;
     sg_stage(cx, rows);
     __syncthreads();
@@ -867,10 +875,10 @@ __device__ void sg_chain(SgCtx<T, I, VAL>& cx, I k, I start, I end)
         cx.ex.take(best, sg_get(cx.pkey + slot), sg_get(cx.pidx + slot), cx.last);
     }
     for (int o = SG_THREADS >> 1; o >= cw; o >>= 1) {
-        cx.sh.sk[tid] = cx.ex.send(best);
-        cx.sh.si[tid] = best.i;
+        cx.sh.sk()[tid] = cx.ex.send(best);
+        cx.sh.si()[tid] = best.i;
         __syncthreads();
-        if (tid < o) cx.ex.take(best, cx.sh.sk[tid + o], cx.sh.si[tid + o], cx.last);
+        if (tid < o) cx.ex.take(best, cx.sh.sk()[tid + o], cx.sh.si()[tid + o], cx.last);
         __syncthreads();
     }
     if (tid < cw && cx.t.col_ok) {
@@ -896,12 +904,12 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     if ((middle || has_right) && cx.t.part == 0 && cx.t.col_ok) {
         Best b;
         b.clear(cx.last);
-        cx.ex.take(b, cx.sh.ck[cx.t.c], cx.sh.ci[cx.t.c], cx.last);
+        cx.ex.take(b, cx.sh.ck()[cx.t.c], cx.sh.ci()[cx.t.c], cx.last);
         sg_deposit(cx, middle ? 0 : 1, b);
     }
     __shared__ long long sg_end_r;
     if (threadIdx.x == 0 && has_right)
-        sg_end_r = w.wn ? cx.sh.win[0] : sg_end<I>(cx.offs, w.k, p);
+        sg_end_r = w.wn ? cx.sh.win()[0] : sg_end<I>(cx.offs, w.k, p);
     __syncthreads();
     if (has_left)
         sg_chain(cx, kL, (I)sg_head[SG_HEAD_START_L], (I)sg_head[SG_HEAD_END_L]);
