@@ -294,7 +294,7 @@ struct SgShared {
 // What every thread of a block knows alike (block-uniform: computed from the same shared data).
 template <class I>
 struct SgWalk {
-    I o0, N, S;              // offsets[0] and rows (clamped), segments
+    I o0, N;                 // offsets[0] and rows (clamped) (segments: p.nseg, a constant)
     I D1, D;                 // the block's merge range's end; the current merge position
     I k, j;                  // segments closed before the cursor (the current segment); its row
     I prev_end;              // the current segment's first row (clamped offsets[k])
@@ -371,9 +371,9 @@ __device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParam
         return (e - w.o0) + k;
     };
     I a = D - w.N > 0 ? D - w.N : 0;
-    I b = D < w.S ? D : w.S;
-    const double frac = (double)D / (double)(w.N + w.S);
-    I g = (I)(frac * (double)w.S);
+    I b = D < (I)p.nseg ? D : (I)p.nseg;
+    const double frac = (double)D / (double)(w.N + (I)p.nseg);
+    I g = (I)(frac * (double)p.nseg);
     g = g < a ? a : (g > b ? b : g);
     if (g < b) {
         if (pend(g) < D) {
@@ -448,11 +448,10 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     SgWalk<I>& w = cx.w;
     if (threadIdx.x == 0) {
         const long long raw0 = sg_offset_raw(cx.offs, 0, p);
-        w.S = (I)p.nseg;
         w.o0 = sg_clamp<I>(raw0, 0, p.n);
         const I oN = sg_clamp<I>(sg_offset_raw(cx.offs, p.nseg, p), 0, p.n);
         w.N = oN > w.o0 ? oN - w.o0 : (I)0;
-        const unsigned long long tot = (unsigned long long)(w.N + w.S), nb = (unsigned)p.nblocks;
+        const unsigned long long tot = (unsigned long long)(w.N + (I)p.nseg), nb = (unsigned)p.nblocks;
         const I D0 = (I)((unsigned long long)blockIdx.x * tot / nb);
         const I kL = sg_search<I>(cx.offs, D0, w, p);
         sg_head[SG_HEAD_O0] = w.o0;
@@ -461,7 +460,7 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
         sg_head[SG_HEAD_D1] = (I)((unsigned long long)(blockIdx.x + 1) * tot / nb);
         sg_head[SG_HEAD_KL] = kL;
         sg_head[SG_HEAD_START_L] = kL ? sg_clamp<I>(sg_offset_raw(cx.offs, kL, p), 0, p.n) : w.o0;
-        sg_head[SG_HEAD_END_L] = kL < w.S ? sg_end<I>(cx.offs, kL, p) : (I)0;
+        sg_head[SG_HEAD_END_L] = kL < (I)p.nseg ? sg_end<I>(cx.offs, kL, p) : (I)0;
         if (blockIdx.x == 0 && blockIdx.y == 0 && (raw0 < 0 || raw0 > p.n))
             sg_flag_launch_error(cx.zw);
     }
@@ -473,7 +472,6 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
         cx.sh.ci()[threadIdx.x] = b.i;
     }
     __syncthreads();
-    w.S = (I)p.nseg;
     w.o0 = (I)sg_head[SG_HEAD_O0];
     w.N = (I)sg_head[SG_HEAD_N];
     w.D = (I)sg_head[SG_HEAD_D0];
@@ -483,7 +481,7 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     w.j = w.o0 + (w.D - w.k);
     w.wn = 0;
     w.chunk = p.chunk;
-    w.left_pending = blockIdx.x > 0 && w.k < w.S;
+    w.left_pending = blockIdx.x > 0 && w.k < (I)p.nseg;
 }
 
 // Load ends into the window until it holds every end the next M items can meet (or it is
@@ -497,10 +495,10 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
     const bool report = blockIdx.y == 0;
     while (true) {
         const I pos_last = w.wn ? sg_pos<I>(win[w.wn - 1], (I)(w.wn - 1), w) : (I)-1;
-        if (!(w.k + (I)w.wn < w.S && w.wn < p.wcap && pos_last < M - 1)) break;
+        if (!(w.k + (I)w.wn < (I)p.nseg && w.wn < p.wcap && pos_last < M - 1)) break;
         I cnt = (I)w.chunk;
         cnt = cnt < (I)(p.wcap - w.wn) ? cnt : (I)(p.wcap - w.wn);
-        cnt = cnt < w.S - w.k - (I)w.wn ? cnt : w.S - w.k - (I)w.wn;
+        cnt = cnt < (I)p.nseg - w.k - (I)w.wn ? cnt : (I)p.nseg - w.k - (I)w.wn;
         cnt = cnt < M - 1 - pos_last ? cnt : M - 1 - pos_last;
         // (contiguous offsets: lanes shifted so that each warp reads whole aligned lines, and
         // every lane of a warp loads as often as the others, as in sg_stage)
@@ -809,7 +807,7 @@ __device__ __forceinline__ void sg_step(SgCtx<T, I, VAL>& cx)
     I M = (I)cx.t.parts * ITEMS;
     M = M < w.D1 - w.D ? M : w.D1 - w.D;
     sg_fill(cx, M);
-    if (w.k + (I)w.wn < w.S) {                // more ends than the window holds: stop at its last
+    if (w.k + (I)w.wn < (I)cx.p->nseg) {                // more ends than the window holds: stop at its last
         const I pos_last = sg_pos<I>(cx.sh.win()[w.wn - 1], (I)(w.wn - 1), w);
         M = M < pos_last + 1 ? M : pos_last + 1;
     }
@@ -845,7 +843,7 @@ __device__ void sg_chain(SgCtx<T, I, VAL>& cx, I k, I start, I end)
     if (tid == 0) {
         I ps, pe;
         sg_span<I>(cx.w, k, start, end, ps, pe);
-        const unsigned long long nb = (unsigned)p.nblocks, tot = (unsigned long long)(cx.w.N + cx.w.S);
+        const unsigned long long nb = (unsigned)p.nblocks, tot = (unsigned long long)(cx.w.N + (I)p.nseg);
         // b1: the first boundary D_b >= pstart; b2: the last D_b <= pend (D_b = b TOT / nb)
         long long b1 = (long long)(((unsigned long long)ps * nb + tot - 1) / tot);
         long long b2 = (long long)((((unsigned long long)pe + 1) * nb + tot - 1) / tot) - 1;
@@ -898,9 +896,9 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     const SegParams& p = *cx.p;
     const SgWalk<I>& w = cx.w;
     const I kL = (I)sg_head[SG_HEAD_KL];
-    const bool has_left = blockIdx.x > 0 && kL < w.S;
+    const bool has_left = blockIdx.x > 0 && kL < (I)p.nseg;
     const bool middle = has_left && w.left_pending;
-    const bool has_right = (int)blockIdx.x + 1 < p.nblocks && w.k < w.S && !middle;
+    const bool has_right = (int)blockIdx.x + 1 < p.nblocks && w.k < (I)p.nseg && !middle;
     if ((middle || has_right) && cx.t.part == 0 && cx.t.col_ok) {
         Best b;
         b.clear(cx.last);
