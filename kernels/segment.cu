@@ -308,8 +308,7 @@ struct SgThread {
     typedef typename cuo::unsigned_of<I>::type U;
     int c, part, parts;
     long long col;
-    bool col_ok;
-    U in_off;                // bytes from x's element 0 to the column's element in row 0
+    bool col_ok;             // (the column's element offset: sg_in_off, computed where used)
 };
 
 template <class T, class I, bool VAL>
@@ -540,6 +539,17 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
     }
 }
 
+// Bytes from x's element 0 to column col's element in row 0 (recomputed each step rather than
+// held in a register through the walk: one multiply for a single trailing dimension).
+template <class U>
+__device__ __forceinline__ U sg_in_off(long long col, const SegParams& p)
+{
+    if (p.nr == 1) return (U)col * (U)p.r_in[0];
+    cuo::Odometer<U, SG_MAX_DIMS, false> od;
+    od.init((U)col, p.nr, p.r_size, p.r_in, p.r_in);
+    return od.off;
+}
+
 // The step's rows [j, j + rows) x the block's columns into shared memory: element e is row
 // e >> cw_log2, column e & (CW - 1), which is the thread's own column (256 is a multiple of CW).
 template <class T, class I, bool VAL>
@@ -569,9 +579,10 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
         return;
     }
     if (!cx.t.col_ok) return;
+    const U in_off = sg_in_off<U>(cx.t.col, p);
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const U row = (U)(cx.w.j + (e >> p.cw_log2));
-        const I off = (I)(row * (U)p.row_stride + cx.t.in_off);
+        const I off = (I)(row * (U)p.row_stride + in_off);
         cx.sh.staged()[e] = sg_load<T>(cx.x, (long long)off, narrow);
     }
 }
@@ -1011,9 +1022,6 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.col_ok = cx.t.col < p.ncols;
     cx.flat = p.ncols == cw && p.row_stride == (long long)sizeof(typename ArType<T>::bits) * cw &&
               (p.nr == 0 || (p.nr == 1 && p.r_in[0] == (long long)sizeof(typename ArType<T>::bits)));
-    cuo::Odometer<U, SG_MAX_DIMS, false> od;
-    od.init((U)(cx.t.col_ok ? cx.t.col : 0), p.nr, p.r_size, p.r_in, p.r_in);
-    cx.t.in_off = od.off;
     sg_setup(cx);
     while (cx.w.D < cx.w.D1) sg_step(cx);
     sg_chains(cx);
