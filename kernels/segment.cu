@@ -307,8 +307,7 @@ template <class I>
 struct SgThread {
     typedef typename cuo::unsigned_of<I>::type U;
     int c, part, parts;
-    long long col;
-    bool col_ok;             // (the column's element offset: sg_in_off, computed where used)
+    bool col_ok;             // the column, blockIdx.y * CW + c, is one of x's             // (the column's element offset: sg_in_off, computed where used)
 };
 
 template <class T, class I, bool VAL>
@@ -579,7 +578,7 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
         return;
     }
     if (!cx.t.col_ok) return;
-    const U in_off = sg_in_off<U>(cx.t.col, p);
+    const U in_off = sg_in_off<U>(((long long)blockIdx.y << p.cw_log2) + cx.t.c, p);
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const U row = (U)(cx.w.j + (e >> p.cw_log2));
         const I off = (I)(row * (U)p.row_stride + in_off);
@@ -730,7 +729,8 @@ __device__ __forceinline__ void sg_store(SgCtx<T, I, VAL>& cx, I k, I i,
                                          const typename ArType<T>::bits& v, I start)
 {
     const SegParams& p = *cx.p;
-    const long long elem = (long long)k * p.ncols + cx.t.col;
+    const long long col = ((long long)blockIdx.y << p.cw_log2) + cx.t.c;
+    const long long elem = (long long)k * p.ncols + col;
     const bool empty = i == (cx.last ? (I)-1 : cuo::index_max<I>());
     sg_store_index(cx.out, elem, empty ? p.empty_index : (long long)(p.relative ? i - start : i),
                    p.out_width);
@@ -1018,8 +1018,7 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.c = (int)threadIdx.x & (cw - 1);
     cx.t.part = (int)threadIdx.x >> p.cw_log2;
     cx.t.parts = SG_THREADS >> p.cw_log2;
-    cx.t.col = (long long)blockIdx.y * cw + cx.t.c;
-    cx.t.col_ok = cx.t.col < p.ncols;
+    cx.t.col_ok = (long long)blockIdx.y * cw + cx.t.c < p.ncols;
     cx.flat = p.ncols == cw && p.row_stride == (long long)sizeof(typename ArType<T>::bits) * cw &&
               (p.nr == 0 || (p.nr == 1 && p.r_in[0] == (long long)sizeof(typename ArType<T>::bits)));
     sg_setup(cx);
