@@ -294,7 +294,8 @@ struct SgShared {
 // What every thread of a block knows alike (block-uniform: computed from the same shared data).
 template <class I>
 struct SgWalk {
-    I o0, N;                 // offsets[0] and rows (clamped) (segments: p.nseg, a constant)
+    I hi;                    // the rows' end (clamped offsets[S]; offsets[0] and the rows:
+                             // sg_head; segments: p.nseg, a constant)
     I D1, D;                 // the block's merge range's end; the current merge position
     I k, j;                  // segments closed before the cursor (the current segment); its row
     I prev_end;              // the current segment's first row (clamped offsets[k])
@@ -351,7 +352,7 @@ __device__ __forceinline__ I sg_end(const void* offs, I k, const SegParams& p)
 template <class I>
 __device__ __forceinline__ I sg_pos(I e, I q, const SgWalk<I>& w)
 {
-    const I rows_left = w.o0 + w.N - w.j;
+    const I rows_left = w.hi - w.j;
     I r = e - w.j;
     r = r < 0 ? 0 : (r > rows_left ? rows_left : r);
     return r + q;
@@ -361,16 +362,16 @@ __device__ __forceinline__ I sg_pos(I e, I q, const SgWalk<I>& w)
 // pend(k) = (clamped offsets[k + 1] - o0) + k; galloping from the proportional guess, then
 // bisection (a few probes when segment lengths are even, at most about 2 log2 S).
 template <class I>
-__device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParams& p)
+__device__ I sg_search(const void* offs, I D, I o0, I N, const SegParams& p)
 {
     auto pend = [&](I k) {
         I e = sg_end<I>(offs, k, p);
-        e = e < w.o0 ? w.o0 : (e > w.o0 + w.N ? w.o0 + w.N : e);
-        return (e - w.o0) + k;
+        e = e < o0 ? o0 : (e > o0 + N ? o0 + N : e);
+        return (e - o0) + k;
     };
-    I a = D - w.N > 0 ? D - w.N : 0;
+    I a = D - N > 0 ? D - N : 0;
     I b = D < (I)p.nseg ? D : (I)p.nseg;
-    const double frac = (double)D / (double)(w.N + (I)p.nseg);
+    const double frac = (double)D / (double)(N + (I)p.nseg);
     I g = (I)(frac * (double)p.nseg);
     g = g < a ? a : (g > b ? b : g);
     if (g < b) {
@@ -412,7 +413,7 @@ __device__ I sg_search(const void* offs, I D, const SgWalk<I>& w, const SegParam
 template <class I>
 __device__ __forceinline__ I sg_search_window(const I* win, I d, const SgWalk<I>& w)
 {
-    const I rows_left = w.o0 + w.N - w.j;
+    const I rows_left = w.hi - w.j;
     I b = d < (I)w.wn ? d : (I)w.wn;
     I a = d - rows_left > 0 ? d - rows_left : 0;
     a = a < b ? a : b;
@@ -446,18 +447,19 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     SgWalk<I>& w = cx.w;
     if (threadIdx.x == 0) {
         const long long raw0 = sg_offset_raw(cx.offs, 0, p);
-        w.o0 = sg_clamp<I>(raw0, 0, p.n);
+        const I o0 = sg_clamp<I>(raw0, 0, p.n);
         const I oN = sg_clamp<I>(sg_offset_raw(cx.offs, p.nseg, p), 0, p.n);
-        w.N = oN > w.o0 ? oN - w.o0 : (I)0;
-        const unsigned long long tot = (unsigned long long)(w.N + (I)p.nseg), nb = (unsigned)p.nblocks;
+        const I N = oN > o0 ? oN - o0 : (I)0;
+        const unsigned long long tot = (unsigned long long)(N + (I)p.nseg);
+        const unsigned long long nb = (unsigned)p.nblocks;
         const I D0 = (I)((unsigned long long)blockIdx.x * tot / nb);
-        const I kL = sg_search<I>(cx.offs, D0, w, p);
-        sg_head[SG_HEAD_O0] = w.o0;
-        sg_head[SG_HEAD_N] = w.N;
+        const I kL = sg_search<I>(cx.offs, D0, o0, N, p);
+        sg_head[SG_HEAD_O0] = o0;
+        sg_head[SG_HEAD_N] = N;
         sg_head[SG_HEAD_D0] = D0;
         sg_head[SG_HEAD_D1] = (I)((unsigned long long)(blockIdx.x + 1) * tot / nb);
         sg_head[SG_HEAD_KL] = kL;
-        sg_head[SG_HEAD_START_L] = kL ? sg_clamp<I>(sg_offset_raw(cx.offs, kL, p), 0, p.n) : w.o0;
+        sg_head[SG_HEAD_START_L] = kL ? sg_clamp<I>(sg_offset_raw(cx.offs, kL, p), 0, p.n) : o0;
         sg_head[SG_HEAD_END_L] = kL < (I)p.nseg ? sg_end<I>(cx.offs, kL, p) : (I)0;
         if (blockIdx.x == 0 && blockIdx.y == 0 && (raw0 < 0 || raw0 > p.n))
             sg_flag_launch_error(cx.zw);
@@ -470,13 +472,12 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
         cx.sh.ci()[threadIdx.x] = b.i;
     }
     __syncthreads();
-    w.o0 = (I)sg_head[SG_HEAD_O0];
-    w.N = (I)sg_head[SG_HEAD_N];
+    w.hi = (I)(sg_head[SG_HEAD_O0] + sg_head[SG_HEAD_N]);
     w.D = (I)sg_head[SG_HEAD_D0];
     w.D1 = (I)sg_head[SG_HEAD_D1];
     w.k = (I)sg_head[SG_HEAD_KL];
     w.prev_end = (I)sg_head[SG_HEAD_START_L];
-    w.j = w.o0 + (w.D - w.k);
+    w.j = (I)sg_head[SG_HEAD_O0] + (w.D - w.k);
     w.wn = 0;
     w.chunk = p.chunk;
     w.left_pending = blockIdx.x > 0 && w.k < (I)p.nseg;
@@ -742,11 +743,11 @@ __device__ __forceinline__ void sg_store(SgCtx<T, I, VAL>& cx, I k, I i,
 template <class I>
 __device__ __forceinline__ void sg_span(const SgWalk<I>& w, I k, I start, I end, I& ps, I& pe)
 {
-    const I hi = w.o0 + w.N;
-    start = start < w.o0 ? w.o0 : (start > hi ? hi : start);
-    end = end < w.o0 ? w.o0 : (end > hi ? hi : end);
-    ps = (start - w.o0) + k;
-    pe = (end - w.o0) + k;
+    const I o0 = (I)sg_head[SG_HEAD_O0], hi = w.hi;
+    start = start < o0 ? o0 : (start > hi ? hi : start);
+    end = end < o0 ? o0 : (end > hi ? hi : end);
+    ps = (start - o0) + k;
+    pe = (end - o0) + k;
 }
 
 // The step's results, stored coalesced: segments k + q_lo .. k + q_end - 1, CW columns each.
@@ -854,7 +855,8 @@ __device__ void sg_chain(SgCtx<T, I, VAL>& cx, I k, I start, I end)
     if (tid == 0) {
         I ps, pe;
         sg_span<I>(cx.w, k, start, end, ps, pe);
-        const unsigned long long nb = (unsigned)p.nblocks, tot = (unsigned long long)(cx.w.N + (I)p.nseg);
+        const unsigned long long nb = (unsigned)p.nblocks, tot =
+            (unsigned long long)(sg_head[SG_HEAD_N] + p.nseg);
         // b1: the first boundary D_b >= pstart; b2: the last D_b <= pend (D_b = b TOT / nb)
         long long b1 = (long long)(((unsigned long long)ps * nb + tot - 1) / tot);
         long long b2 = (long long)((((unsigned long long)pe + 1) * nb + tot - 1) / tot) - 1;
