@@ -66,8 +66,9 @@ extern __shared__ unsigned long long sg_smem[];
 // What a block's thread 0 finds at its start (sg_setup), read back from shared memory where it
 // is used once (after the walk): kept out of the walk's registers, which the 64-bit instantiations
 // need (0 spills).
-__shared__ long long sg_head[7];
-enum { SG_HEAD_O0, SG_HEAD_N, SG_HEAD_D0, SG_HEAD_D1, SG_HEAD_KL, SG_HEAD_START_L, SG_HEAD_END_L };
+__shared__ long long sg_head[8];
+enum { SG_HEAD_O0, SG_HEAD_N, SG_HEAD_D0, SG_HEAD_D1, SG_HEAD_KL, SG_HEAD_START_L, SG_HEAD_END_L,
+       SG_HEAD_PREV };
 
 #include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_wire
 
@@ -298,7 +299,7 @@ struct SgWalk {
                              // sg_head; segments: p.nseg, a constant)
     I D1, D;                 // the block's merge range's end; the current merge position
     I k, j;                  // segments closed before the cursor (the current segment); its row
-    I prev_end;              // the current segment's first row (clamped offsets[k])
+    // (the current segment's first row, clamped offsets[k]: sg_head[SG_HEAD_PREV])
     int wn, chunk;           // window entries (ends k .. k + wn - 1); next load size
     bool left_pending;       // kL is open at D0 (b > 0) and not closed yet
 };
@@ -460,6 +461,7 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
         sg_head[SG_HEAD_D1] = (I)((unsigned long long)(blockIdx.x + 1) * tot / nb);
         sg_head[SG_HEAD_KL] = kL;
         sg_head[SG_HEAD_START_L] = kL ? sg_clamp<I>(sg_offset_raw(cx.offs, kL, p), 0, p.n) : o0;
+        sg_head[SG_HEAD_PREV] = sg_head[SG_HEAD_START_L];
         sg_head[SG_HEAD_END_L] = kL < (I)p.nseg ? sg_end<I>(cx.offs, kL, p) : (I)0;
         if (blockIdx.x == 0 && blockIdx.y == 0 && (raw0 < 0 || raw0 > p.n))
             sg_flag_launch_error(cx.zw);
@@ -476,7 +478,6 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     w.D = (I)sg_head[SG_HEAD_D0];
     w.D1 = (I)sg_head[SG_HEAD_D1];
     w.k = (I)sg_head[SG_HEAD_KL];
-    w.prev_end = (I)sg_head[SG_HEAD_START_L];
     w.j = (I)sg_head[SG_HEAD_O0] + (w.D - w.k);
     w.wn = 0;
     w.chunk = p.chunk;
@@ -517,7 +518,7 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
         }
         __syncthreads();
         for (I i = (I)threadIdx.x; i < cnt; i += SG_THREADS) {
-            const I prev = (w.wn + i) ? win[w.wn + i - 1] : w.prev_end;
+            const I prev = (w.wn + i) ? win[w.wn + i - 1] : (I)sg_head[SG_HEAD_PREV];
             bad |= win[w.wn + i] < prev;
         }
         if (__syncthreads_or(bad)) {
@@ -528,7 +529,7 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
             if (threadIdx.x == 0) {
                 if (report) sg_flag_launch_error(cx.zw);
                 for (I i = 0; i < cnt; ++i) {
-                    const I prev = (w.wn + i) ? win[w.wn + i - 1] : w.prev_end;
+                    const I prev = (w.wn + i) ? win[w.wn + i - 1] : (I)sg_head[SG_HEAD_PREV];
                     if (win[w.wn + i] < prev) win[w.wn + i] = prev;
                 }
             }
@@ -764,7 +765,7 @@ __device__ __forceinline__ void sg_store_step(SgCtx<T, I, VAL>& cx, I q_end)
     const I total = (q_end - q_lo) << p.cw_log2;
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
         const I q = q_lo + (e >> p.cw_log2);
-        const I start = q ? cx.sh.win()[q - 1] : w.prev_end;
+        const I start = q ? cx.sh.win()[q - 1] : (I)sg_head[SG_HEAD_PREV];
         I ps, pe;
         sg_span<I>(w, w.k + q, start, cx.sh.win()[q], ps, pe);
         const I D0 = (I)sg_head[SG_HEAD_D0];
@@ -784,10 +785,10 @@ __device__ __forceinline__ void sg_advance(SgCtx<T, I, VAL>& cx, I M, I q_end, I
     SgWalk<I>& w = cx.w;
     I* win = cx.sh.win();
     const I rest = (I)w.wn - q_end;
-    if (q_end > 0) {
-        w.prev_end = win[q_end - 1];
-        w.left_pending = false;
-    }
+    // the next segment's first row: read before the barrier (the window moves after it),
+    // published after it (sg_store_step read the old one before it), read after the next one
+    const I prev = q_end > 0 ? win[q_end - 1] : (I)0;
+    if (q_end > 0) w.left_pending = false;
     I keep[MOVES];
 #pragma unroll
     for (int m = 0; m < MOVES; ++m) {
@@ -795,6 +796,7 @@ __device__ __forceinline__ void sg_advance(SgCtx<T, I, VAL>& cx, I M, I q_end, I
         keep[m] = i < rest ? win[q_end + i] : (I)0;
     }
     __syncthreads();
+    if (threadIdx.x == 0 && q_end > 0) sg_head[SG_HEAD_PREV] = prev;
 #pragma unroll
     for (int m = 0; m < MOVES; ++m) {
         const I i = (I)threadIdx.x + m * SG_THREADS;
@@ -924,7 +926,7 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     __syncthreads();
     if (has_left)
         sg_chain(cx, kL, (I)sg_head[SG_HEAD_START_L], (I)sg_head[SG_HEAD_END_L]);
-    if (has_right) sg_chain(cx, w.k, w.prev_end, (I)sg_end_r);
+    if (has_right) sg_chain(cx, w.k, (I)sg_head[SG_HEAD_PREV], (I)sg_end_r);
 }
 
 // The grid's last block, when the launch found a bad offset (or the blocks' consumed ranges do
