@@ -161,27 +161,34 @@ class Backend:
         self._armed: dict = {}
 
     # -- device-side error flags -----------------------------------------------------------
-    def arm_flag(self, flag, describe, key=None) -> None:
+    def arm_flag(self, flag, describe, key=None, stream=None, keep=False) -> None:
         """Have the next host read (:meth:`read_scalar`, :meth:`check_flags`) check ``flag``, a
         one-element uint64 device array that a kernel sets to a non-zero code on bad input the
         host could not check without a synchronisation (segment offsets already on the GPU):
         a set flag is cleared and raises ``ValueError(describe(code))``. ``key`` (default
-        ``id(flag)``): arming the same key again replaces the entry."""
-        self._armed[id(flag) if key is None else key] = (flag, describe)
+        ``id(flag)``): arming the same key again replaces the entry. ``stream``: the stream of
+        the launch that may set it (read and cleared on it, in order after the launch).
+        ``keep``: the entry stays armed after a read (a launch captured into a CUDA graph: its
+        replays may set the flag after any read)."""
+        self._armed[id(flag) if key is None else key] = (flag, describe, stream, keep)
 
     def check_flags(self) -> None:
         """Read every armed flag (a synchronisation), clear the set ones and raise the first
         one's error. During CUDA-graph capture or a dry run nothing is read: they stay armed."""
         if not self._armed or _dry_run_state.get() is not None or self.stream_capturing():
             return
-        armed = list(self._armed.values())
+        armed = list(self._armed.items())
         self._armed.clear()
         errors = []
-        for flag, describe in armed:
-            code = self._read_one(flag)
-            if code:
-                self.zero_fill(flag)
-                errors.append(describe(code))
+        for key, (flag, describe, stream, keep) in armed:
+            if keep:
+                self._armed[key] = (flag, describe, stream, keep)
+            with self._device_scope():
+                code = self._read_one(flag, stream)
+                if code:
+                    with (stream if stream is not None else contextlib.nullcontext()):
+                        self.zero_fill(flag, stream)    # (in order on the launch's stream)
+                    errors.append(describe(code))
         if errors:
             raise ValueError(errors[0])
 

@@ -180,6 +180,9 @@ def _words_of(nwords, buf):
 
 def _arm(backend, code, launch, stream):
     """Offsets already on the GPU: the next host read of this backend checks the launch's
-    error code (one entry per state buffer: a later call's arming replaces it)."""
+    error code, on the launch's stream (one entry per state buffer: a later call's arming
+    replaces it). A launch captured into a CUDA graph keeps its entry armed: every later host
+    read checks what the graph's replays recorded."""
     backend.arm_flag(code, functools.partial(describe_code, launch.opname, launch.plan.n),
-                     key=(STATE_KIND, id(code)))
+                     key=(STATE_KIND, id(code)), stream=stream,
+                     keep=backend.stream_capturing(stream))
