@@ -30,6 +30,19 @@ __all__ = ["SegPlan", "plan_for", "BLOCK_BYTES", "MAX_CHAINS", "CHUNK"]
 
 #: bytes of x a block reads, about (the merge path's share)
 BLOCK_BYTES = 32 * 1024
+#: a block's share is at least this many times the bytes of its chain partials (two of CW
+#: columns, each written once and read once): at most about 3 % more traffic for them
+PARTIAL_SHARE = 32
+
+
+def block_bytes(width: int, itemsize: int, index_size: int) -> int:
+    """The bytes of x a block reads: BLOCK_BYTES, or more for wide strips, whose chain
+    partials (a key of max(4, itemsize) bytes and an index per column) would cost more than
+    1 / PARTIAL_SHARE of the traffic (review 1, F5: 25 % at CW = 256)."""
+    partials = 4 * width * (max(4, itemsize) + index_size)
+    return max(BLOCK_BYTES, PARTIAL_SHARE * partials)
+
+
 #: blocks of a launch (nblocks x ny), each a chain ticket in the state words (launch.py)
 MAX_CHAINS = 4092
 #: the window's first load (ends)
@@ -103,7 +116,7 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
         _span(shape, strides, isz) > _I32_LIMIT
     index_size = 8 if use_64bit else 4
     width = min(ncols, 1 << cw_log2)
-    want = -(-(n + nseg) * width * isz // BLOCK_BYTES)
+    want = -(-(n + nseg) * width * isz // block_bytes(width, isz, index_size))
     nblocks = max(1, min(want, MAX_CHAINS // ny, n + nseg))
     narrow = dt.kind == "c" and (data_ptr % isz != 0 or any(
         s % isz for m, s in zip(shape, strides) if m > 1))
