@@ -1,4 +1,4 @@
-// selftest.cu — tiny kernels that exercise the module machinery, not an operator.
+// selftest.cu - tiny kernels that exercise the module machinery, not an operator.
 //
 // Computes:
 //   selftest_count<T, INVERT>: adds to *count the number of elements x[i * stride], i < n, that

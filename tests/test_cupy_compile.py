@@ -12,7 +12,9 @@ lowering exactly as for a cubin and skips ptxas: 108 s of CPU for both CuPy vers
 and options. ``--run-slow`` (or ``CUPYOPS_CUPY_COMPILE=cubin``) asks for ``-arch=sm_90`` and a
 cubin, as CuPy does on an H100. Both CuPy versions compile at once, in two processes, each module
 once (identical modules, e.g. nonzero's int32 and uint32, share a cache entry). Warm, the test
-takes about a second. Results are cached under
+takes about a second. The floor compiles the dtypes of :data:`FLOOR_DTYPES` (its compile path,
+options and lowering are what differ from the newest CuPy's, not the sources), the newest every
+module. Results are cached under
 ``cupyops.core.caches.cache_dir("cupy-compile")``, keyed by every input (tests/cupy_compile.py),
 since no CuPy cache works without a driver.
 """
@@ -44,7 +46,12 @@ except Exception as exc:    # the test extra installs cupy-cuda13x; a bare insta
 pytestmark = pytest.mark.skipif(cupy is None, reason=cupy is None and WHY or "")
 
 
-def _jobs() -> list:
+#: the dtypes the floor CuPy compiles: each value width and the two 2-byte floats
+FLOOR_DTYPES = frozenset({"bool", "int16", "float32", "float64", "complex128", "float16",
+                          "bfloat16"})
+
+
+def _jobs(which="newest") -> list:
     _nvrtc.load_family_modules()
     jobs = []
     for name, fam in sorted(_modules.families().items()):
@@ -52,6 +59,8 @@ def _jobs() -> list:
             continue
         source = _modules.module_source(name)
         for dt in fam.dtypes:
+            if which == "floor" and str(dt) not in FLOOR_DTYPES:
+                continue
             jobs.append((f"{name}/{dt}", source, tuple(_modules.compile_options(fam)),
                          tuple(fam.expressions_for(dt))))
     return jobs
@@ -67,11 +76,13 @@ def _method(config) -> str:
 @pytest.fixture(scope="module")
 def compiled(request, tmp_path_factory):
     """{"newest": result, "floor": result} of tests/cupy_compile.py over every module."""
-    jobs = _jobs()
     tmp = tmp_path_factory.mktemp("cupy_compile")
-    pkl = tmp / "jobs.pkl"
-    pkl.write_bytes(pickle.dumps({"jobs": jobs, "arch": 90, "method": _method(request.config),
-                                  "cache_dir": str(_caches.cache_dir("cupy-compile"))}))
+    pkls = {}
+    for which in ("newest", "floor"):
+        pkls[which] = tmp / f"jobs-{which}.pkl"
+        pkls[which].write_bytes(pickle.dumps({
+            "jobs": _jobs(which), "arch": 90, "method": _method(request.config),
+            "cache_dir": str(_caches.cache_dir("cupy-compile"))}))
     # (this checkout's cupyops, not an installed one; the floor's CuPy in front)
     here = str(HERE.parent)
     envs = {"newest": dict(os.environ, PYTHONPATH=here),
@@ -79,7 +90,8 @@ def compiled(request, tmp_path_factory):
                 [str(cupy_target(FLOOR_PACKAGE, FLOOR)), here]))}
     for env in envs.values():
         env.pop("CUPY_CACHE_IN_MEMORY", None)
-    procs = {label: subprocess.Popen([sys.executable, str(HERE / "cupy_compile.py"), str(pkl)],
+    procs = {label: subprocess.Popen([sys.executable, str(HERE / "cupy_compile.py"),
+                                      str(pkls[label])],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=env)
              for label, env in envs.items()}
@@ -88,7 +100,7 @@ def compiled(request, tmp_path_factory):
         stdout, stderr = proc.communicate(timeout=1800)
         assert proc.returncode == 0, f"{label}: {stderr[-3000:]}"
         out[label] = json.loads(stdout.strip().splitlines()[-1])
-        out[label]["jobs"] = len(jobs)
+        out[label]["jobs"] = len(_jobs(label))
     return out
 
 
@@ -105,7 +117,7 @@ def test_every_module_compiles_through_cupy(compiled, which):
     unlowered = {k: v for k, v in unlowered.items() if v}
     assert not unlowered, unlowered
     # every expression of every module, none missing from the answer
-    for key, _, _, exprs in _jobs():
+    for key, _, _, exprs in _jobs(which):
         assert set(results[key]["lowered"]) == set(exprs), key
 
 

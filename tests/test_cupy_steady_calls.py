@@ -244,6 +244,29 @@ def test_nanargmax_reads_its_flag_once(fake, monkeypatch):
                         **QUERIES}, per_call
 
 
+def test_an_interrupted_flag_read_discards_the_zero_state(fake, monkeypatch):
+    """A host read of the all-NaN flag that raises (an interrupt, a capture) leaves the flag as
+    the kernel wrote it: the call discards its zero state, so no later call finds the flag set
+    (and count_nonzero's sums, which share those words, start from zero)."""
+    from cupyops.core import workspace as W
+    be, counts, cp = fake
+    x = FakeArray(counts, (64, 1000), np.float32)
+    run = AL.runner(be, _argreduce(be, x, skip_nan=True))
+    with pytest.raises(ValueError, match="All-NaN"):
+        run(x)                                  # (the state exists: made by the first call)
+    discarded = []
+    real = W._Holder.discard_state
+    monkeypatch.setattr(W._Holder, "discard_state",
+                        lambda self, *k: discarded.append(k) or real(self, *k))
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(be, "read_flag", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(x)
+    assert discarded == [(AL.STATE_ZERO,)], discarded
+
+
 def test_split_and_decode_plans(fake):
     be, counts, cp = fake
     x = FakeArray(counts, (4, 1 << 20), np.float32)           # split: two launches

@@ -141,6 +141,7 @@ class _Holder:
                 "scratch holds, during CUDA-graph capture, where nothing may be allocated: run "
                 "the same call once before capture")
         size = max(int(nbytes), 2 * (old.nbytes if old is not None else 0), 4096)
+        size = -(-size // 8) * 8                     # (viewed as 8-byte words by some kernels)
         buf = backend.zeros((size,), np.uint8)       # zeroed once, here (in stream order)
         if old is not None:
             self._old_states.append(old)

@@ -337,12 +337,25 @@ def run(state, x, workspace=None, out=None):
             except BaseException:
                 holder.discard_state(STATE_ZERO)
                 raise
-            if nan_skip and backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an "
-                                              "all-NaN group", "capture argmax/argmin, or "
-                                              "check for NaN outside the graph", stream):
-                backend.zero_fill(flag, stream)     # (zero at rest for the next call)
-                raise all_nan_error(nan_skip[0], x, nan_skip[1])
+            if nan_skip:
+                _check_all_nan(backend, holder, flag, stream, nan_skip, x)
     return res if reshape is None else res.reshape(reshape)
+
+
+def _check_all_nan(backend, holder, flag, stream, nan_skip, x):
+    """Raise on an all-NaN group (the kernel set the flag); the flag is zero again after, also
+    when the read itself raises (an interrupt, a capture): the zero state is then discarded,
+    else the next call would find a stale flag (and count_nonzero's sums share those words)."""
+    try:
+        set_ = backend.read_flag(flag, "nanargmin/nanargmax", "to raise on an all-NaN group",
+                                 "capture argmax/argmin, or check for NaN outside the graph",
+                                 stream)
+    except BaseException:
+        holder.discard_state(STATE_ZERO)
+        raise
+    if set_:
+        backend.zero_fill(flag, stream)     # (zero at rest for the next call)
+        raise all_nan_error(nan_skip[0], x, nan_skip[1])
 
 
 _record_plan = _trace.record_plan
