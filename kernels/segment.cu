@@ -44,10 +44,12 @@
 // block: each output element has one writer, whatever the offsets hold.
 //
 // Scratch (cupyops/ops/segment/launch.py): the chain partials (pkey: the wire word, ArWire;
-// pidx: the row), each block's consumed range of ends (cons), and the zeroed words `zw` of the
-// caller's workspace or the stream's arena, which every launch leaves zero but the error code:
+// pidx: the row), each block's consumed range of ends (cons), and the words `zw` of the
+// holder's zero state (kind "segment": zeroed once when made, 4 + nblocks x ny words), which
+// every launch leaves zero but the error code:
 //   zw[0..1] (u64) error code of the first bad offset found (atomicMax, kept until the host
-//            reads and clears it: cupyops.check_device_errors, or the next host read),
+//            reads and clears it: cupyops.core.backend.check_device_errors, or the next host
+//            read),
 //   zw[2]    this launch found a bad offset, zw[3] the grid's ticket,
 //   zw[4 + y nblocks + b1] chain tickets.
 // The last block of the grid (its ticket) resets zw[2..], so a replay of a captured CUDA graph
@@ -309,7 +311,8 @@ template <class I>
 struct SgThread {
     typedef typename cuo::unsigned_of<I>::type U;
     int c, part, parts;
-    bool col_ok;             // the column, blockIdx.y * CW + c, is one of x's             // (the column's element offset: sg_in_off, computed where used)
+    bool col_ok;             // the column, blockIdx.y * CW + c, is one of x's (its element
+                             // offset: sg_in_off, computed where used)
 };
 
 template <class T, class I, bool VAL>
@@ -821,7 +824,7 @@ __device__ __forceinline__ void sg_step(SgCtx<T, I, VAL>& cx)
     I M = (I)cx.t.parts * ITEMS;
     M = M < w.D1 - w.D ? M : w.D1 - w.D;
     sg_fill(cx, M);
-    if (w.k + (I)w.wn < (I)cx.p->nseg) {                // more ends than the window holds: stop at its last
+    if (w.k + (I)w.wn < (I)cx.p->nseg) {   // more ends than the window holds: stop at its last
         const I pos_last = sg_pos<I>(cx.sh.win()[w.wn - 1], (I)(w.wn - 1), w);
         M = M < pos_last + 1 ? M : pos_last + 1;
     }
@@ -1023,8 +1026,9 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.part = (int)threadIdx.x >> p.cw_log2;
     cx.t.parts = SG_THREADS >> p.cw_log2;
     cx.t.col_ok = (long long)blockIdx.y * cw + cx.t.c < p.ncols;
-    cx.flat = p.ncols == cw && p.row_stride == (long long)sizeof(typename ArType<T>::bits) * cw &&
-              (p.nr == 0 || (p.nr == 1 && p.r_in[0] == (long long)sizeof(typename ArType<T>::bits)));
+    const long long isz = (long long)sizeof(typename ArType<T>::bits);
+    cx.flat = p.ncols == cw && p.row_stride == isz * cw &&
+              (p.nr == 0 || (p.nr == 1 && p.r_in[0] == isz));
     sg_setup(cx);
     while (cx.w.D < cx.w.D1) sg_step(cx);
     sg_chains(cx);
