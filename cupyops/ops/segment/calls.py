@@ -121,24 +121,47 @@ def _deliver(res, call, values):
 def _kernel_call(state, x, offsets, placement, workspace, host):
     """The kernel path: one launch (cupyops.ops.segment.launch). Host offsets go to the device
     once per call (a copy for CUDA; simt reads them in place); offsets already on the GPU are
-    checked by the kernel (its error code armed for the next host read)."""
-    from cupyops.ops.segment import launch as _launch
+    checked by the kernel (its error code armed for the next host read). The entry returned
+    (no ``out=``) serves later calls of the same layout: ``entry(x, workspace, offsets)``."""
     kind, tie, call, values, opname = state
-    backend = backend_for(placement)
-    datetime = x.dtype.kind in "mM"
+    kst = [state, placement, backend_for(placement), x.dtype.kind in "mM", force_64bit.get(),
+           None]
+    res = _kernel_run(kst, x, offsets, workspace, host,
+                      _kernel_outs(call, placement, values, kst[3]))
+    entry = functools.partial(_kernel_entry, kst) if call.out is None else None
+    return _deliver(res, call, values), entry, None
+
+
+def _kernel_entry(kst, x, workspace, offsets):
+    """A later call of the same layout (cupyops._call's key: x's and offsets' layouts, the
+    options): the offsets' values checked again (host), no rules, no planning."""
+    host = not is_cupy_array(offsets)
+    if host:
+        offsets = np.asarray(offsets)
+        check_offset_values(offsets, int(x.shape[0]), kst[0][4])
+    return _kernel_run(kst, x, offsets, workspace, host, None)
+
+
+def _kernel_run(kst, x, offsets, workspace, host, outs):
+    """One launch; the runner of ``kst`` reused where the arrays the kernel reads are laid out
+    as it was planned for (a copied input, misaligned or strided offsets, may not be)."""
+    from cupyops.ops.segment import launch as _launch
+    (kind, tie, call, values, opname), placement, backend, datetime, wide, kept = kst
     kx = _dtypes.datetime_as_int64(x) if datetime else x
     kin = _place.to_kernel_input(kx, placement, opname)
     koffs = _launch.kernel_offsets(
         _place.to_kernel_input(offsets, placement, opname) if host else offsets)
-    run = _launch.runner(backend, kin, koffs, call, kind=kind, tie=tie, values=values,
-                         force_64bit=force_64bit.get(), datetime=datetime)
-    res = run(kin, koffs, workspace, out=_kernel_outs(call, placement, values, datetime),
-              checked=host)
-    res = _place.from_kernel_result(res, placement)
+    layout = (kin.strides, _data_ptr(kin) % 16, koffs.strides, koffs.dtype)
+    if kept is None or kept[0] != layout:
+        kept = kst[5] = (layout, _launch.runner(backend, kin, koffs, call, kind=kind, tie=tie,
+                                                 values=values, force_64bit=wide,
+                                                 datetime=datetime))
+    res = _place.from_kernel_result(kept[1](kin, koffs, workspace, out=outs, checked=host),
+                                    placement)
     if values:
         vals, idx = res
         res = ValuesIndices(_as_dtype_of(vals, x), idx)
-    return _deliver(res, call, values), None, None
+    return res
 
 
 def _kernel_outs(call, placement, values, datetime):
