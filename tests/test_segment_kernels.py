@@ -304,3 +304,53 @@ def test_cached_kernel_calls(device):
     odd = np.ndarray(o.shape, o.dtype, raw, 1)
     odd[...] = o
     assert np.array_equal(f.segment_argmax(x, odd), cupyops.segment_argmax(x, o, device="cpu"))
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_host_offsets_with_every_x(device):
+    """NumPy offsets serve any x: on a GPU they are copied to x's device once per call (with
+    CuPy x too: review 2, G1), on simt read in place; results as on the NumPy path."""
+    rng = np.random.default_rng(5)
+    x = values_for(rng, (5000, 3), np.float32)
+    offsets = offsets_for(lengths_of("power-law", rng, 5000), 0, np.int32)
+    want = cupyops.segment_argmax(x, offsets, device="cpu", tie="last")
+    for _ in range(2):                  # the road, then the kept entry
+        got = ops(device).segment_argmax(to_device(x, device), offsets, tie="last")
+        assert np.array_equal(np.asarray(got.get() if hasattr(got, "get") else got), want)
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_bad_offsets_with_nothing_to_reduce_are_refused(device):
+    """An empty x, or no segment, takes no kernel: its offsets (GPU ones too, read on the host
+    there anyway) are still checked (review 2, G2)."""
+    f = ops(device)
+    for x, o in ((np.zeros((0, 3), np.float32), np.array([0, 2])),
+                 (np.zeros((4, 0), np.float32), np.array([0, 9, 2]))):
+        with pytest.raises(ValueError, match="offsets"):
+            f.segment_argmax(to_device(x, device), to_device(o, device))
+
+
+def test_host_offsets_go_to_the_gpu_of_x(monkeypatch):
+    """The copy of host offsets for a GPU launch is made on x's device, in native byte order
+    and C order (a stand-in for CuPy records it; no GPU needed)."""
+    import contextlib
+    import types
+    from cupyops.core import placement as place
+    from cupyops.ops.segment import calls
+    made = []
+
+    @contextlib.contextmanager
+    def device(i):
+        made.append(("device", i))
+        yield
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=device),
+                                 asarray=lambda a: made.append(("asarray", a)) or a)
+    monkeypatch.setattr(place, "import_cupy", lambda: fake)
+    kin = types.SimpleNamespace(device=types.SimpleNamespace(id=3))
+    big = np.array([0, 2, 5], ">i8")[::1]
+    for cupy_input in (True, False):
+        made.clear()
+        got = calls.host_offsets_for_kernel(big, kin, place.Placement("cuda", cupy_input, 3),
+                                            "segment_argmax")
+        assert made[0] == ("device", 3) and made[1][0] == "asarray"
+        assert got.dtype.isnative and got.flags.c_contiguous and got.tolist() == [0, 2, 5]

@@ -24,7 +24,7 @@ from cupyops.ops.segment import family as _family  # noqa: F401  (registers the 
 from cupyops.ops.segment import numpy_path as _numpy
 from cupyops.ops.segment.rules import ValuesIndices, check_offset_values, segment_rules
 
-__all__ = ["segment_call"]
+__all__ = ["segment_call", "host_offsets_for_kernel"]
 
 
 def segment_call(kind, values, x, offsets, tie, relative, empty_index, dtype, out, device,
@@ -43,7 +43,7 @@ def segment_call(kind, values, x, offsets, tie, relative, empty_index, dtype, ou
     with _place.device_context(placement):
         if placement.kind == "cpu" or call.n_segments == 0 or x.size == 0:
             entry = functools.partial(_cpu_entry, state, placement)
-            res = entry(x, workspace, offsets, checked=True)
+            res = entry(x, workspace, offsets, checked=host)
             return _deliver(res, call, values), (entry if call.out is None else None), None
         return _kernel_call(state, x, offsets, placement, workspace, host)
 
@@ -72,8 +72,8 @@ def _cpu_entry(state, placement, x, workspace, offsets, checked=False):
     offsets)``, the offsets checked at each call."""
     kind, tie, call, values, opname = state
     xp = _place.array_module(placement)
-    if not checked:
-        offsets = np.asarray(offsets)
+    if not checked:               # (GPU offsets too: this branch reads them on the host)
+        offsets = offsets.get() if is_cupy_array(offsets) else np.asarray(offsets)
         check_offset_values(offsets, int(x.shape[0]), opname)
     if xp is not np:              # no segment, or no row: nothing to reduce on the GPU
         x = x.get() if x.size else np.empty(x.shape, x.dtype)
@@ -150,7 +150,7 @@ def _kernel_run(kst, x, offsets, workspace, host, outs):
     kx = _dtypes.datetime_as_int64(x) if datetime else x
     kin = _place.to_kernel_input(kx, placement, opname)
     koffs = _launch.kernel_offsets(
-        _place.to_kernel_input(offsets, placement, opname) if host else offsets)
+        host_offsets_for_kernel(offsets, kin, placement, opname) if host else offsets)
     layout = (kin.strides, _data_ptr(kin) % 16, koffs.strides, koffs.dtype)
     if kept is None or kept[0] != layout:
         kept = kst[5] = (layout, _launch.runner(backend, kin, koffs, call, kind=kind, tie=tie,
@@ -162,6 +162,17 @@ def _kernel_run(kst, x, offsets, workspace, host, outs):
         vals, idx = res
         res = ValuesIndices(_as_dtype_of(vals, x), idx)
     return res
+
+
+def host_offsets_for_kernel(offsets, kin, placement, opname):
+    """Host offsets (checked) as the kernel reads them: on a GPU, a copy on kernel input
+    ``kin``'s device, once per call (NumPy or CuPy x alike); on simt, read in place."""
+    if placement.kind != "cuda":
+        return _place.to_kernel_input(offsets, placement, opname)
+    native = np.ascontiguousarray(offsets, dtype=offsets.dtype.newbyteorder("="))
+    cupy = _place.import_cupy()
+    with cupy.cuda.Device(kin.device.id):
+        return cupy.asarray(native)
 
 
 def _kernel_outs(call, placement, values, datetime):
