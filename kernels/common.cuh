@@ -1,6 +1,7 @@
-// common.cuh - helpers shared by every kernel family: included by argreduce.cu, nonzero.cuh and
-// selftest.cu, whose kernels cupyops/ops/argreduce/launch.py, cupyops/ops/nonzero/launch.py and
-// cupyops.core.modules.SELFTEST_FAMILY instantiate. Its templates take their types from the
+// common.cuh - helpers shared by every kernel family: included by argreduce.cu (and
+// argcompare.cuh), segment.cu, nonzero.cuh and selftest.cu, whose kernels
+// cupyops/ops/{argreduce,segment,nonzero}/launch.py and cupyops.core.modules.SELFTEST_FAMILY
+// instantiate. Its templates take their types from the
 // kernels (value types, index types U / I); it computes nothing on its own.
 //
 // NVRTC has no standard library headers: fixed-width typedefs, unsigned-of-size traits and

@@ -15,6 +15,13 @@ from _devices import KERNEL_DEVICES, gpu_skip_reason, ops
 OPERATORS = _call.OPERATORS
 NAMES = [op.name for op in OPERATORS]
 X = np.array([[3, 1, 2], [0, 5, 5]], np.float32)
+BY_NAME = {op.name: op for op in OPERATORS}
+
+
+def _more(name):
+    """The positional arguments after x an operator requires (the segment family's offsets,
+    valid for X)."""
+    return (np.array([0, 1, 2]),) if "offsets" in BY_NAME[name].params else ()
 
 
 def _error(fn):
@@ -25,7 +32,7 @@ def _error(fn):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_none_is_named_as_none(name):
-    exc = _error(lambda: _call.PUBLIC[name](None))
+    exc = _error(lambda: _call.PUBLIC[name](None, *_more(name)))
     assert isinstance(exc, TypeError)
     assert str(exc).startswith(f"{name}: x is None; expected an array"), str(exc)
     assert "dtype object" not in str(exc)
@@ -33,7 +40,7 @@ def test_none_is_named_as_none(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_ragged_list_is_named_and_prefixed(name):
-    exc = _error(lambda: _call.PUBLIC[name]([[1, 2], [3]]))
+    exc = _error(lambda: _call.PUBLIC[name]([[1, 2], [3]], *_more(name)))
     assert isinstance(exc, ValueError)
     assert str(exc).startswith(f"{name}: x (a list) is ragged"), str(exc)
     assert "inhomogeneous" in str(exc)        # NumPy's own words stay, after ours
@@ -68,11 +75,11 @@ def test_every_error_of_a_public_function_carries_its_name(op, monkeypatch):
     for label, kw in _bad_calls(op):
         kw = dict(kw)
         x = kw.pop("x", X)
-        exc = _error(lambda: fn(x, **kw))
+        exc = _error(lambda: fn(x, *_more(op.name), **kw))
         if not str(exc).startswith(f"{op.name}: "):
             failures.append((label, type(exc).__name__, str(exc)))
     monkeypatch.setenv("CUPYOPS_DEVICE", "quantum")
-    exc = _error(lambda: fn(X))
+    exc = _error(lambda: fn(X, *_more(op.name)))
     if not str(exc).startswith(f"{op.name}: CUPYOPS_DEVICE"):
         failures.append(("CUPYOPS_DEVICE", type(exc).__name__, str(exc)))
     assert not failures, failures
@@ -82,7 +89,7 @@ def test_every_error_of_a_public_function_carries_its_name(op, monkeypatch):
 def test_an_unavailable_device_error_carries_the_name(name, monkeypatch, fresh_cuda_status):
     import sys
     monkeypatch.setitem(sys.modules, "cupy", _stand_in_cupy(count=0))
-    exc = _error(lambda: _call.PUBLIC[name](X, device="cuda"))
+    exc = _error(lambda: _call.PUBLIC[name](X, *_more(name), device="cuda"))
     assert isinstance(exc, RuntimeError)
     assert str(exc).startswith(f"{name}: device='cuda' asks for a CUDA GPU"), str(exc)
     assert "no GPU found" in str(exc)

@@ -30,7 +30,7 @@ from cupyops.core.fastread import numpy_data_ptr
 
 __all__ = ["DeviceProps", "H100_PROPS", "Backend", "SimtBackend", "CupyBackend", "get_backend",
            "UnsupportedDeviceError", "MIN_CC_FOR_CUDA_MAJOR", "cupy_kernel_args", "cupy_by_value",
-           "struct_arg_bytes", "data_ptr"]
+           "struct_arg_bytes", "data_ptr", "check_device_errors"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +125,8 @@ class Backend:
         if dry is not None:
             dry.d2h_reads += 1
             return dry.count
+        if self._armed:
+            self.check_flags()
         if arr.size != 1:
             raise ValueError(f"read_scalar needs a one-element array, got shape {arr.shape}")
         if self.stream_capturing(stream):
@@ -155,6 +157,40 @@ class Backend:
         #: the scratch arena of a backend with one stream (simt), kept here by
         #: cupyops.core.workspace.arena_for; None otherwise
         self.only_arena = None
+        #: error flags kernels may have set since the last host read: key -> (flag, describe)
+        self._armed: dict = {}
+
+    # -- device-side error flags -----------------------------------------------------------
+    def arm_flag(self, flag, describe, key=None, stream=None, keep=False) -> None:
+        """Have the next host read (:meth:`read_scalar`, :meth:`check_flags`) check ``flag``, a
+        one-element uint64 device array that a kernel sets to a non-zero code on bad input the
+        host could not check without a synchronisation (segment offsets already on the GPU):
+        a set flag is cleared and raises ``ValueError(describe(code))``. ``key`` (default
+        ``id(flag)``): arming the same key again replaces the entry. ``stream``: the stream of
+        the launch that may set it (read and cleared on it, in order after the launch).
+        ``keep``: the entry stays armed after a read (a launch captured into a CUDA graph: its
+        replays may set the flag after any read)."""
+        self._armed[id(flag) if key is None else key] = (flag, describe, stream, keep)
+
+    def check_flags(self) -> None:
+        """Read every armed flag (a synchronisation), clear the set ones and raise the first
+        one's error. During CUDA-graph capture or a dry run nothing is read: they stay armed."""
+        if not self._armed or _dry_run_state.get() is not None or self.stream_capturing():
+            return
+        armed = list(self._armed.items())
+        self._armed.clear()
+        errors = []
+        for key, (flag, describe, stream, keep) in armed:
+            if keep:
+                self._armed[key] = (flag, describe, stream, keep)
+            with self._device_scope():
+                code = self._read_one(flag, stream)
+                if code:
+                    with (stream if stream is not None else contextlib.nullcontext()):
+                        self.zero_fill(flag, stream)    # (in order on the launch's stream)
+                    errors.append(describe(code))
+        if errors:
+            raise ValueError(errors[0])
 
     # -- kernels ---------------------------------------------------------------------------
     def function(self, family: str, value_dtype, expr: str):
@@ -720,6 +756,23 @@ def get_backend(name: str, device_id: int | None = None) -> Backend:
             be = SimtBackend() if name == "simt" else CupyBackend(key[1])
             _backends[key] = be
     return be
+
+
+def check_device_errors(device=None) -> None:
+    """Raise the error a kernel recorded on the device since the last host read (a segment
+    call's offsets that were already on the GPU and break the rules): ``ValueError`` naming
+    the call and the first bad position, the flag then cleared. ``device``: "simt", "cuda",
+    "cuda:N", or None for every device this process launched on. A synchronisation of each
+    armed flag's stream; nothing when none is armed."""
+    if device is None:
+        chosen = list(_backends.values())
+    else:
+        from cupyops.core.devices import parse_device_name
+        kind, dev_id = parse_device_name(device)
+        chosen = [be for (name, i), be in list(_backends.items())
+                  if name == kind and (dev_id is None or i == dev_id)]
+    for be in chosen:
+        be.check_flags()
 
 
 def backend_for(placement) -> Backend:

@@ -10,7 +10,7 @@ import importlib
 __all__ = ["FAMILIES", "operators", "operator"]
 
 #: the registration: the op folders, in the order their operators are listed
-FAMILIES = ("argreduce", "nonzero")
+FAMILIES = ("argreduce", "nonzero", "segment")
 
 _OPERATORS: list = []
 

@@ -1,0 +1,1 @@
+"""ops/segment: argmin / argmax over ragged segments along axis 0"""

@@ -1,0 +1,100 @@
+"""The kernel family of segment_argmax / segment_argmin and their values forms:
+kernels/segment.cu, registered with cupyops.core.modules at import.
+
+Per value dtype, the entry points ``segment_reduce`` (indices) and ``segment_reduce_values``
+(indices and the extremes' values, from the same reduction), each for ``I = int`` and
+``I = long long``: 4 name expressions a dtype, each compiled as a module of its own (a first call
+compiles the one kernel it launches). The offsets' dtype is a runtime field (read at its own
+width), so it adds no instantiation. datetime64 and timedelta64 of every unit run the module of
+``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
+int64. No other module names these entry points.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cupyops.core import dtypes as _dtypes
+from cupyops.core import modules as _modules
+
+__all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "REDUCE", "REDUCE_V", "expression",
+           "expressions", "items", "key_itemsize", "shared_bytes", "THREADS"]
+
+FAMILY = "segment"
+#: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
+DATETIME = np.dtype("m8[ns]")
+DTYPES = _dtypes.VALUE_DTYPES + (DATETIME,)
+if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
+    DTYPES += (_dtypes.dtype(),)
+REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
+INDEX_CTYPES = {False: "int", True: "long long"}
+#: threads a block (SG_THREADS)
+THREADS = 256
+#: the window's largest capacity (SG_WCAP_MAX)
+WCAP_MAX = 1024
+
+_EXPRS: dict = {}
+
+
+def expression(values: bool, dtype, use_64bit: bool) -> str:
+    """The name expression of the index (``values=False``) or values kernel."""
+    key = (bool(values), np.dtype(dtype), bool(use_64bit))
+    expr = _EXPRS.get(key)
+    if expr is None:
+        expr = _EXPRS[key] = _modules.name_expression(
+            REDUCE_V if values else REDUCE, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+    return expr
+
+
+def expressions(dtype) -> tuple:
+    return tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
+
+
+def items(itemsize: int) -> int:
+    """Merge items a partition walks per step (sg_items of kernels/segment.cu)."""
+    return 2 if itemsize >= 16 else (16 if itemsize <= 2 else 32 // itemsize)
+
+
+def key_itemsize(itemsize: int) -> int:
+    """Bytes of an ordering key, and of a chain partial's wire word (ArType<T>::key)."""
+    return max(4, itemsize)
+
+
+def _up16(n: int) -> int:
+    return (n + 15) & ~15
+
+
+def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wcap: int) -> int:
+    """Dynamic shared memory of a block (SgShared::carve, part by part)."""
+    cw, ksz = 1 << cw_log2, key_itemsize(itemsize)
+    res = wcap << cw_log2
+    parts = (THREADS * items(itemsize) * itemsize, wcap * index_size, res * index_size,
+             res * itemsize if values else 0, THREADS * ksz, THREADS * index_size, THREADS * 4,
+             cw * ksz, cw * index_size)
+    return sum(_up16(n) for n in parts)
+
+
+def wcap_for(itemsize: int, index_size: int, values: bool, cw_log2: int) -> int:
+    """The window's capacity: the step's results (wcap segments x CW columns) in about 4 KiB."""
+    per = (index_size + (itemsize if values else 0)) << cw_log2
+    return max(2, min(WCAP_MAX, 4096 // per))
+
+
+def _dynamic_shared(dtype, expr: str, block: int) -> int:
+    values = expr.startswith(REDUCE_V)
+    isz = 8 if "long long" in expr else 4
+    dt = np.dtype(dtype)
+    return max(shared_bytes(dt.itemsize, isz, values, c, wcap_for(dt.itemsize, isz, values, c))
+               for c in range(9))
+
+
+def first_calls(dtype) -> tuple:
+    """The kernel a first call launches: one, at each index width, per mode."""
+    return tuple(_modules.FirstCall("segment_arg* / segment_*_and_arg*", "merge path", wide,
+                                    (expression(v, dtype, wide),))
+                 for v in (False, True) for wide in (False, True))
+
+
+FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
+    name=FAMILY, source="segment.cu", dtypes=DTYPES, expressions=expressions,
+    block_sizes=(THREADS,), dynamic_shared=_dynamic_shared, min_occupancy=0.5,
+    first_calls=first_calls))

@@ -1,0 +1,216 @@
+"""The NumPy path of segment_argmax / segment_argmin and their values forms.
+
+``x`` (n, *rest) is read as rows (n, R), R = prod(rest); segment s is rows
+``offsets[s]:offsets[s + 1]``, each of its R columns reduced on its own with argmax's rules
+(NaN and NaT the extreme, -0.0 == 0.0, complex lexicographic, tie first or last), which are
+NumPy's own for ``argmax``, ``maximum.reduceat`` and ``==``.
+
+The segments are cut into *pieces* of about :data:`PIECE` elements, in order:
+
+* a run of short segments is one piece, reduced for all of them at once: the extremes by
+  ``np.maximum.reduceat`` (one pass), the rows that hold them by one comparison, the first or
+  last such row by a second ``reduceat``: a handful of passes over the piece, whatever the
+  number of segments in it (a Python loop over segments pays a call per segment);
+* a long segment is one piece or more of its own, reduced by ``argmax`` over its rows (one
+  pass, NumPy's own routine: what a loop over segments does), the pieces of one segment
+  combined under the same rules.
+
+Pieces run in the NumPy path's threads (cupyops.core.threads) when the input is large; the
+result never depends on how it was cut. Extra memory is a few pieces' temporaries.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cupyops.core import dtypes as _dtypes
+from cupyops.core import threads as _threads
+
+__all__ = ["segment_argreduce", "PIECE", "empty_value"]
+
+#: elements of a run of short segments reduced at once
+PIECE = 1 << 16
+#: a segment of at least this many elements is reduced by argmax over its rows (NumPy's own
+#: routine: a fraction of a nanosecond an element, against a few for the run's passes, plus
+#: about a microsecond a call)
+LONG = 256
+#: elements per piece of a long segment (its pieces run in threads)
+PIECE_LONG = 1 << 20
+
+
+def _as_rows(x):
+    """(x as (n, R) rows in comparable form, the dtype of the values as given). bfloat16 is
+    read as its exact float32 widening; every other dtype as it is."""
+    y = _dtypes.widen(x) if _dtypes.is_bf16(x.dtype) else x
+    return y.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
+
+
+def _nan_mask(a):
+    if a.dtype.kind in "fc":
+        return np.isnan(a)
+    if a.dtype.kind in "mM":
+        return np.isnat(a)
+    return None
+
+
+def _pieces(starts, ends, R):
+    """The work: ``[(first segment, last segment + 1, row from, row to)]``, runs of whole
+    short segments of about PIECE elements each (found without a Python loop over segments),
+    then each long segment (at least LONG elements) on its own, cut into pieces of about
+    PIECE_LONG elements."""
+    lengths = (ends - starts) * max(R, 1)
+    is_long = lengths >= LONG
+    out = []
+    short = np.flatnonzero(~is_long)
+    if short.size:
+        cum = np.cumsum(lengths[short])
+        label = np.cumsum(is_long)[short] * (int(cum[-1]) // PIECE + 2) + \
+            (cum - lengths[short]) // PIECE
+        cut = np.flatnonzero(np.diff(label)) + 1
+        first = short[np.concatenate([[0], cut])]
+        last = short[np.concatenate([cut - 1, [short.size - 1]])]
+        out += [(int(a), int(b) + 1, int(starts[a]), int(ends[b])) for a, b in zip(first, last)]
+    long_rows = max(1, PIECE_LONG // max(R, 1))
+    longs = np.flatnonzero(is_long)
+    rows = ends[longs] - starts[longs]
+    huge = rows > long_rows
+    for s in longs[huge].tolist():                   # cut into pieces of long_rows rows
+        a, b = int(starts[s]), int(ends[s])
+        out.extend((s, s + 1, r, min(r + long_rows, b)) for r in range(a, b, long_rows))
+    whole, rows = longs[~huge], rows[~huge]          # the others in batches of long_rows rows
+    if whole.size:
+        label = (np.cumsum(rows) - rows) // long_rows
+        out += [(batch, None, None, None)
+                for batch in np.split(whole, np.flatnonzero(np.diff(label)) + 1)]
+    return out
+
+
+def _short_run(y, starts, ends, kind, tie, lo):
+    """One piece of whole short segments (rows ``lo`` on, starts/ends absolute): the winning
+    row of every segment and column (-1 for an empty segment)."""
+    S = len(starts)
+    R = y.shape[1]
+    best = np.full((S, R), -1, np.int64)
+    full = np.flatnonzero(ends > starts)
+    if not full.size:
+        return best
+    rel = (starts[full] - lo).astype(np.intp)
+    block = y[lo:int(ends[full[-1]])]
+    red = np.maximum if kind == "max" else np.minimum
+    ext = red.reduceat(block, rel, axis=0)
+    seg = np.repeat(np.arange(full.size), (ends[full] - starts[full]).astype(np.intp))
+    hit = block == ext[seg]
+    nan = _nan_mask(block)
+    if nan is not None:
+        hit |= nan & _nan_mask(ext)[seg]
+    rows = np.arange(lo, lo + block.shape[0], dtype=np.int64)[:, None]
+    if tie == "first":
+        pick = np.minimum.reduceat(np.where(hit, rows, np.iinfo(np.int64).max), rel, axis=0)
+    else:
+        pick = np.maximum.reduceat(np.where(hit, rows, -1), rel, axis=0)
+    best[full] = pick
+    return best
+
+
+def _long_piece(y, a, b, kind, tie):
+    """Rows a:b of one segment: the winning row of each column (NumPy's argmax over the rows;
+    for several columns the extremes first, then the first or last row holding them, so that
+    no transposed copy of the rows is made)."""
+    part = y[a:b]
+    if part.shape[1] == 1:
+        col = part[:, 0]
+        f = col.argmax if kind == "max" else col.argmin
+        if tie == "first":
+            return np.array([a + f()], np.int64)
+        return np.array([b - 1 - (col[::-1].argmax() if kind == "max" else col[::-1].argmin())],
+                        np.int64)
+    ext = part.max(axis=0) if kind == "max" else part.min(axis=0)
+    hit = part == ext
+    nan = _nan_mask(ext)
+    if nan is not None and nan.any():
+        hit |= _nan_mask(part) & nan
+    if tie == "first":
+        return a + hit.argmax(axis=0).astype(np.int64)
+    return b - 1 - hit[::-1].argmax(axis=0).astype(np.int64)
+
+
+def _long_batch(y, segments, starts, ends, kind, tie):
+    """Whole long segments, one after the other: their winning rows, (segments, R)."""
+    if y.shape[1] == 1:                 # one column: NumPy's argmax on each 1-D slice
+        col = y[:, 0]
+        if tie == "last":
+            col = col[::-1]
+        n = len(col)
+        bounds = zip(starts[segments].tolist(), ends[segments].tolist())
+        if tie == "first":
+            rows = [a + col[a:b].argmax() if kind == "max" else a + col[a:b].argmin()
+                    for a, b in bounds]
+        else:
+            rows = [b - 1 - (col[n - b:n - a].argmax() if kind == "max"
+                             else col[n - b:n - a].argmin()) for a, b in bounds]
+        return np.array(rows, np.int64)[:, None]
+    return np.stack([_long_piece(y, int(starts[s]), int(ends[s]), kind, tie) for s in segments])
+
+
+def _better(y, r_new, r_old, kind, tie):
+    """Where row r_new beats row r_old (per column; rows of one segment, r_old < r_new) under
+    the rules: NaN first, then the value, then the tie."""
+    cols = np.arange(y.shape[1])
+    vn, vo = y[r_new, cols], y[r_old, cols]
+    nn, no = _nan_mask(vn), _nan_mask(vo)
+    gt = vn > vo if kind == "max" else vn < vo
+    eq = vn == vo
+    if nn is not None:
+        eq = eq | (nn & no)
+        gt = (gt & ~no) | (nn & ~no)
+    return gt | (eq if tie == "last" else np.zeros_like(eq))
+
+
+def segment_argreduce(x, offsets, *, kind, tie):
+    """The winning row (absolute, along axis 0) of every segment and trailing position:
+    an int64 array (S, *rest), -1 where the segment is empty."""
+    y = _as_rows(x)
+    o = np.asarray(offsets).astype(np.int64)
+    starts, ends = o[:-1], o[1:]
+    S, R = len(starts), y.shape[1]
+    best = np.full((S, R), -1, np.int64)
+    if S and R and y.shape[0]:
+        pieces = _pieces(starts, ends, R)
+
+        def run(piece):
+            s, t, a, b = piece
+            if t is None:
+                return _long_batch(y, s, starts, ends, kind, tie)
+            if t == s + 1 and (ends[s] - starts[s]) * R >= LONG:
+                return _long_piece(y, a, b, kind, tie)
+            return _short_run(y, starts[s:t], ends[s:t], kind, tie, a)
+        results = _threads.run_parts(run, pieces, _threads.threads_for(y.nbytes))
+        for (s, t, a, b), r in zip(pieces, results):
+            if t is None:                            # a batch of whole long segments
+                best[s] = r
+            elif r.ndim == 2:                        # a run of short segments
+                best[s:t] = r
+            elif a == starts[s]:                     # a long segment's first piece
+                best[s] = r
+            else:                                    # a later piece: the rules decide
+                old = best[s]
+                best[s] = np.where(_better(y, r, old, kind, tie), r, old)
+    return best.reshape((S,) + tuple(x.shape[1:]))
+
+
+def empty_value(dtype, kind):
+    """The values' entry of an empty segment: the reduction's identity, the lowest value of
+    x's dtype for the maxima (-inf, the smallest integer, False) and the highest for the
+    minima (complex: both parts)."""
+    dt = np.dtype(dtype)
+    if _dtypes.is_bf16(dt):
+        return np.array(0xFF80 if kind == "max" else 0x7F80, np.uint16).view(dt)
+    if dt.kind in "fc":
+        inf = -np.inf if kind == "max" else np.inf
+        return np.array(complex(inf, inf) if dt.kind == "c" else inf, dt)
+    if dt.kind in "mM":
+        bits = np.iinfo(np.int64).min + 1 if kind == "max" else np.iinfo(np.int64).max
+        return np.array(bits, np.int64).view(dt.newbyteorder("=")).astype(dt)
+    if dt.kind == "b":
+        return np.array(kind == "min", dt)
+    info = np.iinfo(dt)
+    return np.array(info.min if kind == "max" else info.max, dt)

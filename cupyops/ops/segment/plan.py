@@ -1,0 +1,127 @@
+"""The planner of the segment kernels (kernels/segment.cu): from x's layout, S and the offsets'
+layout, everything a launch needs that the host can know without reading the offsets.
+
+* x is ``(n, *rest)``: its rows are read at their byte stride (any sign), and the trailing
+  positions (R = prod(rest), in row-major order) through their own byte strides: ``rest``, the
+  trailing dimensions innermost first, size-1 ones dropped and neighbours merged where x's
+  memory is contiguous across them (their logical order is kept: the outputs are row-major).
+  More than :data:`~cupyops.ops.segment.params.MAX_DIMS` after merging is a ``ValueError``.
+* A block covers ``CW = 2**cw_log2`` consecutive trailing positions (the least power of two
+  >= R, at most 256; ``ny`` = ceil(R / CW) strips on grid.y) with ``256 / CW`` partitions of
+  CW threads.
+* ``nblocks`` blocks share the merge path of rows and segment ends (at most n + S items): about
+  :data:`BLOCK_BYTES` of x a block, at most :data:`MAX_CHAINS` blocks in all (the chain tickets
+  the zeroed words hold) and no more than items.
+* 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
+  below 2**31 (``force_64bit`` for tests).
+"""
+from __future__ import annotations
+
+import math
+import typing
+
+import numpy as np
+
+from cupyops.core import layout as _layout
+from cupyops.ops.segment import family as _family
+from cupyops.ops.segment.params import MAX_DIMS
+
+__all__ = ["SegPlan", "plan_for", "BLOCK_BYTES", "MAX_CHAINS", "CHUNK"]
+
+#: bytes of x a block reads, about (the merge path's share)
+BLOCK_BYTES = 32 * 1024
+#: a block's share is at least this many times the bytes of its chain partials (two of CW
+#: columns, each written once and read once): at most about 3 % more traffic for them
+PARTIAL_SHARE = 32
+
+
+def block_bytes(width: int, itemsize: int, index_size: int) -> int:
+    """The bytes of x a block reads: BLOCK_BYTES, or more for wide strips, whose chain
+    partials (a key of max(4, itemsize) bytes and an index per column) would cost more than
+    1 / PARTIAL_SHARE of the traffic (review 1, F5: 25 % at CW = 256)."""
+    partials = 4 * width * (max(4, itemsize) + index_size)
+    return max(BLOCK_BYTES, PARTIAL_SHARE * partials)
+
+
+#: blocks of a launch (nblocks x ny), each a chain ticket in the state words (launch.py)
+MAX_CHAINS = 4092
+#: the window's first load (ends)
+CHUNK = 32
+_I32_LIMIT = 2**31 - 2
+
+
+class SegPlan(typing.NamedTuple):
+    """One launch of the segment kernel (see the module docstring)."""
+
+    n: int
+    nseg: int
+    ncols: int
+    itemsize: int
+    row_stride: int          # bytes
+    rest: tuple              # ((size, byte stride), ...) innermost first
+    off_stride: int          # elements
+    off_width: int
+    off_signed: bool
+    nblocks: int
+    ny: int
+    cw_log2: int
+    wcap: int
+    chunk: int
+    narrow: bool
+    use_64bit: bool
+    values: bool
+    shared_mem: int
+
+    @property
+    def grid(self) -> tuple:
+        return (self.nblocks, self.ny, 1)
+
+    @property
+    def block(self) -> tuple:
+        return (_family.THREADS, 1, 1)
+
+
+def trailing_dims(shape, strides) -> tuple:
+    """x's trailing dimensions as ``((size, byte stride), ...)``, innermost first: size-1 ones
+    dropped, neighbours merged where contiguous in memory (logical order kept)."""
+    dims = _layout.drop_unit(_layout.dims_from(shape[1:], strides[1:]))
+    out: list = []
+    for d in dims:
+        if out and d.strides[0] == out[-1][1] * out[-1][0]:
+            out[-1] = (out[-1][0] * d.size, out[-1][1])
+        else:
+            out.append((d.size, d.strides[0]))
+    if len(out) > MAX_DIMS:
+        raise ValueError(f"x's trailing dimensions merge into {len(out)}, more than the "
+                         f"{MAX_DIMS} the GPU kernels walk (no hidden copy is made): copy x to "
+                         f"a contiguous layout first")
+    return tuple(out)
+
+
+def _span(shape, strides, itemsize) -> int:
+    return sum((n - 1) * abs(s) for n, s in zip(shape, strides) if n > 0) + itemsize
+
+
+def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_stride: int,
+             *, values: bool, force_64bit: bool = False) -> SegPlan:
+    """The plan of x (``shape``, byte ``strides``, ``dtype``, non-empty) with ``nseg`` >= 1
+    segments and offsets of ``offsets_dtype`` at element stride ``offsets_stride``."""
+    dt, odt = np.dtype(dtype), np.dtype(offsets_dtype)
+    n, isz = int(shape[0]), dt.itemsize
+    rest = trailing_dims(shape, strides)
+    ncols = math.prod(shape[1:])
+    cw_log2 = min(8, max(0, (ncols - 1).bit_length()))
+    ny = -(-ncols // (1 << cw_log2))
+    use_64bit = bool(force_64bit) or n + nseg + 2 > _I32_LIMIT or \
+        _span(shape, strides, isz) > _I32_LIMIT
+    index_size = 8 if use_64bit else 4
+    width = min(ncols, 1 << cw_log2)
+    want = -(-(n + nseg) * width * isz // block_bytes(width, isz, index_size))
+    nblocks = max(1, min(want, MAX_CHAINS // ny, n + nseg))
+    narrow = dt.kind == "c" and (data_ptr % isz != 0 or any(
+        s % isz for m, s in zip(shape, strides) if m > 1))
+    wcap = _family.wcap_for(isz, index_size, values, cw_log2)
+    return SegPlan(n, int(nseg), ncols, isz, int(strides[0]), rest, int(offsets_stride),
+                   odt.itemsize, odt.kind == "i", nblocks, ny, cw_log2, wcap, CHUNK, narrow,
+                   use_64bit, bool(values),
+                   _family.shared_bytes(isz, index_size, values, cw_log2, wcap))
