@@ -1,4 +1,4 @@
-// argreduce.cu — argmin / argmax / hardmax: index-tracking reductions over any subset of axes.
+// argreduce.cu - argmin / argmax / hardmax: index-tracking reductions over any subset of axes.
 //
 // Computes, for every group of elements spanned by the reduced axes, the logical row-major
 // index (over the reduced axes, in increasing axis order) of the extreme element, and writes
@@ -8,11 +8,11 @@
 // reduction, the extreme element itself, bit for bit (see "Values mode" below).
 //
 // Template parameters of every entry point:
-//   T — the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
+//   T - the value type: bool, signed/unsigned char, short, int, long long (and unsigned),
 //       cupyops_half (float16 bits), cupyops_bfloat16 (bf16 bits), float, double, cupyops_complex64, cupyops_complex128,
 //       cupyops_datetime (datetime64/timedelta64 of any unit: int64 with NaT = INT64_MIN).
 //       Values are read as raw bits and turned into an ordering key.
-//   I — the internal index type: int (every offset, position and index < 2**31) or long long.
+//   I - the internal index type: int (every offset, position and index < 2**31) or long long.
 // argmax/argmin, NaN skipping (nanarg*), the tie direction, the output mode, the index width and
 // the narrow (element-aligned only) loads and stores of complex values are runtime fields of
 // ArParams, so a module holds only 3 kernels x 2 index types (and their 3 values-mode twins).
@@ -91,13 +91,13 @@
 // planned by cupyops/ops/argreduce/plan.py, which documents the layout fields of ArParams.
 //
 // The one comparison rule (ar_better; kernels/argcompare.cuh, shared with segment.cu): each value
-// maps to an unsigned ordering key — an order-preserving bijection of the value's own type (exact
+// maps to an unsigned ordering key - an order-preserving bijection of the value's own type (exact
 // for 64-bit integers; float16 as the float it encodes; bool as 0/1; -0.0 == 0.0; complex
 // lexicographic on (real, imag) with -0.0 == 0.0 in each part, as (key(real), key(imag)) in one
-// 64- or 128-bit key) — complemented for argmin. Every NaN (complex: a NaN in either part) maps
+// 64- or 128-bit key) - complemented for argmin. Every NaN (complex: a NaN in either part) maps
 // to the largest key for argmin and argmax (NaN is the extreme), and to the smallest key, 0, for
 // nanargmin/nanargmax (p.nan_skip): no other value has key 0, so any non-NaN element beats it,
-// and a group whose winning key is 0 is all NaN — the kernel that stores the index then sets
+// and a group whose winning key is 0 is all NaN - the kernel that stores the index then sets
 // *allnan (a 4-byte device flag that is 0 at rest: the host reads it once after, and zeroes it
 // again only when it was set; that read is nanarg*'s only host synchronisation, and it costs no
 // pass over the input). NaT (datetime) is the largest key for every kind, nanarg* included, as
@@ -110,8 +110,8 @@
 // kernel's 4 / sizeof(T) groups per word): ar_pack_key turns a 32-bit word of raw elements into
 // a word of their keys with a few SWAR operations (lane j = element j's key, NaN's ~0 as the
 // lane's all ones), and ar_pack_reach tests every lane against a threshold at once. A vector
-// (row) or position (column) whose lanes all stay below the running best — or not above it,
-// when none of its logical indices could win a tie — is skipped: the skip test only has to be
+// (row) or position (column) whose lanes all stay below the running best - or not above it,
+// when none of its logical indices could win a tie - is skipped: the skip test only has to be
 // conservative. Anything else is an ar_better step: the row offers the vector's best element
 // (its largest lane key, at the lowest or highest such lane as the tie rule and the sign of the
 // index stride pick: ar_pack_max, ar_pack_locate), the column each lane (or, walking one

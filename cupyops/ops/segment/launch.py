@@ -16,8 +16,8 @@ packed once per runner. No host synchronisation, no copy of x, no memset:
 Offsets checked on the host (``checked=True``: host offsets, every simt call) cannot set the
 code. Offsets already on the GPU (``checked=False``) are checked by the kernel: the call arms
 the code with its backend (``Backend.arm_flag``), so the next host read of the library
-(``Backend.read_scalar``, ``cupyops.check_device_errors()``) raises the ``ValueError`` that
-names the call and the first bad position; the kernel then set that call's whole result to
+(``Backend.read_scalar``, ``cupyops.core.backend.check_device_errors()``) raises the
+``ValueError`` that names the call and the first bad position; the kernel then set that call's whole result to
 empty_index (values: the empty value).
 """
 from __future__ import annotations
