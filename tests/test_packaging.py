@@ -169,3 +169,11 @@ def test_demo_names_no_missing_file(capsys):
     out = capsys.readouterr().out
     assert "SPEC" not in out and "spec" not in out.lower().split("devices:")[1]
     assert "all 16 examples give the results of DirectML's operator reference pages" in out
+
+
+def test_kernel_sources_are_ascii():
+    """Kernel sources hold ASCII only: what NVRTC reads on any machine, whatever its locale."""
+    bad = [f"{p.name}:{n}" for p in sorted((ROOT / "kernels").iterdir())
+           if p.suffix in (".cu", ".cuh", ".h")
+           for n, line in enumerate(p.read_bytes().splitlines(), 1) if not line.isascii()]
+    assert not bad, bad
