@@ -250,3 +250,29 @@ def test_dask_needs_known_chunks_and_host_offsets():
         cupyops.segment_argmax(unknown, [0, 3])
     with pytest.raises(TypeError, match="offsets must be known on the host"):
         cupyops.segment_argmax(x, da.from_array(np.array([0, 10])))
+
+
+@pytest.mark.parametrize("dist", ["short", "long", "power-law", "huge+tiny"])
+def test_the_benchmark_compositions_agree_with_the_numpy_path(dist):
+    """The benchmark's peers (ufunc.reduceat and PyTorch's scatter_reduce, each independent of
+    the library) give the NumPy path's indices on its length distributions, ties and NaN
+    included (tie first, their rule); values where the segment is not empty."""
+    from cupyops.ops.segment import bench as B
+    rng = np.random.default_rng(4)
+    x = (rng.integers(0, 5, (6000, 2)) - 2).astype(np.float32)
+    x[rng.random(x.shape) < 0.01] = np.nan
+    offsets = np.concatenate([[0], np.cumsum(B.lengths_for(dist, len(x), rng))])
+    for kind, f in (("max", cupyops.segment_max_and_argmax),
+                    ("min", cupyops.segment_min_and_argmin)):
+        vals, idx = f(x, offsets, device="cpu")
+        rv, ri = B.reduceat_composition(np, x, offsets, kind, True)
+        assert np.array_equal(ri, idx), kind
+        full = idx >= 0
+        assert np.array_equal(rv[full], vals[full], equal_nan=True)
+    torch = pytest.importorskip("torch")
+
+    class Case:
+        case, shape, params = f"{dist} R=2", x.shape, {"dist": dist}
+    got = B._torch("max", False, torch, Case)(torch.from_numpy(x))
+    want = cupyops.segment_argmax(x, B.offsets_for_case(Case), device="cpu")
+    assert np.array_equal(got.numpy(), want)

@@ -9,6 +9,7 @@ import functools
 from cupyops.core.annotations import ArrayT, Device, IndexDType, Tie
 from cupyops.core.operator import Operator
 from cupyops.core.workspace import Workspace
+from cupyops.ops.segment import bench as _bench
 from cupyops.ops.segment import checks as _checks
 from cupyops.ops.segment import dask as _dask
 from cupyops.ops.segment.calls import segment_call
@@ -66,6 +67,7 @@ def _segment(spec, kind, values):
     return Operator(spec, functools.partial(segment_call, kind, values), families=FAMILIES,
                     dask=functools.partial(_dask.segment, kind, values),
                     selftest=functools.partial(_checks.segment_calls, kind, values),
+                    bench=_bench.segment_bench(kind, values),
                     array_args=("offsets",), tuple_args=())
 
 
