@@ -36,6 +36,11 @@ PIECE = 1 << 16
 #: ufunc.reduceat composition when 4 rows of 64 counted as long, 1.1x now)
 LONG = 256
 LONG_ELEMENTS = 1 << 14
+#: where segments average fewer than LONG rows, a segment is long from this many rows: each
+#: long one cuts the run of short ones around it into another piece (a handful of NumPy calls),
+#: so a few scattered ones cost more than their argmax saves (power-law lengths ran at 0.5x
+#: the ufunc.reduceat composition with LONG alone)
+LONG_AMONG_SHORT = 4096
 #: elements per piece of a long segment (its pieces run in threads)
 PIECE_LONG = 1 << 20
 
@@ -55,18 +60,26 @@ def _nan_mask(a):
     return None
 
 
-def _is_long(rows, R):
-    """Whether segments of ``rows`` rows of R elements are reduced by argmax (LONG)."""
-    return (rows >= LONG) | (rows * max(R, 1) >= LONG_ELEMENTS)
+def _long_rows(starts, ends):
+    """The rows from which a segment is long: LONG, or LONG_AMONG_SHORT where the non-empty
+    segments average fewer than LONG rows."""
+    rows = ends - starts
+    nonempty = int(np.count_nonzero(rows))
+    return LONG if nonempty and int(rows.sum()) >= LONG * nonempty else LONG_AMONG_SHORT
 
 
-def _pieces(starts, ends, R):
+def _is_long(rows, R, long_rows):
+    """Whether segments of ``rows`` rows of R elements are reduced by argmax."""
+    return (rows >= long_rows) | (rows * max(R, 1) >= LONG_ELEMENTS)
+
+
+def _pieces(starts, ends, R, long_rows):
     """The work: ``[(first segment, last segment + 1, row from, row to)]``, runs of whole
     short segments of about PIECE elements each (found without a Python loop over segments),
-    then each long segment (LONG rows or LONG_ELEMENTS elements) on its own, cut into pieces
-    of about PIECE_LONG elements."""
+    then each long segment (``long_rows`` rows or LONG_ELEMENTS elements) on its own, cut
+    into pieces of about PIECE_LONG elements."""
     lengths = (ends - starts) * max(R, 1)
-    is_long = _is_long(ends - starts, R)
+    is_long = _is_long(ends - starts, R, long_rows)
     out = []
     short = np.flatnonzero(~is_long)
     if short.size:
@@ -182,13 +195,14 @@ def segment_argreduce(x, offsets, *, kind, tie):
     S, R = len(starts), y.shape[1]
     best = np.full((S, R), -1, np.int64)
     if S and R and y.shape[0]:
-        pieces = _pieces(starts, ends, R)
+        long_rows = _long_rows(starts, ends)
+        pieces = _pieces(starts, ends, R, long_rows)
 
         def run(piece):
             s, t, a, b = piece
             if t is None:
                 return _long_batch(y, s, starts, ends, kind, tie)
-            if t == s + 1 and _is_long(ends[s] - starts[s], R):
+            if t == s + 1 and _is_long(ends[s] - starts[s], R, long_rows):
                 return _long_piece(y, a, b, kind, tie)
             return _short_run(y, starts[s:t], ends[s:t], kind, tie, a)
         results = _threads.run_parts(run, pieces, _threads.threads_for(y.nbytes))
