@@ -354,3 +354,26 @@ def test_host_offsets_go_to_the_gpu_of_x(monkeypatch):
                                             "segment_argmax")
         assert made[0] == ("device", 3) and made[1][0] == "asarray"
         assert got.dtype.isnative and got.flags.c_contiguous and got.tolist() == [0, 2, 5]
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_uint64_empty_index_past_int64(device):
+    """An empty_index of uint64 above 2**63 - 1 is stored bit for bit (review 2, G9: the
+    parameter struct's int64 field refused it)."""
+    x = np.arange(40, dtype=np.float32)
+    o = np.array([0, 0, 40, 40])
+    r = ops(device).segment_argmax(to_device(x, device), o, dtype=np.uint64,
+                                   empty_index=2**64 - 1)
+    got = np.asarray(r.get() if hasattr(r, "get") else r)
+    assert got.dtype == np.uint64 and got.tolist() == [2**64 - 1, 39, 2**64 - 1]
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_out_overlapping_offsets_is_refused(device):
+    """out sharing memory with offsets (read while out is written) is a ValueError naming both
+    (review 2, G8: simt found the race; a GPU would return garbage)."""
+    x = to_device(np.arange(40, dtype=np.float32), device)
+    o = to_device(np.array([0, 10, 20, 40], np.int64), device)   # (CuPy offsets with CuPy x)
+    with pytest.raises(ValueError, match="overlaps offsets"):
+        ops(device).segment_argmax(x, o, out=o[:-1])
+    assert np.asarray(o.get() if hasattr(o, "get") else o).tolist() == [0, 10, 20, 40]

@@ -28,10 +28,13 @@ PARAMS_DTYPE = SEG_PARAMS.dtype
 def build_params(plan, *, kind: str, tie: str, relative: bool, empty_index: int,
                  empty_bits: tuple, out_width: int) -> np.void:
     """The ``SegParams`` of one launch of ``plan`` (a NumPy structured scalar)."""
+    empty = int(empty_index)
+    if empty >= 1 << 63:          # a uint64 index's bits, as the int64 field holds them
+        empty -= 1 << 64
     sizes = tuple(d[0] for d in plan.rest)
     strides = tuple(d[1] for d in plan.rest)
     return SEG_PARAMS.pack((
-        plan.n, plan.nseg, plan.ncols, plan.row_stride, plan.off_stride, int(empty_index),
+        plan.n, plan.nseg, plan.ncols, plan.row_stride, plan.off_stride, empty,
         empty_bits[0], empty_bits[1], plan.off_width, plan.off_signed, plan.nblocks,
         plan.cw_log2, plan.wcap, plan.chunk, kind == "min", tie == "last", bool(relative),
         out_width, plan.narrow, len(plan.rest), sizes, strides))

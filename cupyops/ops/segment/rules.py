@@ -151,6 +151,10 @@ def segment_rules(x, offsets, opname, tie, relative, empty_index, dtype, out,
                                f"{x.dtype}, x's dtype (the values are x's elements)")
         if _overlap(vout, out):
             raise ValueError(f"{opname}: out[0] (values) and out[1] (indices) overlap")
+    for a, what in ((out, "out" if not values else "out[1]"), (vout, "out[0]")):
+        if a is not None and type(a) is type(offsets) and _overlap(a, offsets):
+            raise ValueError(f"{opname}: {what} overlaps offsets, which the call reads while "
+                             f"it writes {what}; pass offsets that {what} does not share")
     return SegmentCall(opname, n_segments, shape, index_dtype, empty_index, relative, out, vout)
 
 
