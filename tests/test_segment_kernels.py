@@ -343,7 +343,10 @@ def test_host_offsets_go_to_the_gpu_of_x(monkeypatch):
     def device(i):
         made.append(("device", i))
         yield
-    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=device),
+    capturing = {"on": False}
+    stream = types.SimpleNamespace(is_capturing=lambda: capturing["on"])
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=device,
+                                                            get_current_stream=lambda: stream),
                                  asarray=lambda a: made.append(("asarray", a)) or a)
     monkeypatch.setattr(place, "import_cupy", lambda: fake)
     kin = types.SimpleNamespace(device=types.SimpleNamespace(id=3))
@@ -354,6 +357,10 @@ def test_host_offsets_go_to_the_gpu_of_x(monkeypatch):
                                             "segment_argmax")
         assert made[0] == ("device", 3) and made[1][0] == "asarray"
         assert got.dtype.isnative and got.flags.c_contiguous and got.tolist() == [0, 2, 5]
+    capturing["on"] = True                  # no host-to-device copy inside a capture
+    with pytest.raises(ValueError, match="CUDA-graph capture"):
+        calls.host_offsets_for_kernel(big, kin, place.Placement("cuda", True, 3),
+                                      "segment_argmax")
 
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)

@@ -172,6 +172,10 @@ def host_offsets_for_kernel(offsets, kin, placement, opname):
     native = np.ascontiguousarray(offsets, dtype=offsets.dtype.newbyteorder("="))
     cupy = _place.import_cupy()
     with cupy.cuda.Device(kin.device.id):
+        if cupy.cuda.get_current_stream().is_capturing():
+            raise ValueError(f"{opname}: offsets on the host must be copied to the GPU, which "
+                             "a CUDA-graph capture cannot hold: pass offsets already on the GPU "
+                             "(a CuPy array) inside the capture")
         return cupy.asarray(native)
 
 
