@@ -116,6 +116,8 @@ def _short_run(y, starts, ends, kind, tie, lo):
         return best
     rel = (starts[full] - lo).astype(np.intp)
     block = y[lo:int(ends[full[-1]])]
+    if R == 1:                    # 1-D: reduceat's inner loop then runs along the rows
+        block = block[:, 0]
     red = np.maximum if kind == "max" else np.minimum
     ext = red.reduceat(block, rel, axis=0)
     seg = np.repeat(np.arange(full.size), (ends[full] - starts[full]).astype(np.intp))
@@ -123,12 +125,14 @@ def _short_run(y, starts, ends, kind, tie, lo):
     nan = _nan_mask(block)
     if nan is not None:
         hit |= nan & _nan_mask(ext)[seg]
-    rows = np.arange(lo, lo + block.shape[0], dtype=np.int64)[:, None]
+    rows = np.arange(lo, lo + block.shape[0], dtype=np.int64)
+    if R != 1:
+        rows = rows[:, None]
     if tie == "first":
         pick = np.minimum.reduceat(np.where(hit, rows, np.iinfo(np.int64).max), rel, axis=0)
     else:
         pick = np.maximum.reduceat(np.where(hit, rows, -1), rel, axis=0)
-    best[full] = pick
+    best[full] = pick.reshape(full.size, R)
     return best
 
 
