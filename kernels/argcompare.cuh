@@ -5,7 +5,8 @@
 // (or 0 under nan_skip); the larger key wins and equal keys go to the smaller logical index (tie
 // "first") or the larger ("last"): ar_better. A running best (ArBest: key, index; values mode:
 // and the element's raw bits) and how it travels between threads (ArWire: index mode sends the
-// key, values mode the bits, from which the receiver recomputes the key). Included by
+// key, values mode the bits, from which the receiver recomputes the key), and the stores of a
+// result (ar_store_index, ar_store_value). Included by
 // argreduce.cu (family "argreduce", cupyops/ops/argreduce) and segment.cu (family "segment",
 // cupyops/ops/segment); it computes nothing on its own. See argreduce.cu's top comment for the
 // rule's properties (a total order on (key, index), -0.0 == 0.0, bit comparisons under -ftz).
@@ -240,4 +241,37 @@ __device__ __forceinline__ ArWire<T, I, VAL> ar_wire(typename ArType<T>::key fli
     ArWire<T, I, VAL> ex;
     if constexpr (VAL) ex.flip = flip;
     return ex;
+}
+
+// The stores of a result: an index at the index dtype's width (1, 2, 4 or 8 bytes), and in
+// values mode the winner's raw bits at the value's own width.
+template <class U>
+__device__ __forceinline__ void ar_store_index(void* out, long long elem, U idx, int width)
+{
+    if (width == 8)
+        reinterpret_cast<unsigned long long*>(out)[elem] = (unsigned long long)idx;
+    else if (width == 4)
+        reinterpret_cast<unsigned int*>(out)[elem] = (unsigned int)idx;
+    else if (width == 2)
+        reinterpret_cast<unsigned short*>(out)[elem] = (unsigned short)idx;
+    else
+        reinterpret_cast<unsigned char*>(out)[elem] = (unsigned char)idx;
+}
+
+// Values mode: the winner's raw bits, stored at the value's own width (the host gives an
+// output aligned to it). complex128: one 16-byte store (two 8-byte ones would each touch the
+// sectors of the warp's whole range).
+template <class T>
+__device__ __forceinline__ void ar_store_value(void* vout, long long elem,
+                                               const typename ArType<T>::bits& v)
+{
+    typedef typename ArType<T>::bits B;
+    if constexpr (sizeof(B) == 16) {
+        cuo::vec_bytes<16> w;
+        w.w[0] = v.lo;
+        w.w[1] = v.hi;
+        cuo::vec_store(reinterpret_cast<cuo::vec_bytes<16>*>(vout) + elem, w);
+    } else {
+        reinterpret_cast<B*>(vout)[elem] = v;
+    }
 }

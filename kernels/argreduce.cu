@@ -188,7 +188,7 @@ enum { AR_MODE_INDEX = 0, AR_MODE_PARTIAL = 1, AR_MODE_HARDMAX = 2, AR_MODE_DECO
 
 extern __shared__ unsigned long long ar_smem[];
 
-#include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_wire
+#include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_store_*
 
 // ------------------------------------------------------------------------------------------
 // Thread level: scan positions [start, hi) with a constant stride, V elements per position
@@ -743,38 +743,6 @@ __device__ __forceinline__ void ar_column_combine(Best (&b)[NB], bool last, cons
 // ------------------------------------------------------------------------------------------
 // Stores
 // ------------------------------------------------------------------------------------------
-
-// The index, stored at the index dtype's width (1, 2, 4 or 8 bytes; the host checked it fits).
-template <class U>
-__device__ __forceinline__ void ar_store_index(void* out, long long elem, U idx, int width)
-{
-    if (width == 8)
-        reinterpret_cast<unsigned long long*>(out)[elem] = (unsigned long long)idx;
-    else if (width == 4)
-        reinterpret_cast<unsigned int*>(out)[elem] = (unsigned int)idx;
-    else if (width == 2)
-        reinterpret_cast<unsigned short*>(out)[elem] = (unsigned short)idx;
-    else
-        reinterpret_cast<unsigned char*>(out)[elem] = (unsigned char)idx;
-}
-
-// Values mode: the winner's raw bits, stored at the value's own width (the host gives an
-// output aligned to it). complex128: one 16-byte store (two 8-byte ones would each touch the
-// sectors of the warp's whole range).
-template <class T>
-__device__ __forceinline__ void ar_store_value(void* vout, long long elem,
-                                               const typename ArType<T>::bits& v)
-{
-    typedef typename ArType<T>::bits B;
-    if constexpr (sizeof(B) == 16) {
-        cuo::vec_bytes<16> w;
-        w.w[0] = v.lo;
-        w.w[1] = v.hi;
-        cuo::vec_store(reinterpret_cast<cuo::vec_bytes<16>*>(vout) + elem, w);
-    } else {
-        reinterpret_cast<B*>(vout)[elem] = v;
-    }
-}
 
 // nanargmin/nanargmax: a group whose winning key is 0 (the key of NaN) holds only NaN.
 template <class K>

@@ -72,7 +72,7 @@ __shared__ long long sg_head[8];
 enum { SG_HEAD_O0, SG_HEAD_N, SG_HEAD_D0, SG_HEAD_D1, SG_HEAD_KL, SG_HEAD_START_L, SG_HEAD_END_L,
        SG_HEAD_PREV };
 
-#include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_wire
+#include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_store_*
 
 #define SG_MAX_DIMS 8
 #define SG_THREADS 256
@@ -174,35 +174,6 @@ __device__ __forceinline__ typename ArType<T>::bits sg_load(const unsigned char*
             }
         }
         return *reinterpret_cast<const B*>(a);
-    }
-}
-
-// The index, at the index dtype's width (1, 2, 4 or 8 bytes).
-__device__ __forceinline__ void sg_store_index(void* out, long long elem, long long v, int width)
-{
-    if (width == 8)
-        reinterpret_cast<unsigned long long*>(out)[elem] = (unsigned long long)v;
-    else if (width == 4)
-        reinterpret_cast<unsigned int*>(out)[elem] = (unsigned int)v;
-    else if (width == 2)
-        reinterpret_cast<unsigned short*>(out)[elem] = (unsigned short)v;
-    else
-        reinterpret_cast<unsigned char*>(out)[elem] = (unsigned char)v;
-}
-
-// A value's raw bits at its own width (complex128: one 16-byte store; vout is aligned to it).
-template <class T>
-__device__ __forceinline__ void sg_store_value(void* vout, long long elem,
-                                               const typename ArType<T>::bits& v)
-{
-    typedef typename ArType<T>::bits B;
-    if constexpr (sizeof(B) == 16) {
-        cuo::vec_bytes<16> w;
-        w.w[0] = v.lo;
-        w.w[1] = v.hi;
-        cuo::vec_store(reinterpret_cast<cuo::vec_bytes<16>*>(vout) + elem, w);
-    } else {
-        reinterpret_cast<B*>(vout)[elem] = v;
     }
 }
 
@@ -737,9 +708,9 @@ __device__ __forceinline__ void sg_store(SgCtx<T, I, VAL>& cx, I k, I i,
     const long long col = ((long long)blockIdx.y << p.cw_log2) + cx.t.c;
     const long long elem = (long long)k * p.ncols + col;
     const bool empty = i == (cx.last ? (I)-1 : cuo::index_max<I>());
-    sg_store_index(cx.out, elem, empty ? p.empty_index : (long long)(p.relative ? i - start : i),
+    ar_store_index<long long>(cx.out, elem, empty ? p.empty_index : (long long)(p.relative ? i - start : i),
                    p.out_width);
-    if constexpr (VAL) sg_store_value<T>(cx.vout, elem, empty ? sg_empty_bits<T>(p) : v);
+    if constexpr (VAL) ar_store_value<T>(cx.vout, elem, empty ? sg_empty_bits<T>(p) : v);
 }
 
 // pstart / pend of segment k from its clamped bounds: the merge positions of its first item
@@ -954,8 +925,8 @@ __device__ void sg_bad_offsets(SgCtx<T, I, VAL>& cx)
     const long long total = p.nseg * p.ncols;
     const typename ArType<T>::bits empty = sg_empty_bits<T>(p);
     for (long long e = threadIdx.x; e < total; e += SG_THREADS) {
-        sg_store_index(cx.out, e, p.empty_index, p.out_width);
-        if constexpr (VAL) sg_store_value<T>(cx.vout, e, empty);
+        ar_store_index<long long>(cx.out, e, p.empty_index, p.out_width);
+        if constexpr (VAL) ar_store_value<T>(cx.vout, e, empty);
     }
 }
 
