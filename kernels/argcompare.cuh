@@ -6,7 +6,8 @@
 // "first") or the larger ("last"): ar_better. A running best (ArBest: key, index; values mode:
 // and the element's raw bits) and how it travels between threads (ArWire: index mode sends the
 // key, values mode the bits, from which the receiver recomputes the key), and the stores of a
-// result (ar_store_index, ar_store_value). Included by
+// result (ar_store_index, ar_store_value), the volatile load of another block's partial
+// (ar_load_volatile). Included by
 // argreduce.cu (family "argreduce", cupyops/ops/argreduce) and segment.cu (family "segment",
 // cupyops/ops/segment); it computes nothing on its own. See argreduce.cu's top comment for the
 // rule's properties (a total order on (key, index), -0.0 == 0.0, bit comparisons under -ftz).
@@ -273,5 +274,21 @@ __device__ __forceinline__ void ar_store_value(void* vout, long long elem,
         cuo::vec_store(reinterpret_cast<cuo::vec_bytes<16>*>(vout) + elem, w);
     } else {
         reinterpret_cast<B*>(vout)[elem] = v;
+    }
+}
+
+// A volatile load of a partial written by another block (after the ticket's acquire): not
+// cached in L1, never a non-coherent load. 16-byte keys are read as two 8-byte words.
+template <class K>
+__device__ __forceinline__ K ar_load_volatile(const K* a)
+{
+    if constexpr (sizeof(K) == 16) {
+        const volatile cuo::u64* w = reinterpret_cast<const volatile cuo::u64*>(a);
+        K k;
+        k.lo = w[0];
+        k.hi = w[1];
+        return k;
+    } else {
+        return *reinterpret_cast<const volatile K*>(a);
     }
 }

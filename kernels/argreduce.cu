@@ -903,22 +903,6 @@ __device__ __forceinline__ void ar_write_one(void* out, typename cuo::unsigned_o
     }
 }
 
-// A volatile load of a partial written by another block (after the ticket's acquire): not
-// cached in L1, never a non-coherent load. 16-byte keys are read as two 8-byte words.
-template <class K>
-__device__ __forceinline__ K ar_load_volatile(const K* a)
-{
-    if constexpr (sizeof(K) == 16) {
-        const volatile cuo::u64* w = reinterpret_cast<const volatile cuo::u64*>(a);
-        K k;
-        k.lo = w[0];
-        k.hi = w[1];
-        return k;
-    } else {
-        return *reinterpret_cast<const volatile K*>(a);
-    }
-}
-
 // The logical index of chunk c's first position (the reference of the partials' indices).
 template <class U>
 __device__ __forceinline__ U ar_chunk_lid(U c, const ArParams& p)

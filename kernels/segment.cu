@@ -191,7 +191,8 @@ __device__ __forceinline__ typename ArType<T>::bits sg_empty_bits(const SegParam
     }
 }
 
-// Volatile word stores and loads (chain partials: read by another block's last arriver).
+// Volatile word stores (chain partials: read by another block's last arriver, with
+// ar_load_volatile).
 template <class W>
 __device__ __forceinline__ void sg_put(W* a, const W& w)
 {
@@ -201,20 +202,6 @@ __device__ __forceinline__ void sg_put(W* a, const W& w)
         v[1] = w.hi;
     } else {
         *reinterpret_cast<volatile W*>(a) = w;
-    }
-}
-
-template <class W>
-__device__ __forceinline__ W sg_get(const W* a)
-{
-    if constexpr (sizeof(W) == 16) {
-        const volatile cuo::u64* v = reinterpret_cast<const volatile cuo::u64*>(a);
-        W w;
-        w.lo = v[0];
-        w.hi = v[1];
-        return w;
-    } else {
-        return *reinterpret_cast<const volatile W*>(a);
     }
 }
 
@@ -859,7 +846,7 @@ __device__ void sg_chain(SgCtx<T, I, VAL>& cx, I k, I start, I end)
     for (long long i = cx.t.part; i < count; i += cx.t.parts) {
         const long long slot = i == 0 ? sg_slot<I>(1, b1 - 1, cx.t.c, p)
                                       : sg_slot<I>(0, b1 + i - 1, cx.t.c, p);
-        cx.ex.take(best, sg_get(cx.pkey + slot), sg_get(cx.pidx + slot), cx.last);
+        cx.ex.take(best, ar_load_volatile(cx.pkey + slot), ar_load_volatile(cx.pidx + slot), cx.last);
     }
     for (int o = SG_THREADS >> 1; o >= cw; o >>= 1) {
         cx.sh.sk()[tid] = cx.ex.send(best);
@@ -955,9 +942,9 @@ __device__ __forceinline__ void sg_finish(SgCtx<T, I, VAL>& cx)
     int bad = tid == 0 ? (atomicAdd(cx.zw + SG_ZW_LAUNCH_ERROR, 0u) != 0) : 0;
     for (long long b = tid; b < p.nblocks; b += SG_THREADS) {
         // (volatile, as the chain partials: other blocks wrote them before their tickets)
-        const long long from = b ? sg_get(cx.cons + 2 * b - 1) : 0;
-        if (sg_get(cx.cons + 2 * b) != from ||
-            (b == p.nblocks - 1 && sg_get(cx.cons + 2 * b + 1) != p.nseg))
+        const long long from = b ? ar_load_volatile(cx.cons + 2 * b - 1) : 0;
+        if (ar_load_volatile(cx.cons + 2 * b) != from ||
+            (b == p.nblocks - 1 && ar_load_volatile(cx.cons + 2 * b + 1) != p.nseg))
             bad = 1;
     }
     if (__syncthreads_or(bad)) sg_bad_offsets(cx);
