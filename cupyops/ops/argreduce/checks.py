@@ -93,7 +93,9 @@ def ref_argreduce(x, op, axis, tie, keepdims=False, dtype=np.int64):
     axes = tuple(range(x.ndim)) if axis is None else tuple(
         sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
     kept = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    if not axes:
+    if not axes:          # every element its own group (a 0-d x): a NaN one is all NaN
+        if op.startswith("nan") and x.dtype.kind not in "mM" and _comparable(x)[1].any():
+            raise ValueError("All-NaN slice encountered")
         return np.zeros(x.shape, dtype)
     if any(x.shape[a] == 0 for a in axes):
         raise ValueError("attempt to get argmax of an empty sequence")
