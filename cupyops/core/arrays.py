@@ -23,7 +23,7 @@ from cupyops.core.dtypes import element_alignment
 from cupyops.core.fastread import numpy_data_ptr
 
 __all__ = ["library_of", "library_of_type", "is_cupy_array", "data_ptr", "check_cupy_alignment",
-           "readable", "DLPACK_LIBRARIES"]
+           "readable", "shares_memory", "DLPACK_LIBRARIES"]
 
 _by_type: dict = {np.ndarray: "numpy"}
 _MISSING = object()
@@ -120,3 +120,12 @@ def readable(x):
     alias.base = x
     a = np.asarray(alias)
     return a if a.dtype == x.dtype else a.view(x.dtype)
+
+
+def shares_memory(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` (both NumPy, or both CuPy) share memory: NumPy's exact
+    answer (bounded work) where their ranges meet; CuPy's range test."""
+    if isinstance(a, np.ndarray):
+        return bool(np.shares_memory(a, b, max_work=10**6)) if np.may_share_memory(a, b) \
+            else False
+    return bool(sys.modules["cupy"].may_share_memory(a, b))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 
 import numpy as np
 
@@ -24,7 +23,7 @@ from cupyops.core import args as _args
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import placement as _place
 from cupyops.core.backend import backend_for
-from cupyops.core.arrays import data_ptr
+from cupyops.core.arrays import data_ptr, shares_memory
 from cupyops.core.dtypes import element_alignment
 from cupyops.core.placement import force_64bit, read_only_view
 from cupyops.core.trace import planner_options_set as _planner_options_set
@@ -154,18 +153,11 @@ def _values_out(vout, x, call, opname):
         return None, None
     vout = _args.check_out(vout, x, call.result_shape, x.dtype, f"{opname} (out[0], values)",
                            f"{x.dtype}, x's dtype (the values are x's elements)")
-    if call.out is not None and _shares_memory(vout, call.out):
+    if call.out is not None and shares_memory(vout, call.out):
         raise ValueError(f"{opname}: out[0] (values) and out[1] (indices) overlap")
     kept = vout[tuple(0 if i in call.axes else slice(None) for i in range(x.ndim))
                 + (Ellipsis,)] if call.keepdims else vout
     return vout, kept
-
-
-def _shares_memory(a, b) -> bool:
-    if isinstance(a, np.ndarray):
-        return bool(np.shares_memory(a, b, max_work=10**6)) if np.may_share_memory(a, b) \
-            else False
-    return bool(sys.modules["cupy"].may_share_memory(a, b))
 
 
 def _kernel_values(kind, x, call, tie, placement, workspace, vout_kept):

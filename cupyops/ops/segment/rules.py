@@ -11,6 +11,7 @@ import typing
 import numpy as np
 
 from cupyops.core import args as _args
+from cupyops.core.arrays import shares_memory
 
 __all__ = ["INDEX_DTYPES", "SegmentCall", "ValuesIndices", "segment_args", "check_offsets",
            "check_offset_values", "offsets_error", "segment_rules"]
@@ -149,20 +150,13 @@ def segment_rules(x, offsets, opname, tie, relative, empty_index, dtype, out,
     if vout is not None:
         vout = _args.check_out(vout, x, shape, x.dtype, f"{opname} (out[0], values)",
                                f"{x.dtype}, x's dtype (the values are x's elements)")
-        if _overlap(vout, out):
+        if shares_memory(vout, out):
             raise ValueError(f"{opname}: out[0] (values) and out[1] (indices) overlap")
     for a, what in ((out, "out" if not values else "out[1]"), (vout, "out[0]")):
-        if a is not None and type(a) is type(offsets) and _overlap(a, offsets):
+        if a is not None and type(a) is type(offsets) and shares_memory(a, offsets):
             raise ValueError(f"{opname}: {what} overlaps offsets, which the call reads while "
                              f"it writes {what}; pass offsets that {what} does not share")
     return SegmentCall(opname, n_segments, shape, index_dtype, empty_index, relative, out, vout)
-
-
-def _overlap(a, b) -> bool:
-    if isinstance(a, np.ndarray):
-        return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b, max_work=10**6))
-    import sys
-    return bool(sys.modules["cupy"].may_share_memory(a, b))
 
 
 def group_rows(shape) -> int:
