@@ -409,3 +409,61 @@ def test_check_launch_refuses_bad_configurations_before_and_after_good_ones():
             be.check_launch("k", (4, 1, 1), (256, 1, 1), 10_000_000)
         with pytest.raises(ValueError, match="grid must have 1 to 3 dimensions"):
             be.check_launch("k", (1, 1, 1, 1), (256, 1, 1), 1024)
+
+
+# ------------------------------------------------------------------------------------------
+# Device error flags armed and checked from several threads
+# ------------------------------------------------------------------------------------------
+
+class _CountingFlags(_backend.SimtBackend):
+    """A simt backend whose flag reads are counted (host arrays as flags: no kernel needed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = {}
+
+    def _read_one(self, arr, stream=None) -> int:
+        self.reads[id(arr)] = self.reads.get(id(arr), 0) + 1
+        return int(arr[0])
+
+
+def test_flags_armed_while_another_thread_checks_are_all_read(monkeypatch):
+    """Every flag armed by one thread while another checks is read once: none is lost between
+    the checker's copy of the armed set and its clearing (the set was a bare dict)."""
+    import sys
+    import threading
+    monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)
+    sys.setswitchinterval(1e-6)
+    import time
+
+    class SlowItems(dict):       # widens the window between the copy and the clearing
+        def items(self):
+            out = list(super().items())
+            time.sleep(0.0002)
+            return out
+
+    be = _CountingFlags()
+    be._armed = SlowItems()
+    flags = [np.zeros(1, np.uint64) for _ in range(5000)]
+    done = threading.Event()
+
+    def arm():
+        for f in flags:
+            be.arm_flag(f, str)
+        done.set()
+
+    def check():
+        while not done.is_set():
+            be.check_flags()
+
+    threads = [threading.Thread(target=arm), threading.Thread(target=check)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(0.005)
+    be.check_flags()
+    missing = [i for i, f in enumerate(flags) if be.reads.get(id(f)) != 1]
+    assert not missing, f"{len(missing)} of {len(flags)} armed flags never read (or read twice)"

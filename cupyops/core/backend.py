@@ -147,7 +147,6 @@ class Backend:
 
     def __init__(self):
         self._kernels: dict = {}
-        self._lock = threading.Lock()
         self._dry_by_key: dict = {}
         self._dry_kernels: dict = {}
         #: (expr, grid, block, shared_mem) -> checked configuration: first calls of new
@@ -159,6 +158,12 @@ class Backend:
         self.only_arena = None
         #: error flags kernels may have set since the last host read: key -> (flag, describe)
         self._armed: dict = {}
+        #: guards ``_armed``: threads may arm and check flags on one backend at once
+        self._armed_lock = threading.Lock()
+
+    def renew_locks_after_fork(self) -> None:
+        """In a forked child: a parent thread arming or checking a flag does not exist there."""
+        self._armed_lock = threading.Lock()
 
     # -- device-side error flags -----------------------------------------------------------
     def arm_flag(self, flag, describe, key=None, stream=None, keep=False) -> None:
@@ -170,19 +175,20 @@ class Backend:
         the launch that may set it (read and cleared on it, in order after the launch).
         ``keep``: the entry stays armed after a read (a launch captured into a CUDA graph: its
         replays may set the flag after any read)."""
-        self._armed[id(flag) if key is None else key] = (flag, describe, stream, keep)
+        with self._armed_lock:
+            self._armed[id(flag) if key is None else key] = (flag, describe, stream, keep)
 
     def check_flags(self) -> None:
         """Read every armed flag (a synchronisation), clear the set ones and raise the first
         one's error. During CUDA-graph capture or a dry run nothing is read: they stay armed."""
         if not self._armed or _dry_run_state.get() is not None or self.stream_capturing():
             return
-        armed = list(self._armed.items())
-        self._armed.clear()
+        with self._armed_lock:       # (an entry armed meanwhile is read now or next time)
+            armed = list(self._armed.items())
+            self._armed.clear()
+            self._armed.update((key, entry) for key, entry in armed if entry[3])
         errors = []
         for key, (flag, describe, stream, keep) in armed:
-            if keep:
-                self._armed[key] = (flag, describe, stream, keep)
             with self._device_scope():
                 code = self._read_one(flag, stream)
                 if code:
@@ -730,6 +736,8 @@ def _new_lock_in_child():
     """After ``fork``: a parent thread making a backend does not exist in the child."""
     global _backends_lock
     _backends_lock = threading.Lock()
+    for be in _backends.values():
+        be.renew_locks_after_fork()
 
 
 os.register_at_fork(after_in_child=_new_lock_in_child)
