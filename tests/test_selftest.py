@@ -33,14 +33,39 @@ def test_quick_on_cpu_covers_every_op_and_dtype():
     assert rec["cases"] > 3000
 
 
+#: the dtypes whose large inputs (the multi-block plan cases) the simt selftest runs here: each
+#: value width, the 2-byte floats, NaN's float kinds and NaT. Those inputs were two thirds of
+#: this test's time (about 170 s on 2 cores); the family tests run every dtype through every
+#: plan case on simt (test_gpu_argreduce.py, test_argreduce_values.py, test_gpu_nonzero.py,
+#: test_segment_kernels.py), and the selftest on a GPU runs them all.
+SIMT_BIG_DTYPES = ("bool", "int8", "float16", "bfloat16", "float32", "float64", "complex128",
+                   "datetime64[s]")
+
+
 def test_quick_on_simt_covers_every_op_dtype_and_plan_case():
     from cupyops.core.devices import simt_status
     if not simt_status()[0]:
         pytest.skip(simt_status()[1])
-    rec = selftest.run("simt", quick=True)
+    big = [d for d in SIMT_BIG_DTYPES if d in {str(t) for t in selftest.input_dtypes()}]
+    rec = selftest.run("simt", quick=True, big_dtypes=big)
+    assert rec["big_dtypes"] == sorted(big)
     _covers_everything(rec)
     assert rec["mismatches"] == 0, rec["failures"][:5]
     assert {"row", "column", "general", "decode", "coordinates"} <= set(rec["plan_cases"])
+
+
+def test_big_dtypes_keep_the_large_inputs_to_those_dtypes():
+    rng = np.random.default_rng(0)
+    names = {c.layout for c in selftest.cases(np.dtype(np.float32), rng, True)}
+    small = {c.layout for c in selftest.cases(np.dtype(np.float32), rng, True, big=False)}
+    assert small < names and not any(n.startswith(("row", "column", "decode")) for n in small)
+    rec = selftest.run("cpu", quick=True, ops=["argmax"], dtypes=["int8", "float32"],
+                       big_dtypes=["float32"])
+    cases = {r["dtype"]: r["cases"] for r in rec["table"]}
+    full = selftest.run("cpu", quick=True, ops=["argmax"], dtypes=["int8", "float32"])
+    assert {r["dtype"]: r["cases"] for r in full["table"]} == {"int8": cases["float32"],
+                                                               "float32": cases["float32"]}
+    assert cases["int8"] < cases["float32"]
 
 
 @pytest.mark.parametrize("wrong", ["argmin for argmax", "tie last for first", "one bit off"])

@@ -101,9 +101,9 @@ LAYOUTS = {
 }
 
 
-def cases(dtype, rng, quick: bool) -> list:
-    """The inputs of one dtype: layouts x axes, odd sizes, 0-d, empty, and the shapes that
-    reach every plan case."""
+def cases(dtype, rng, quick: bool, big: bool = True) -> list:
+    """The inputs of one dtype: layouts x axes, odd sizes, 0-d, empty, and (``big``) the
+    shapes that reach every plan case."""
     base = values((6, 7, 4), dtype, rng)
     axes_set = [None, 0, -1, (0, 2), ()] if not quick else [None, -1, (0, 2)]
     out = []
@@ -113,13 +113,13 @@ def cases(dtype, rng, quick: bool) -> list:
     out += [Case(f"1-d {n}", values((n,), dtype, rng), _same_array, None) for n in sizes]
     out += [Case("0-d", values((), dtype, rng), _same_array, None),
             Case("empty", values((3, 0, 2), dtype, rng), _same_array, -1)]
-    big = [("row (64, 1500)", (64, 1500), -1), ("column (1500, 64)", (1500, 64), 0),
-           ("decode (1, 131072)", (1, 131072), -1)]
+    big_shapes = [("row (64, 1500)", (64, 1500), -1), ("column (1500, 64)", (1500, 64), 0),
+                  ("decode (1, 131072)", (1, 131072), -1)]
     if not quick:
-        big += [("split (4, 262144)", (4, 262144), -1), ("split (262144, 4)", (262144, 4), 0),
+        big_shapes += [("split (4, 262144)", (4, 262144), -1), ("split (262144, 4)", (262144, 4), 0),
                 ("general (300, 3, 100)", (300, 3, 100), (0, 2))]
     out += [Case(name, values(shape, dtype, rng), _same_array, axes)
-            for name, shape, axes in big]
+            for name, shape, axes in (big_shapes if big else ())]
     return out
 
 
@@ -211,12 +211,13 @@ def _inputs_for(device, case):
     return out
 
 
-def sweep(device: str, quick: bool, ops, dtypes, tally: Tally, seed: int = 0):
+def sweep(device: str, quick: bool, ops, dtypes, tally: Tally, seed: int = 0,
+          big_dtypes=None):
     import cupyops
     from cupyops.testing import recording
     rng = np.random.default_rng(seed)
     for dtype in dtypes:
-        for case in cases(dtype, rng, quick):
+        for case in cases(dtype, rng, quick, big_dtypes is None or dtype in big_dtypes):
             for op in ops:
                 for label, kw, want in _calls(op, case, rng):
                     for src, x, dev in _inputs_for(device, case):
@@ -292,15 +293,19 @@ def _prepare(device, dtypes):
     cupyops.precompile(dtypes=[d for d in wanted if d in served], device=device)
 
 
-def run(device="cpu", quick=False, ops=OPS, dtypes=None, seed=0) -> dict:
-    """The sweep; returns the record ``--json`` writes."""
+def run(device="cpu", quick=False, ops=OPS, dtypes=None, seed=0, big_dtypes=None) -> dict:
+    """The sweep; returns the record ``--json`` writes. ``big_dtypes``: only these dtypes
+    get the large inputs that reach the multi-block plan cases (default: every dtype)."""
     dtypes = input_dtypes() if dtypes is None else [np.dtype(d) for d in dtypes]
+    if big_dtypes is not None:
+        big_dtypes = {np.dtype(d) for d in big_dtypes}
     t0 = time.perf_counter()
     _prepare(device, dtypes)
     compiled = time.perf_counter() - t0
     tally = Tally()
-    sweep(device, quick, tuple(ops), dtypes, tally, seed)
+    sweep(device, quick, tuple(ops), dtypes, tally, seed, big_dtypes)
     return {"device": device, "where": where(device), "quick": quick,
+            "big_dtypes": None if big_dtypes is None else sorted(map(str, big_dtypes)),
             "seconds": round(time.perf_counter() - t0, 1), "compile_seconds": round(compiled, 1),
             "cases": sum(n for n, _ in tally.cases.values()), "mismatches": tally.mismatches,
             "table": [{"op": op, "dtype": dt, "cases": n, "mismatches": bad}
