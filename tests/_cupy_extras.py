@@ -4,6 +4,7 @@ another CuPy in a subprocess (tests/test_cupy_path.py, tests/test_cupy_compile.p
 tests/test_extras.py)."""
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -58,8 +59,18 @@ def cupy_target(name: str, version: str) -> Path:
     target = root / tag
     if (target / "cupy" / "__init__.py").is_file():
         return target
-    tmp = root / (tag + f".tmp{os.getpid()}")
     root.mkdir(parents=True, exist_ok=True)
+    # pytest-xdist workers ask at once: one installs, the others wait and reuse it
+    with open(root / (tag + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "cupy" / "__init__.py").is_file():
+            _install(name, version, target)
+    return target
+
+
+def _install(name: str, version: str, target: Path) -> None:
+    import numpy as np
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            "--target", str(tmp), f"{name}=={version}", f"numpy=={np.__version__}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -68,4 +79,3 @@ def cupy_target(name: str, version: str) -> Path:
         tmp.rename(target)
     except OSError:            # another run got there first
         pass
-    return target
