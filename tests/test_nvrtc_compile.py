@@ -13,12 +13,14 @@ expressions, arch and NVRTC version, so an unchanged kernel is not compiled agai
 the default), a list such as ``80,90``, or ``all``: every architecture NVRTC supports from sm_75
 up (sm_70 too with an NVRTC 12). ``pytest --run-slow`` selects ``all``.
 
-Under ``required`` every dtype compiles for sm_80 and sm_90 (:data:`EVERY_DTYPE_ARCHS`, whose
-occupancy is checked), and the other required architectures compile the dtypes whose code
-differs between architectures (:data:`ARCH_SENSITIVE_DTYPES`: bool's byte logic, half and
-bfloat16 arithmetic, the 8- and 16-byte values that hold the most registers); a list or
-``all`` compiles every dtype for each. The full product of the required set took 560 s of a
-cold CI run on 2 busy cores (issue 34 doubled the argreduce kernels with its values mode).
+Under ``required`` every dtype compiles for sm_90 (:data:`EVERY_DTYPE_ARCHS`), sm_75, sm_80,
+sm_100 and sm_120 compile the dtypes whose code differs between architectures
+(:data:`ARCH_SENSITIVE_DTYPES`: bool's byte logic, half and bfloat16 arithmetic, the 8- and
+16-byte values that hold the most registers), and sm_86 and sm_89 the 2-byte floats; occupancy
+is checked on sm_80 and sm_90 for what they compile. A list or ``all`` compiles every dtype for
+each. The full product of the required set took 560 s of a cold CI run on 2 busy cores (issue
+34 doubled the argreduce kernels with its values mode, issue 33 split them by vector width), so
+CI samples it: the product runs with ``--run-slow`` or ``CUPYOPS_NVRTC_ARCHS=all``.
 """
 import os
 
@@ -66,16 +68,21 @@ def _archs():
     return tuple(a for a in archs if a in keep)
 
 
-#: under ``required``, the architectures every dtype compiles for (the occupancy checks')
-EVERY_DTYPE_ARCHS = OCCUPANCY_ARCHS
-#: under ``required``, the dtypes the other architectures compile
+#: under ``required``, the architecture every dtype compiles for (the H100/H200's)
+EVERY_DTYPE_ARCHS = (90,)
+#: under ``required``, the dtypes sm_75, sm_80, sm_100 and sm_120 compile
 ARCH_SENSITIVE_DTYPES = frozenset({"bool", "float16", "bfloat16", "float64", "complex128"})
+#: under ``required``, sm_86 and sm_89 (sm_80's instruction set, other SM limits) compile the
+#: 2-byte floats, whose arithmetic the 8.x family's headers choose by architecture
+SAME_ISA_AS_80 = frozenset({86, 89})
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
 SAMPLED = os.environ.get("CUPYOPS_NVRTC_ARCHS", "required").strip() == "required"
 
 
 def _checked(name, dt, arch) -> bool:
-    return (not SAMPLED or name == "selftest" or arch in EVERY_DTYPE_ARCHS
-            or str(dt) in ARCH_SENSITIVE_DTYPES)
+    if not SAMPLED or name == "selftest" or arch in EVERY_DTYPE_ARCHS:
+        return True
+    return str(dt) in (HALF_DTYPES if arch in SAME_ISA_AS_80 else ARCH_SENSITIVE_DTYPES)
 
 
 ARCHS = _archs()
