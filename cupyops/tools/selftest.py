@@ -293,14 +293,18 @@ def _prepare(device, dtypes):
     cupyops.precompile(dtypes=[d for d in wanted if d in served], device=device)
 
 
-def run(device="cpu", quick=False, ops=OPS, dtypes=None, seed=0, big_dtypes=None) -> dict:
+def run(device="cpu", quick=False, ops=OPS, dtypes=None, seed=0, big_dtypes=None,
+        prepare=True) -> dict:
     """The sweep; returns the record ``--json`` writes. ``big_dtypes``: only these dtypes
-    get the large inputs that reach the multi-block plan cases (default: every dtype)."""
+    get the large inputs that reach the multi-block plan cases (default: every dtype).
+    ``prepare``: compile every module of the dtypes first, in parallel (else each on its
+    first use: only what the sweep runs)."""
     dtypes = input_dtypes() if dtypes is None else [np.dtype(d) for d in dtypes]
     if big_dtypes is not None:
         big_dtypes = {np.dtype(d) for d in big_dtypes}
     t0 = time.perf_counter()
-    _prepare(device, dtypes)
+    if prepare:
+        _prepare(device, dtypes)
     compiled = time.perf_counter() - t0
     tally = Tally()
     sweep(device, quick, tuple(ops), dtypes, tally, seed, big_dtypes)
