@@ -509,7 +509,7 @@ def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, sm
             others |= d[1]
         for d in red[1:]:
             others |= d[1]
-        for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
+        for v in row_vec_widths(itemsize):
             if red[0][0] % v == 0 and base_byte % (v * itemsize) == 0 and others % v == 0:
                 vec = v
                 break
@@ -741,6 +741,16 @@ def _vec_widths(itemsize):
 
 
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
+
+
+def row_vec_widths(itemsize: int) -> tuple:
+    """The row kernel's vector widths above 1 element the planner may pick (widest first)."""
+    return _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize)
+
+
+def col_vec_widths(itemsize: int) -> tuple:
+    """The column kernel's groups a thread above 1 the planner may pick (:func:`_column`)."""
+    return (4 // itemsize,) if itemsize < 4 else ()
 
 
 def _write_unit(write, itemsize) -> int:
