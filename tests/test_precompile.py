@@ -145,6 +145,23 @@ def test_timing_report_from_records():
     json.dumps(recs)
 
 
+def test_timing_compare_with_an_earlier_run():
+    from cupyops.tools import nvrtc_timing as nt
+    base = dict(family="argreduce", grouping="runtime", load_s=0.0, preprocess_s=0.0,
+                reference_s=0.1, loadavg=1.0)
+    before = [dict(base, dtypes=["int8"], exprs=[f"k{i}<x>"], seconds=1.0, ratio=10.0)
+              for i in range(2)]
+    after = [dict(base, dtypes=["int8"], exprs=[f"k{i}<x, 1>"], seconds=0.5, ratio=r)
+             for i, r in enumerate((5.0, 6.0, 4.0))]
+    after.append(dict(base, family="nonzero", dtypes=["int8"], exprs=["n"], seconds=9.0,
+                      ratio=90.0))       # in one run only: not compared
+    lines = nt.compare_table(before, after)
+    assert "| argreduce | int8 | 2 | 20 | 1.00 (10.0x) | 3 | 15 | 0.50 (6.0x) |" in lines
+    assert "| argreduce | 2 | 2.0 | 20 | 3 | 1.5 | 15 | 0.75 |" in lines
+    assert "| all | 2 | 2.0 | 20 | 3 | 1.5 | 15 | 0.75 |" in lines
+    assert not any("nonzero" in ln for ln in lines)
+
+
 # ------------------------------------------------------------------------------------------
 # simt: one module a kernel, so the header every module includes is precompiled once
 # ------------------------------------------------------------------------------------------
