@@ -1043,9 +1043,8 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
         const U lo = (U)blockIdx.y * (U)p.chunk;
         const U rest = (U)p.group - lo;
         const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
-        const U step = (U)team * (U)p.vec;
-        ar_scan<T, I, V>(x + p.in_base + (I)in_off, lo + (U)t * (U)p.vec, hi, step, p, flip,
-                         best);
+        const U step = (U)team * (U)V;      // (V is the plan's vec: one source of truth)
+        ar_scan<T, I, V>(x + p.in_base + (I)in_off, lo + (U)t * (U)V, hi, step, p, flip, best);
     }
     if (block_team)
         ar_block_combine(best, last, ex);
