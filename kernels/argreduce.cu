@@ -13,16 +13,19 @@
 //       cupyops_datetime (datetime64/timedelta64 of any unit: int64 with NaT = INT64_MIN).
 //       Values are read as raw bits and turned into an ordering key.
 //   I - the internal index type: int (every offset, position and index < 2**31) or long long.
-// argmax/argmin, NaN skipping (nanarg*), the tie direction, the output mode, the index width and
-// the narrow (element-aligned only) loads and stores of complex values are runtime fields of
-// ArParams, so a module holds only 3 kernels x 2 index types (and their 3 values-mode twins).
+//   V - row and column kernels: the plan's p.vec (row: elements per vector load, 1, 4 or 16
+//       bytes' worth; column: groups a thread owns, 1 or 4 bytes' worth), so that each
+//       instantiation holds one scan and a first call compiles only the one its plan runs
+//       (issue 33: the scans of every width in one kernel took 2-3 times one).
+// argmax/argmin, NaN skipping (nanarg*), the tie direction, the output mode and the narrow
+// (element-aligned only) loads and stores of complex values are runtime fields of ArParams.
 //
 // Entry points (blocks of at most 256 threads; __launch_bounds__(256, 4) keeps >= 50% occupancy):
-//   argreduce_row<T, I>    groups whose innermost memory dimension is reduced: a team of
+//   argreduce_row<T, I, V> groups whose innermost memory dimension is reduced: a team of
 //                          p.team threads (1..32 lanes, or the whole block) per group,
 //                          vector loads of p.vec elements (packed keys for 1- and 2-byte
 //                          values: ar_scan_packed), warp shuffle then shared memory.
-//   argreduce_col<T, I>    groups whose innermost memory dimension is kept: threadIdx.x over
+//   argreduce_col<T, I, V> groups whose innermost memory dimension is kept: threadIdx.x over
 //                          groups (coalesced; p.vec neighbouring groups per thread with one
 //                          4-byte load for 1- and 2-byte values, packed keys:
 //                          ar_scan_cols_packed; hardmax writes their one-hots one word a
@@ -32,8 +35,8 @@
 //                          threadIdx.x over groups, threadIdx.y over the per-chunk partials
 //                          (combined in shared memory), then writes the index or the one-hot
 //                          hardmax output.
-//   argreduce_row_values, argreduce_col_values, argreduce_finish_values <T, I>: values mode,
-//                          the same kernels (the same device functions, instantiated with
+//   argreduce_row_values, argreduce_col_values <T, I, V>, argreduce_finish_values <T, I>:
+//                          values mode, the same kernels (the same device functions, instantiated with
 //                          VAL = true) taking one more pointer, vout (after out), where each
 //                          group's value is stored next to its index. Modes 0, 1 and 3 only (no
 //                          hardmax) and no nan_skip (NaN is the extreme; the host refuses it).
@@ -591,32 +594,22 @@ __device__ __forceinline__ void ar_scan_packed(const T* __restrict__ base,
                                           visit);
 }
 
-template <class T, class I, class Best>
+// The row scan of vectors of V elements (the plan's vec, a template parameter: a first call
+// compiles only its own scan): 1 element, 4 bytes or 16 bytes (the widths the planner picks
+// among); 1- and 2-byte values in vectors of 4 or 16 bytes take the packed keys (ar_scan_packed).
+template <class T, class I, int V, class Best>
 __device__ __forceinline__ void ar_scan(const T* __restrict__ base, typename cuo::unsigned_of<I>::type start,
                                         typename cuo::unsigned_of<I>::type hi,
-                                        typename cuo::unsigned_of<I>::type step, int vec,
+                                        typename cuo::unsigned_of<I>::type step,
                                         const ArParams& p, typename ArType<T>::key flip,
                                         Best& best)
 {
-    // vector widths: 1 element, 4 bytes or 16 bytes (the planner picks among these)
     constexpr int S = (int)sizeof(T);
-    if constexpr (S < 4) {         // 1- and 2-byte values: packed keys (ar_scan_packed)
-        if (vec == 4 / S) {
-            ar_scan_packed<T, I, 4 / S, ar_unroll(4 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
-            return;
-        }
-        if (vec == 16 / S) {
-            ar_scan_packed<T, I, 16 / S, ar_unroll(16 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
-            return;
-        }
-    }
-    if constexpr (S < 16) {
-        if (vec == 16 / S) {
-            ar_scan_v<T, I, 16 / S, ar_unroll(16 / S, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
-            return;
-        }
-    }
-    ar_scan_v<T, I, 1, ar_unroll(1, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+    static_assert(V == 1 || V * S == 4 || V * S == 16, "vectors of 1 element, 4 or 16 bytes");
+    if constexpr (S < 4 && V > 1)
+        ar_scan_packed<T, I, V, ar_unroll(V, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
+    else
+        ar_scan_v<T, I, V, ar_unroll(V, sizeof(I) == 8)>(base, start, hi, step, p, flip, best);
 }
 
 // Offsets of group o through the kept dimensions (divisions: once per thread).
@@ -1024,7 +1017,7 @@ __device__ __forceinline__ void ar_last_block(void* __restrict__ out, void* __re
 // Device level (one function per entry point)
 // ------------------------------------------------------------------------------------------
 
-template <class T, class I, bool VAL>
+template <class T, class I, bool VAL, int V>
 __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict__ out,
                                        void* __restrict__ vout,
                                        void* __restrict__ pkey, void* __restrict__ pidx,
@@ -1050,9 +1043,8 @@ __device__ __forceinline__ void ar_row(const T* __restrict__ x, void* __restrict
         const U lo = (U)blockIdx.y * (U)p.chunk;
         const U rest = (U)p.group - lo;
         const U hi = lo + ((U)p.chunk < rest ? (U)p.chunk : rest);
-        const U step = (U)team * (U)p.vec;
-        ar_scan<T, I>(x + p.in_base + (I)in_off, lo + (U)t * (U)p.vec, hi, step, p.vec, p, flip,
-                      best);
+        const U step = (U)team * (U)V;      // (V is the plan's vec: one source of truth)
+        ar_scan<T, I, V>(x + p.in_base + (I)in_off, lo + (U)t * (U)V, hi, step, p, flip, best);
     }
     if (block_team)
         ar_block_combine(best, last, ex);
@@ -1405,21 +1397,17 @@ __device__ __forceinline__ void ar_col_impl(const T* __restrict__ x, void* __res
     }
 }
 
-template <class T, class I, bool VAL>
+// V: groups a thread owns (the plan's vec, a template parameter: a first call compiles only its
+// own scan): 4 / sizeof(T) for values narrower than 4 bytes read with one 4-byte load covering
+// neighbouring groups, else 1.
+template <class T, class I, bool VAL, int V>
 __device__ __forceinline__ void ar_col(const T* __restrict__ x, void* __restrict__ out,
                                        void* __restrict__ vout,
                                        void* __restrict__ pkey, void* __restrict__ pidx,
                                        unsigned int* __restrict__ allnan, const ArParams& p)
 {
-    // values narrower than 4 bytes: 4-byte loads covering 4 / sizeof(T) neighbouring groups
-    constexpr int S = (int)sizeof(T);
-    if constexpr (S < 4) {
-        if (p.vec == 4 / S) {
-            ar_col_impl<T, I, 4 / S, VAL>(x, out, vout, pkey, pidx, allnan, p);
-            return;
-        }
-    }
-    ar_col_impl<T, I, 1, VAL>(x, out, vout, pkey, pidx, allnan, p);
+    static_assert(V == 1 || V * (int)sizeof(T) == 4, "1 group, or 4 bytes of groups, a thread");
+    ar_col_impl<T, I, V, VAL>(x, out, vout, pkey, pidx, allnan, p);
 }
 
 // Second pass of a split group. Block (x, y) threads: x over groups (coalesced partial reads
@@ -1468,20 +1456,20 @@ __device__ __forceinline__ void ar_finish(void* __restrict__ out, void* __restri
 // Entry points
 // ------------------------------------------------------------------------------------------
 
-template <class T, class I>
+template <class T, class I, int V>
 __global__ void __launch_bounds__(256, 4)
 argreduce_row(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
               void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_row<T, I, false>(x, out, nullptr, pkey, pidx, allnan, p);
+    ar_row<T, I, false, V>(x, out, nullptr, pkey, pidx, allnan, p);
 }
 
-template <class T, class I>
+template <class T, class I, int V>
 __global__ void __launch_bounds__(256, 4)
 argreduce_col(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ pkey,
               void* __restrict__ pidx, unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_col<T, I, false>(x, out, nullptr, pkey, pidx, allnan, p);
+    ar_col<T, I, false, V>(x, out, nullptr, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>
@@ -1494,22 +1482,22 @@ argreduce_finish(void* __restrict__ out, const void* __restrict__ pkey,
 
 // Values mode (max_and_argmax / min_and_argmin): the same kernels, also storing the winner's
 // bits to `vout` (modes 0, 1 and 3 only: no hardmax, no nan_skip).
-template <class T, class I>
+template <class T, class I, int V>
 __global__ void __launch_bounds__(256, 4)
 argreduce_row_values(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ vout,
                      void* __restrict__ pkey, void* __restrict__ pidx,
                      unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_row<T, I, true>(x, out, vout, pkey, pidx, allnan, p);
+    ar_row<T, I, true, V>(x, out, vout, pkey, pidx, allnan, p);
 }
 
-template <class T, class I>
+template <class T, class I, int V>
 __global__ void __launch_bounds__(256, 4)
 argreduce_col_values(const T* __restrict__ x, void* __restrict__ out, void* __restrict__ vout,
                      void* __restrict__ pkey, void* __restrict__ pidx,
                      unsigned int* __restrict__ allnan, ArParams p)
 {
-    ar_col<T, I, true>(x, out, vout, pkey, pidx, allnan, p);
+    ar_col<T, I, true, V>(x, out, vout, pkey, pidx, allnan, p);
 }
 
 template <class T, class I>

@@ -2,7 +2,7 @@
 // nonzero_coordinates) by warp-ballot compaction, and count_nonzero over any axes.
 //
 // Kernels (all launched with NZ_BLOCK = 256 threads):
-//   nonzero_tiles<T, Wide>(x, params, counter, status, out, count_out, stats, mask)
+//   nonzero_tiles<T, Wide, Vec>(x, params, counter, status, out, count_out, stats, mask)
 //     The input, in its logical row-major order, is cut into tiles of NZ_BLOCK * ITEMS elements
 //     (ITEMS = 16 for 1..4-byte types, 8 for 8-byte, 4 for 16-byte: 4096 / 4096 / 2048 / 1024).
 //     Warp w of a tile owns ITEMS * 32 consecutive elements; for each of its ITEMS rounds it
@@ -26,8 +26,9 @@
 //       NZ_MODE_PLACE (exact size, pass 2): tile = blockIdx.x; it stages its votes from the
 //         mask record and writes from the prefix there: the input is read once, the mask
 //         (an eighth of a 1-byte input) written once and read once.
-//     Packed path (params.vec: a 1- or 2-byte type whose reading dims merge into one contiguous
-//       run): the same tiles, cut at 16-byte boundaries of the address space (params.head
+//     Packed path (params.vec, and the template parameter Vec, so that a first call compiles
+//       only the read its plan runs: a 1- or 2-byte type whose reading dims merge into one
+//       contiguous run): the same tiles, cut at 16-byte boundaries of the address space (params.head
 //       elements of the first tile lie before x), each lane reading aligned 16-byte words
 //       (nz_vote_warp_vec): 4 or 2 elements tested per instruction (nz_packed, nonzero.cuh),
 //       counts by POPC, lane slots by a shuffle scan; words straddling the ends of the input are
@@ -576,7 +577,9 @@ __device__ __forceinline__ void nz_place_rows(const nz_params& p, void* out,
 }
 
 // ------------------------------------------------------------------ nonzero_tiles
-template <typename T, bool Wide>
+// Vec: the packed path (the plan's p.vec, a template parameter: a first call compiles only the
+// read its plan runs; issue 33).
+template <typename T, bool Wide, bool Vec>
 __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_params& p,
                                          nz_u64* counter, nz_u64* status, void* out,
                                          nz_i64* count_out, nz_u64* stats, nz_u32* mask)
@@ -586,6 +589,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
     constexpr int WARP_ITEMS = 32 * ITEMS;
     constexpr int TILE = NZ_BLOCK * ITEMS;
     static_assert(TILE <= 65536, "tile-local indices are staged as u16");
+    static_assert(!Vec || nz_packed<T>::ok, "the packed path: 1- and 2-byte types");
     __shared__ nz_u16 s_stage[TILE];
     __shared__ nz_u32 s_warp[NZ_WARPS];
     __shared__ nz_u64 s_bcast[2];
@@ -620,8 +624,8 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
         __syncthreads();
         run = nz_vote_mask<ITEMS>(s_mask + warp * ITEMS, stage_w, lane);
         voted = true;
-    } else if (nz_packed<T>::ok && p.vec) {
-        if constexpr (nz_packed<T>::ok) {
+    } else if (Vec) {
+        if constexpr (Vec) {
             // shifted indices (see nz_vote_warp_vec); the plan counted the tiles so
             const int head = p.head;   // from the host: see nz_count_run_vec on casts
             const char* xa = x - head * (int)sizeof(T);
@@ -647,7 +651,7 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
             voted = false;
     }
     if (!voted && rec != nullptr && lane < ITEMS) rec[lane] = 0u;   // a warp past the input
-    if (nz_packed<T>::ok && p.vec)
+    if (Vec)
         tile_base -= (idx_t)p.head;   // modulo 2^N: only valid (>= head) indices are staged
     nz_u32 wexcl;
     const nz_u32 cnt = nz_block_count(s_warp, run, warp, lane, wexcl);
@@ -661,12 +665,12 @@ __device__ __forceinline__ void nz_tiles(const T* __restrict__ x_, const nz_para
                         (nz_u32)(warp * WARP_ITEMS), excl, cnt, lane);
 }
 
-template <typename T, bool Wide>
+template <typename T, bool Wide, bool Vec>
 __global__ void __launch_bounds__(NZ_BLOCK)
 nonzero_tiles(const T* __restrict__ x, nz_params p, nz_u64* counter, nz_u64* status, void* out,
               nz_i64* count_out, nz_u64* stats, nz_u32* mask)
 {
-    nz_tiles<T, Wide>(x, p, counter, status, out, count_out, stats, mask);
+    nz_tiles<T, Wide, Vec>(x, p, counter, status, out, count_out, stats, mask);
 }
 
 // ------------------------------------------------------------------ nonzero_tiles_t

@@ -683,3 +683,28 @@ def test_column_combine_is_not_bank_conflicted(dtype, shape, axis):
     for r in cols:
         assert r.shared_wavefronts / r.shared_accesses <= 2, (r.kernel, r.shared_wavefronts,
                                                               r.shared_accesses)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.int8), np.dtype(np.float16), np.dtype(np.float32)],
+                         ids=str)
+def test_launch_names_the_instantiation_of_its_plans_vec(dtype):
+    """Issue 33: the row and column kernels' vec is a template parameter (an instantiation
+    holds one scan): each launch names the instantiation of its plan's vec, and every vec the
+    family declares is one some layout's plan picks."""
+    from cupyops.ops.argreduce import family as F
+    x = aligned(background(dtype, (8, 64), np.random.default_rng(3)))
+    seen = set()
+    # rows: widest vectors, a 4-byte-aligned start, one element; columns: packed, misaligned
+    for arr, axis in ((x, 1), (x[:, 4:], 1), (x[:, 1:], 1), (x, 0), (x[:, 1:], 0)):
+        with _trace.recording() as t:
+            r = G.argreduce(BE, arr, (axis,), kind="max", tie="first",
+                            index_dtype=np.dtype(np.int64))
+        plan = t.plans[0]
+        kernel = {"row": F.ROW, "col": F.COL}[plan.kernel]
+        assert t.launches[0][0] == F.expression(kernel, dtype, plan.use_64bit, plan.vec)
+        np.testing.assert_array_equal(r, np.argmax(arr, axis=axis))
+        seen.add((plan.kernel, plan.vec))
+    want = {("row", v) for v in F.vecs(F.ROW, dtype)} | {("col", v) for v in F.vecs(F.COL, dtype)}
+    assert seen == want, seen
+    with pytest.raises(ValueError, match="vec must be one of"):
+        F.expression(F.ROW, dtype, False, 3)

@@ -110,12 +110,17 @@ def test_every_dtype(be, dtype):
 
 def test_registered_expressions():
     """Bool and integers share an unsigned instantiation per size: 9 value types x 3 kernels x
-    {32, 64}-bit = 54 distinct instantiations behind the 14 dtype modules."""
+    {32, 64}-bit = 54 distinct instantiations behind the 14 dtype modules, and the tile kernel
+    of the 3 value types of 1 and 2 bytes also with its packed path (issue 33: a template
+    parameter) at both widths: 60."""
     exprs = {e for dt in DTYPES for e in GF.FAMILY.expressions_for(dt)}
-    assert len(exprs) == 54 and all(len(GF.FAMILY.expressions_for(dt)) == 6 for dt in DTYPES)
+    assert len(exprs) == 54 + 6
+    assert all(len(GF.FAMILY.expressions_for(dt)) == (8 if dt.itemsize <= 2 else 6)
+               for dt in DTYPES)
     assert GF.expressions(np.int32) == GF.expressions(np.uint32)
     assert GF.expressions(np.bool_) == GF.expressions(np.int8)
-    assert "nonzero_tiles<float, true>" in GF.expressions(np.float32)
+    assert "nonzero_tiles<float, true, false>" in GF.expressions(np.float32)
+    assert "nonzero_tiles<unsigned char, false, true>" in GF.expressions(np.bool_)
 
 
 def test_zero_rules():
@@ -386,7 +391,8 @@ def test_force_64bit(be, dtype):
                                           np.count_nonzero(x, axis=ax))
     np.testing.assert_array_equal(c[:100], np.argwhere(x)[:100])
     assert all(p.wide for p in t.plans)
-    assert all(name.endswith("true>") for name, *_ in t.launches)
+    # (the Wide template argument, the second: the tile kernel's third is its packed path)
+    assert all(name[:-1].split("<", 1)[1].split(", ")[1] == "true" for name, *_ in t.launches)
 
 
 # ------------------------------------------------------------------------------ count_nonzero

@@ -303,10 +303,10 @@ def test_real_family_row_kernel_uses_its_16_byte_loop():
     rows = ir._family_job(("argreduce", "int8", 90, str(ir.default_cache_dir())))
     assert rows["ok"], rows
     by = {r["kernel"]: r for r in rows["rows"]}
-    row = by["argreduce_row<signed char, int>"]
+    row = by["argreduce_row<signed char, int, 16>"]
     assert row["kind"] == "loop" and row["widest_load_bytes"] == 16 and row["elements"] == 16
     assert by["argreduce_finish<signed char, int>"]["kind"] == "none"
-    col = by["argreduce_col<signed char, int>"]
+    col = by["argreduce_col<signed char, int, 4>"]
     assert col["kind"] == "loop" and col["widest_load_bytes"] == 4 and col["elements"] == 16
 
 

@@ -597,3 +597,18 @@ def test_count_plan_32bit_margin():
     # the element path adds them as pointers: only each side must fit
     p = plan((2, 2**28), (3 * 2**29, 4), 4, (1,))
     assert p.mode == 0 and not p.vec and not p.wide
+
+
+def test_tile_launch_names_the_instantiation_of_its_plans_path(be):
+    """Issue 33: the tile kernel's packed path is a template parameter: a contiguous 1-byte
+    input launches the packed instantiation (both passes), a strided one the other."""
+    from cupyops.ops.nonzero import family as F
+    x = from_bits(np.arange(4096) % 3, np.uint8)
+    for arr, vec in ((x, True), (x[::2], False)):
+        with _trace.recording() as t:
+            np.testing.assert_array_equal(G.argwhere(be, arr, np.int64), np.argwhere(arr))
+        names = [launch[0] for launch in t.launches]
+        assert names == [F.expression(F.TILES, arr.dtype, False, vec)] * 2, names
+    assert F.vecs(F.TILES, np.float32) == (False,)
+    with pytest.raises(ValueError, match="vec must be one of"):
+        F.expression(F.TILES, np.float32, False, True)

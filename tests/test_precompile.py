@@ -44,9 +44,10 @@ def test_cli_precompiles_the_chosen_modules(fake_simt, capsys):
     assert rc == 0
     fam = m.get_family("nonzero")
     want = {g for dt in (np.float32, np.int8) for g in fam.modules_for(dt)}
-    assert set(fake_simt) == want and len(fake_simt) == len(want) == 12
+    # float32: 3 kernels x 2 index widths; int8: the tile kernel also with its packed path
+    assert set(fake_simt) == want and len(fake_simt) == len(want) == 6 + 8
     out = capsys.readouterr().out
-    assert "12 kernels of 2 family x dtype pairs ready on simt" in out
+    assert "14 kernels of 2 family x dtype pairs ready on simt" in out
 
 
 def test_cli_names_a_bad_argument(fake_simt, capsys):
@@ -93,8 +94,9 @@ def test_timing_plan_is_the_library_modules():
     assert [j["dtypes"] for j in family] == [["bool", "int8"], ["float32"]]
     assert family[0]["source"] == m.module_source("nonzero")
     assert family[0]["exprs"] == list(fam.expressions_for(np.bool_))
-    # after: the registry's modules, bool and int8 sharing theirs, with the runtime source
-    assert len(runtime) == 12
+    # after: the registry's modules, bool and int8 sharing theirs (8: the tile kernel also
+    # with its packed path), float32 6, with the runtime source
+    assert len(runtime) == 8 + 6
     for j in runtime:
         assert j["source"] == m.module_source("nonzero", tuple(j["exprs"]))
         assert j["options"] == list(m.compile_options(fam))
@@ -134,12 +136,30 @@ def test_timing_report_from_records():
     recs += [dict(base, grouping="runtime", exprs=[e], seconds=0.5, ratio=5.0) for e in exprs]
     text = nt.report(recs)
     assert ("| argmin / argmax / nanarg* / hardmax | float32 | 4.04 (40.4x) | 0.54 (5.4x), row "
-            "or decode | 1.04 (10.4x), split rows | 1.04 (10.4x), split rows |") in text
+            "or decode, vec 4 | 1.04 (10.4x), split rows, vec 4 | 1.04 (10.4x), split rows, "
+            "vec 4 |") in text
     n = len(exprs)                    # index and values modes of each kernel
     assert n >= 6 and f"| family | 1 | 4.0 | 40 |" in text
     assert f"| runtime | {n} | {0.5 * n:.1f} | {5 * n} |" in text
     assert f"runtime / family: {0.5 * n / 4:.2f} in seconds" in text
     json.dumps(recs)
+
+
+def test_timing_compare_with_an_earlier_run():
+    from cupyops.tools import nvrtc_timing as nt
+    base = dict(family="argreduce", grouping="runtime", load_s=0.0, preprocess_s=0.0,
+                reference_s=0.1, loadavg=1.0)
+    before = [dict(base, dtypes=["int8"], exprs=[f"k{i}<x>"], seconds=1.0, ratio=10.0)
+              for i in range(2)]
+    after = [dict(base, dtypes=["int8"], exprs=[f"k{i}<x, 1>"], seconds=0.5, ratio=r)
+             for i, r in enumerate((5.0, 6.0, 4.0))]
+    after.append(dict(base, family="nonzero", dtypes=["int8"], exprs=["n"], seconds=9.0,
+                      ratio=90.0))       # in one run only: not compared
+    lines = nt.compare_table(before, after)
+    assert "| argreduce | int8 | 2 | 20 | 1.00 (10.0x) | 3 | 15 | 0.50 (6.0x) |" in lines
+    assert "| argreduce | 2 | 2.0 | 20 | 3 | 1.5 | 15 | 0.75 |" in lines
+    assert "| all | 2 | 2.0 | 20 | 3 | 1.5 | 15 | 0.75 |" in lines
+    assert not any("nonzero" in ln for ln in lines)
 
 
 # ------------------------------------------------------------------------------------------

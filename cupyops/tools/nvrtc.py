@@ -332,6 +332,8 @@ def compile_ptx(source: str, arch: int, options: tuple = (), name_expressions: t
 
 _PTX_FUNC_START = re.compile(r"^(?=(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\b)", re.M)
 _PTX_FUNC_NAME = re.compile(r"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
+_PTX_DEMOTED = re.compile(r"^[ \t]*// demoted variable\n[ \t]*(\.shared [^\n]*;)[ \t]*\n", re.M)
+_PTX_BLANK_RUN = re.compile(r"\n(?:[ \t]*\n){2,}")
 _PTX_LABEL = re.compile(r"\$L__BB\d+_")
 _PTX_LINKAGE_NOTE = re.compile(r"^\s*// \.(?:globl|weak)\b.*$", re.M)
 
@@ -339,13 +341,19 @@ _PTX_LINKAGE_NOTE = re.compile(r"^\s*// \.(?:globl|weak)\b.*$", re.M)
 def ptx_functions(ptx: str) -> tuple[list, dict]:
     """(the module-level lines, ``{name: text}`` of every ``.entry`` and ``.func``) of a PTX
     module, normalised for comparing one kernel across modules: comments naming the next
-    function's linkage dropped, and block labels (``$L__BB<function number>_<block>``) stripped
-    of the function's number in its module."""
+    function's linkage dropped, block labels (``$L__BB<function number>_<block>``) stripped
+    of the function's number in its module, runs of blank lines as one, and a ``__shared__``
+    variable NVVM demoted into the one kernel that uses it counted as the module-level
+    declaration it is in a module where several kernels use it (the same variable: a
+    function-static ``__shared__`` of a device function that several instantiations call,
+    e.g. ar_last_block's ticket flag)."""
     text = _PTX_LINKAGE_NOTE.sub("", ptx)
     parts = _PTX_FUNC_START.split(text)
     header = [ln for ln in parts[0].splitlines() if ln.strip() and not ln.lstrip().startswith("//")]
     funcs = {}
     for part in parts[1:]:
+        header += [m.group(1) for m in _PTX_DEMOTED.finditer(part)]
+        part = _PTX_BLANK_RUN.sub("\n\n", _PTX_DEMOTED.sub("", part))
         funcs[_PTX_FUNC_NAME.search(part).group(1)] = _PTX_LABEL.sub("$L__BB_", part).rstrip()
     return header, funcs
 

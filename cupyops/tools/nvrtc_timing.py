@@ -25,6 +25,7 @@ CLI::
         [--family F] [--dtype D ...] [--arch 90] [--markdown out.md]
     python -m cupyops.tools.nvrtc_timing --precompile-wall --workers 1 --workers 2
     python -m cupyops.tools.nvrtc_timing --from-json out.json --markdown out.md
+        [--compare earlier.json]    # per family x dtype against an earlier checkout's run
 
 Needs cuda-bindings and nvidia-cuda-nvrtc (the ``test`` extra) and, for CuPy's include
 options, CuPy (without it the options are :func:`cupyops.tools.nvrtc.cupy_options`, said in
@@ -49,7 +50,7 @@ from cupyops.core import modules as _modules
 from cupyops.tools import nvrtc as _nvrtc
 
 __all__ = ["REFERENCE_SOURCE", "REFERENCE_EXPRESSIONS", "cupy_path_options", "plan_jobs",
-           "time_jobs", "worker", "report", "main"]
+           "time_jobs", "worker", "report", "compare_table", "main"]
 
 REFERENCE_SOURCE = r"""
 // Reference module for NVRTC timings: a block reduction to the largest element's index,
@@ -369,6 +370,46 @@ def report(records, dtypes=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare_table(before, after) -> list:
+    """Markdown lines comparing the ``runtime`` records of two runs (an earlier checkout's,
+    ``before``, and this one's) per family x value dtype: modules, their sum and the slowest
+    one (the most a first call's kernel costs), in reference units and seconds, and the totals
+    of each family and of both runs."""
+    def by(records):
+        out: dict = {}
+        for r in records:
+            if r["grouping"] == "runtime":
+                for dt in r["dtypes"]:
+                    out.setdefault((r["family"], dt), []).append(r)
+        return out
+
+    def cells(rs):
+        worst = max(rs, key=lambda r: r["ratio"])
+        return (f"{len(rs)} | {sum(r['ratio'] for r in rs):.0f} | "
+                f"{_fmt(worst['seconds'], worst['ratio'])}")
+    old, new = by(before), by(after)
+    lines = ["| family | dtype | before: modules | x ref (sum) | slowest s (x ref) | after: "
+             "modules | x ref (sum) | slowest s (x ref) |", "| --- | --- | --- | --- | --- | "
+             "--- | --- | --- |"]
+    keys = set(old) & set(new)
+    order = {d: i for i, d in enumerate(_size_order(sorted({k[1] for k in keys})))}
+    for key in sorted(keys, key=lambda k: (k[0], order[k[1]])):
+        lines.append(f"| {key[0]} | {key[1]} | {cells(old[key])} | {cells(new[key])} |")
+    lines += ["", "| family | before: modules | NVRTC s | x ref | after: modules | NVRTC s | "
+              "x ref | after / before (x ref) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    fams = sorted({k[0] for k in set(old) & set(new)})
+    for fam in fams + ["all"]:
+        rows = []
+        for recs in (before, after):
+            rs = [r for r in recs if r["grouping"] == "runtime" and fam in (r["family"], "all")
+                  and (fam != "all" or r["family"] in fams)]
+            rows.append((len(rs), sum(r["seconds"] for r in rs), sum(r["ratio"] for r in rs)))
+        (n0, s0, x0), (n1, s1, x1) = rows
+        lines.append(f"| {fam} | {n0} | {s0:.1f} | {x0:.0f} | {n1} | {s1:.1f} | {x1:.0f} | "
+                     f"{x1 / x0:.2f} |")
+    return lines
+
+
 def _short(option: str) -> str:
     # include folders shortened to their last parts: the report is about time, not paths
     if option.startswith("-I"):
@@ -478,6 +519,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(docs/kernels.md), after a heading, replacing an earlier one")
     p.add_argument("--table-dtype", action="append",
                    help="dtypes of the per-kernel table (default: 3 smallest, 3 largest)")
+    p.add_argument("--compare", metavar="BEFORE_JSON",
+                   help="also compare with an earlier run's --json (e.g. of an earlier checkout)")
     p.add_argument("--precompile-wall", action="store_true",
                    help="time precompile's threads over every module instead")
     p.add_argument("--workers", action="append", type=int,
@@ -514,6 +557,11 @@ def main(argv=None) -> int:
             Path(args.json).write_text(json.dumps({"command": command, "records": records},
                                                   indent=1))
     text = report(records, args.table_dtype)
+    if args.compare:
+        earlier = json.loads(Path(args.compare).read_text())
+        text += (f"\n### Before and after (before: `{earlier.get('command', '?')}` of the earlier "
+                 "checkout; slowest: the costliest kernel a first call may compile)\n\n"
+                 + "\n".join(compare_table(earlier["records"], records)) + "\n")
     if args.update_docs:
         update_docs(Path(args.update_docs), text, command)
     if args.markdown:

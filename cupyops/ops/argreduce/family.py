@@ -4,9 +4,10 @@ with cupyops.core.modules at import.
 Per value dtype, the entry points ``argreduce_row``, ``argreduce_col`` and
 ``argreduce_finish``, and their values-mode twins ``*_values`` (max_and_argmax /
 min_and_argmin: the winner's value too, from the same reduction), each for ``I = int`` and
-``I = long long`` (12 name expressions a dtype), each compiled as a module of its own (the
-registry's default grouping): a first call compiles the one or two kernels its plan launches
-(:func:`first_calls`).
+``I = long long``, the row and column kernels also for each ``vec`` the planner may pick
+(:func:`vecs`: a template parameter, so that an instantiation holds one scan; 12 to 24 name
+expressions a dtype), each compiled as a module of its own (the registry's default grouping): a
+first call compiles the one or two kernels its plan launches (:func:`first_calls`).
 datetime64 and timedelta64 of every unit run the module of the one canonical dtype
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed
 as int64 (CuPy has no datetime dtypes). No other module names these entry points.
@@ -17,9 +18,10 @@ import numpy as np
 
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
+from cupyops.ops.argreduce import plan as _plan
 
 __all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "KERNELS", "expression",
-           "expressions", "first_calls", "ROW", "COL", "FINISH", "VALUE_KERNELS", "ROW_V",
+           "expressions", "vecs", "first_calls", "ROW", "COL", "FINISH", "VALUE_KERNELS", "ROW_V",
            "COL_V", "FINISH_V"]
 
 FAMILY = "argreduce"
@@ -36,23 +38,40 @@ ROW_V, COL_V, FINISH_V = (k + "_values" for k in KERNELS)
 VALUE_KERNELS = (ROW_V, COL_V, FINISH_V)
 INDEX_CTYPES = {False: "int", True: "long long"}
 
-_EXPRS: dict = {}     # (kernel, dtype, 64-bit) -> name expression: a few dozen in all
+_EXPRS: dict = {}     # (kernel, dtype, 64-bit, vec) -> name expression: a few hundred in all
 
 
-def expression(kernel: str, dtype, use_64bit: bool) -> str:
-    """The name expression of entry point ``kernel`` for value ``dtype`` and index width."""
-    key = (kernel, dtype, use_64bit)
+def vecs(kernel: str, dtype) -> tuple:
+    """The ``vec`` values (the row kernel's elements per vector load, the column kernel's groups
+    a thread owns) the planner picks for ``kernel`` and ``dtype``, widest first: each is an
+    instantiation of its own (a template parameter), so a first call compiles the one scan its
+    plan runs. The finish kernel has none: ``(None,)``."""
+    size = np.dtype(dtype).itemsize
+    if kernel in (ROW, ROW_V):
+        return _plan.row_vec_widths(size) + (1,)
+    if kernel in (COL, COL_V):
+        return _plan.col_vec_widths(size) + (1,)
+    return (None,)
+
+
+def expression(kernel: str, dtype, use_64bit: bool, vec: int | None = None) -> str:
+    """The name expression of entry point ``kernel`` for value ``dtype``, index width and (row
+    and column kernels) ``vec`` (one of :func:`vecs`; ``ValueError`` otherwise)."""
+    key = (kernel, dtype, use_64bit, vec)
     expr = _EXPRS.get(key)
     if expr is None:
-        expr = _EXPRS[key] = _modules.name_expression(kernel, np.dtype(dtype),
-                                                      INDEX_CTYPES[bool(use_64bit)])
+        if vec not in vecs(kernel, dtype):
+            raise ValueError(f"{kernel} for {np.dtype(dtype)}: vec must be one of "
+                             f"{vecs(kernel, dtype)}, got {vec!r}")
+        args = (np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)]) + (() if vec is None else (vec,))
+        expr = _EXPRS[key] = _modules.name_expression(kernel, *args)
     return expr
 
 
 def expressions(dtype) -> tuple:
-    """Every name expression of the module for one value dtype."""
-    return tuple(expression(k, dtype, b) for k in KERNELS + VALUE_KERNELS
-                 for b in (False, True))
+    """Every name expression of the family for one value dtype."""
+    return tuple(expression(k, dtype, b, v) for k in KERNELS + VALUE_KERNELS
+                 for b in (False, True) for v in vecs(k, dtype))
 
 
 OPS = "argmin / argmax / nanarg* / hardmax"
@@ -61,16 +80,19 @@ VALUE_OPS = "max_and_argmax / min_and_argmin"
 
 def first_calls(dtype) -> tuple:
     """The kernels a first call of each plan kind launches (for the NVRTC timing tool): row
-    and decode plans the row kernel, column plans the column kernel, split plans either one and
-    the finish, at each index width."""
+    and decode plans the row kernel of their vec, column plans the column kernel of theirs,
+    split plans either one and the finish, at each index width. The first is the common one (a
+    row plan with the widest vectors, 32-bit indexing)."""
     plans = []
-    for ops, kernels in ((OPS, KERNELS), (VALUE_OPS, VALUE_KERNELS)):
+    for ops, (row, col, finish) in ((OPS, KERNELS), (VALUE_OPS, VALUE_KERNELS)):
         for wide in (False, True):
-            row, col, finish = (expression(k, dtype, wide) for k in kernels)
-            plans += [_modules.FirstCall(ops, "row or decode", wide, (row,)),
-                      _modules.FirstCall(ops, "column", wide, (col,)),
-                      _modules.FirstCall(ops, "split rows", wide, (row, finish)),
-                      _modules.FirstCall(ops, "split columns", wide, (col, finish))]
+            fin = expression(finish, dtype, wide)
+            for kernel, kind in ((row, "row"), (col, "column")):
+                for v in vecs(kernel, dtype):
+                    e = expression(kernel, dtype, wide, v)
+                    name = (f"{kind} or decode" if kind == "row" else kind) + f", vec {v}"
+                    plans += [_modules.FirstCall(ops, name, wide, (e,)),
+                              _modules.FirstCall(ops, f"split {kind}s, vec {v}", wide, (e, fin))]
     return tuple(plans)
 
 

@@ -5,8 +5,9 @@ Plans with :func:`cupyops.ops.argreduce.plan.plan_argreduce`, records the plan i
 and launches at most two kernels. No host synchronisation, no copy of the input.
 
 Family ``"argreduce"`` (registered at import): per value dtype, the kernels ``argreduce_row``,
-``argreduce_col`` and ``argreduce_finish``, each for ``I = int`` and ``I = long long``
-(6 expressions a dtype, 90 in all). datetime64 and timedelta64 of every unit run the module of
+``argreduce_col`` and ``argreduce_finish``, each for ``I = int`` and ``I = long long``, the row
+and column kernels also for the plan's ``vec`` (a template parameter: the launch names the
+instantiation of its plan's; cupyops/ops/argreduce/family.py). datetime64 and timedelta64 of every unit run the module of
 the one canonical dtype ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the
 extreme) on the input viewed as int64 (CuPy has no datetime dtypes): ``datetime=True``.
 
@@ -194,7 +195,8 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
         row, col, fin = ROW_V, COL_V, FINISH_V
     else:
         row, col, fin = ROW, COL, FINISH
-    main = (FAMILY, vdt, expression(row if plan.kernel == "row" else col, vdt, plan.use_64bit))
+    main = (FAMILY, vdt, expression(row if plan.kernel == "row" else col, vdt, plan.use_64bit,
+                                    plan.vec))
     arg = backend.struct_arg      # (the by-value struct as this backend passes it, made once)
     final_mode = MODE_HARDMAX if hardmax else MODE_INDEX
     out_width = 0 if hardmax else out_dtype.itemsize

@@ -509,7 +509,7 @@ def _row_team(kept, red, red_mem, itemsize, group, n_out, hardmax, base_byte, sm
             others |= d[1]
         for d in red[1:]:
             others |= d[1]
-        for v in _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize):
+        for v in row_vec_widths(itemsize):
             if red[0][0] % v == 0 and base_byte % (v * itemsize) == 0 and others % v == 0:
                 vec = v
                 break
@@ -551,13 +551,13 @@ def _column(kept, red, k0, itemsize, group, n_out, hardmax, base_byte, smem_key,
     # values narrower than 4 bytes: a thread owns 4 // itemsize neighbouring groups of the
     # contiguous innermost kept dimension and reads them with one 4-byte load (hardmax: and
     # writes their one-hots a 4-byte word a position, where the output is laid out so too)
-    if itemsize < 4 and k0 == 1:
-        v = 4 // itemsize
+    for v in (col_vec_widths(itemsize) if k0 == 1 else ()):
         if (k0n % v == 0 and all(d[1] % v == 0 for d in kept[1:])
                 and all(d[1] % v == 0 for d in red)
                 and base_byte % (v * itemsize) == 0
                 and (not hardmax or _packed_out(kept, *hardmax, v))):
             vec = v
+            break
     n_vec_out = n_out // vec
     n = min(k0n // vec, n_vec_out)          # (powers of two, as _pow2ceil)
     bx = min(32, (1 << (n - 1).bit_length()) if n > 1 else 1)
@@ -741,6 +741,16 @@ def _vec_widths(itemsize):
 
 
 _VEC_WIDTHS = {s: _vec_widths(s) for s in (1, 2, 4, 8, 16)}
+
+
+def row_vec_widths(itemsize: int) -> tuple:
+    """The row kernel's vector widths above 1 element the planner may pick (widest first)."""
+    return _VEC_WIDTHS.get(itemsize) or _vec_widths(itemsize)
+
+
+def col_vec_widths(itemsize: int) -> tuple:
+    """The column kernel's groups a thread above 1 the planner may pick (:func:`_column`)."""
+    return (4 // itemsize,) if itemsize < 4 else ()
 
 
 def _write_unit(write, itemsize) -> int:

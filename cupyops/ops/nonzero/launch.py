@@ -61,9 +61,10 @@ def _config(backend, p, dtype, name, grid):
     key = ("launch", name, dtype, grid)
     hit = p.memo.get(key)
     if hit is None:
+        vec = bool(p.vec) if name == TILES else None
         if name == TILES and getattr(p, "tr", ()):
-            name = TILES_T
-        expr = expression(name, dtype, p.wide)
+            name, vec = TILES_T, None
+        expr = expression(name, dtype, p.wide, vec)
         hit = p.memo[key] = (expr, backend.check_launch(expr, (grid,), (p.block,), 0))
     return hit
 
