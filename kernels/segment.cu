@@ -159,7 +159,9 @@ __device__ __forceinline__ I sg_clamp_lane(I f, I n)
 }
 
 // The raw bits of the element `off` bytes from x's element 0 (narrow: a complex value only
-// element-aligned, read as two half-width words).
+// element-aligned, read as two half-width words). Through the read-only path (__ldg: x is
+// never written during the launch), as argreduce's loads of its restrict input are; the
+// issue-rate model (cupyops/bench/issue_rate.py) knows the input's loads by it.
 template <class T>
 __device__ __forceinline__ typename ArType<T>::bits sg_load(const unsigned char* x, long long off,
                                                            bool narrow)
@@ -180,12 +182,12 @@ __device__ __forceinline__ typename ArType<T>::bits sg_load(const unsigned char*
     } else {
         if constexpr (ArType<T>::kind == 4) {
             if (narrow) {
-                const cuo::u32 lo = *reinterpret_cast<const cuo::u32*>(a);
-                const cuo::u32 hi = *reinterpret_cast<const cuo::u32*>(a + 4);
+                const cuo::u32 lo = __ldg(reinterpret_cast<const cuo::u32*>(a));
+                const cuo::u32 hi = __ldg(reinterpret_cast<const cuo::u32*>(a + 4));
                 return (B)lo | ((B)hi << 32);
             }
         }
-        return *reinterpret_cast<const B*>(a);
+        return __ldg(reinterpret_cast<const B*>(a));
     }
 }
 

@@ -408,3 +408,18 @@ def test_simt_traffic_goal(dist, trailing):
     touched = traffic.summarize_launches(rec.launches)["sectors"]
     minimum = traffic.min_sectors([x[o[0]:o[-1]], o], [r])
     assert touched <= 1.05 * minimum, (dist, trailing, touched / minimum)
+
+
+def test_benchmark_traffic_counts_the_offsets():
+    """The benchmark's simt run of a segment case (cupyops.bench.bench.run_case) takes the
+    offsets into the minimum (the call names them, ``fn.traffic_inputs``) and reports issue
+    35's goal, 1.05, for it."""
+    from cupyops.bench import bench
+    from cupyops.bench.cases import Case
+    from cupyops.ops.segment.bench import offsets_for_case
+    case = Case("segment_argmax", "short R=1", "float32", (1 << 16,), {"dist": "short"})
+    rec = bench.run_case(case, "simt", "quick", 0.01, False)[0]
+    o = offsets_for_case(case)
+    assert rec["ok"] and rec["goal"] == 1.05 and rec["goal_met"], rec
+    x_sectors = (1 << 16) * 4 // 32                  # (the benchmark's x is 256-byte aligned)
+    assert abs(rec["min_sectors_load"] - x_sectors - -(-o.nbytes // 32)) <= 1, rec
