@@ -86,11 +86,16 @@ def _pieces(starts, ends, rows, R, long_rows):
     longs = np.flatnonzero(is_long)
     span = int(ends[-1] - starts[0])
     marks = starts[0] + np.arange(1, span * max(R, 1) // PIECE + 1) * PIECE // max(R, 1)
-    cuts = np.unique(np.concatenate([[0, S], np.searchsorted(starts, marks), longs, longs + 1]))
-    out = []
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-        if not (b == a + 1 and is_long[a]):
-            out.append((a, b, int(starts[a]), int(ends[b - 1])))
+    cut = np.zeros(S + 1, bool)             # (a mask, not np.unique: O(S), no sort or hash)
+    cut[[0, S]] = True
+    cut[np.searchsorted(starts, marks)] = True
+    cut[longs] = True
+    cut[longs + 1] = True
+    cuts = np.flatnonzero(cut)
+    a, b = cuts[:-1], cuts[1:]
+    runs = ~((b == a + 1) & is_long[a])     # (a long segment alone is no run)
+    a, b = a[runs], b[runs]
+    out = list(zip(a.tolist(), b.tolist(), starts[a].tolist(), ends[b - 1].tolist()))
     long_rows = max(1, PIECE_LONG // max(R, 1))
     rows = rows[longs]
     huge = rows > long_rows
