@@ -21,7 +21,7 @@
 // the N = offsets[S] - offsets[0] rows with the S segment ends (an end comes after its
 // segment's rows): TOT = N + S items, cut into p.nblocks equal ranges [D_b, D_b+1), D_b =
 // floor(b TOT / nblocks), one block each (grid.y: strips of 2**cw_log2 columns). A block finds
-// its start (ends before D_b) by a galloping search from the proportional guess over the
+// its start (ends before D_b) and its last end (ends before D_b+1) by two searches over the
 // offsets, then walks its range in steps: a window of the next ends in shared memory (loaded
 // coalesced, as many as the step can use, growing geometrically), the step's rows staged in
 // shared memory (coalesced: consecutive threads read consecutive rows, or consecutive columns of
@@ -68,15 +68,16 @@ extern __shared__ unsigned long long sg_smem[];
 // What a block's thread 0 finds at its start (sg_setup), read back from shared memory where it
 // is used once (after the walk): kept out of the walk's registers, which the 64-bit instantiations
 // need (0 spills).
-__shared__ long long sg_head[8];
+__shared__ long long sg_head[9];
 enum { SG_HEAD_O0, SG_HEAD_N, SG_HEAD_D0, SG_HEAD_D1, SG_HEAD_KL, SG_HEAD_START_L, SG_HEAD_END_L,
-       SG_HEAD_PREV };
+       SG_HEAD_PREV, SG_HEAD_KR };
 
 #include "argcompare.cuh"  // ArType, ar_key, ar_better, ArBest, ArWire, ar_store_*
 
 #define SG_MAX_DIMS 8
 #define SG_THREADS 256
 #define SG_WCAP_MAX 1024     // the window's largest capacity (p.wcap <= it)
+#define SG_STAGE_FRONT 128   // bytes of the staged rows' front pad
 
 // Kernel parameters, passed by value. Defined once on the host by the SegParams Struct of
 // cupyops/ops/segment/params.py, which packs it: keep the two in the same order.
@@ -146,8 +147,21 @@ __device__ __forceinline__ I sg_clamp(long long v, long long lo, long long hi)
     return (I)(v < lo ? lo : (v > hi ? hi : v));
 }
 
+// A lane's element f of a warp-aligned loop clamped into [0, n - 1] (n >= 1), as a max and a
+// min: the lanes outside it load an element of the same line. (Written as nested branches,
+// g++ threads the caller's later `f == g` test through them and gives those lanes a load site
+// of their own, which simt counts as a second warp load; NVRTC selects either way.)
+template <class I>
+__device__ __forceinline__ I sg_clamp_lane(I f, I n)
+{
+    const I lo = f > (I)0 ? f : (I)0;
+    return lo < n - 1 ? lo : n - 1;
+}
+
 // The raw bits of the element `off` bytes from x's element 0 (narrow: a complex value only
-// element-aligned, read as two half-width words).
+// element-aligned, read as two half-width words). Through the read-only path (__ldg: x is
+// never written during the launch), as argreduce's loads of its restrict input are; the
+// issue-rate model (cupyops/bench/issue_rate.py) knows the input's loads by it.
 template <class T>
 __device__ __forceinline__ typename ArType<T>::bits sg_load(const unsigned char* x, long long off,
                                                            bool narrow)
@@ -168,12 +182,12 @@ __device__ __forceinline__ typename ArType<T>::bits sg_load(const unsigned char*
     } else {
         if constexpr (ArType<T>::kind == 4) {
             if (narrow) {
-                const cuo::u32 lo = *reinterpret_cast<const cuo::u32*>(a);
-                const cuo::u32 hi = *reinterpret_cast<const cuo::u32*>(a + 4);
+                const cuo::u32 lo = __ldg(reinterpret_cast<const cuo::u32*>(a));
+                const cuo::u32 hi = __ldg(reinterpret_cast<const cuo::u32*>(a + 4));
                 return (B)lo | ((B)hi << 32);
             }
         }
-        return *reinterpret_cast<const B*>(a);
+        return __ldg(reinterpret_cast<const B*>(a));
     }
 }
 
@@ -220,8 +234,10 @@ struct SgShared {
     // the parts of fixed size first, at compile-time offsets (no register holds their
     // addresses); then those sized by CW and wcap, as byte offsets
     static constexpr unsigned up16(unsigned long long n) { return (unsigned)((n + 15) & ~15ULL); }
-    static constexpr unsigned O_SK = up16((unsigned long long)SG_THREADS * sg_items(sizeof(B)) *
-                                          sizeof(B));
+    // staged: a 128-byte front pad, 256 ITEMS values, a back pad of 32 (the flat staging's
+    // lanes before and after the step's rows store into the pads, sg_stage)
+    static constexpr unsigned O_SK = up16(SG_STAGE_FRONT + ((unsigned long long)SG_THREADS *
+                                          sg_items(sizeof(B)) + 32) * sizeof(B));
     static constexpr unsigned O_SI = O_SK + up16(SG_THREADS * sizeof(K));
     static constexpr unsigned O_SF = O_SI + up16(SG_THREADS * sizeof(I));
     static constexpr unsigned O_CK = O_SF + up16(SG_THREADS * sizeof(int));
@@ -232,7 +248,7 @@ struct SgShared {
     {
         return reinterpret_cast<P*>(reinterpret_cast<unsigned char*>(sg_smem) + off);
     }
-    __device__ __forceinline__ B* staged() const { return at<B>(0); }
+    __device__ __forceinline__ B* staged() const { return at<B>(SG_STAGE_FRONT); }
     __device__ __forceinline__ K* sk() const { return at<K>(O_SK); }
     __device__ __forceinline__ I* si() const { return at<I>(O_SI); }
     __device__ __forceinline__ int* sf() const { return at<int>(O_SF); }
@@ -320,9 +336,14 @@ __device__ __forceinline__ I sg_pos(I e, I q, const SgWalk<I>& w)
     return r + q;
 }
 
-// The ends before merge position D: the smallest k in [lo, hi] with pend(k) >= D, where
-// pend(k) = (clamped offsets[k + 1] - o0) + k; galloping from the proportional guess, then
-// bisection (a few probes when segment lengths are even, at most about 2 log2 S).
+// The ends before merge position D: the smallest k with pend(k) >= D, where
+// pend(k) = (clamped offsets[k + 1] - o0) + k, which grows by at least 1 a segment (pend(S - 1)
+// = N + S - 1, known). Each probe m narrows [lo, hi] from both sides: pend(m) >= D puts the
+// answer at or below m and, as pend falls by at least 1 a step down, above m - (pend(m) - D);
+// pend(m) < D puts it above m and at most m + (D - pend(m)). The next probe interpolates
+// between the two nearest probed points either side of D (few probes where the lengths vary
+// little, as the merge path is then near a line), or bisects after a probe that did not halve
+// the range (about 3 log2 S probes at worst: 60 at S = 2**20 in a port of this loop).
 template <class I>
 __device__ I sg_search(const void* offs, I D, I o0, I N, const SegParams& p)
 {
@@ -331,43 +352,42 @@ __device__ I sg_search(const void* offs, I D, I o0, I N, const SegParams& p)
         e = e < o0 ? o0 : (e > o0 + N ? o0 + N : e);
         return (e - o0) + k;
     };
-    I a = D - N > 0 ? D - N : 0;
-    I b = D < (I)p.nseg ? D : (I)p.nseg;
-    const double frac = (double)D / (double)(N + (I)p.nseg);
-    I g = (I)(frac * (double)p.nseg);
-    g = g < a ? a : (g > b ? b : g);
-    if (g < b) {
-        if (pend(g) < D) {
-            a = g + 1;
-            // (step in 64 bits: with I = int and b - a > 2**30 it would overflow)
-            for (long long step = 1; (long long)a + step - 1 < (long long)b; step *= 2) {
-                const I m = (I)(a + step - 1);
-                if (pend(m) < D) {
-                    a = m + 1;
-                } else {
-                    b = m;
-                    break;
-                }
-            }
-        } else {
-            b = g;
-            for (long long step = 1; (long long)b - step >= (long long)a; step *= 2) {
-                const I m = (I)(b - step);
-                if (pend(m) >= D) {
-                    b = m;
-                } else {
-                    a = m + 1;
-                    break;
-                }
-            }
+    const I S = (I)p.nseg;
+    if (D > N + S - 1) return S;
+    I lo = D - N > 0 ? D - N : 0;
+    I hi = D < S - 1 ? D : S - 1;
+    I kl = -1, vl = -1, kh = S - 1, vh = N + S - 1;    // pend(kl) = vl < D <= vh = pend(kh)
+    bool bisect = false;
+    int run = 0;                        // probes in a row that moved the same side (sign: which)
+    while (lo < hi) {
+        I m = lo + (hi - lo) / 2;
+        if (bisect && (run >= 2 || run <= -2)) {
+            // the line keeps falling on one side, and fell far (a long segment between the
+            // probed points): try the far end of the range, where a step in pend puts the answer
+            m = run > 0 ? lo : hi - 1;
+        } else if (!bisect) {
+            const double t = (double)(D - vl) / (double)(vh - vl);
+            m = kl + (I)ceil(t * (double)(kh - kl));
         }
+        m = m < lo ? lo : (m > hi - 1 ? hi - 1 : m);
+        const I width = hi - lo;
+        const I v = pend(m);
+        if (v < D) {
+            lo = m + 1;
+            hi = hi < m + (D - v) ? hi : m + (D - v);
+            kl = m;
+            vl = v;
+            run = run < 0 ? run - 1 : -1;
+        } else {
+            hi = m;
+            lo = lo > m - (v - D) ? lo : m - (v - D);
+            kh = m;
+            vh = v;
+            run = run > 0 ? run + 1 : 1;
+        }
+        bisect = !bisect && hi - lo > width - (hi - lo);   // (2 * (hi - lo) could overflow)
     }
-    while (a < b) {
-        const I m = a + (b - a) / 2;
-        if (pend(m) < D) a = m + 1;
-        else b = m;
-    }
-    return a;
+    return lo;
 }
 
 // In the window: the ends among the first d items of the step (smallest q in [lo, hi) with
@@ -399,14 +419,25 @@ __device__ __forceinline__ void sg_merge(Best& a, const Best& b, bool last)
     else a.take(b.k, b.i, last);
 }
 
-// The block's start: offsets[0], offsets[S] (clamped), its merge range and first segment, and
-// the carries cleared. Thread 0 searches; every thread reads the results.
+// The block's start: offsets[0], offsets[S] (clamped), its merge range, its first segment kL
+// (the ends before D0) and the ends before D1 (kR: the window never loads past them, so no
+// block reads the next block's ends), and the carries cleared. Thread 0 searches for kL while
+// thread 32 (another warp) searches for kR; every thread reads the results.
 template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
 {
     typedef typename SgCtx<T, I, VAL>::Best Best;
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
+    if (threadIdx.x == 32) {
+        const I o0 = sg_clamp<I>(sg_offset_raw(cx.offs, 0, p), 0, p.n);
+        const I oN = sg_clamp<I>(sg_offset_raw(cx.offs, p.nseg, p), 0, p.n);
+        const I N = oN > o0 ? oN - o0 : (I)0;
+        const unsigned long long tot = (unsigned long long)(N + (I)p.nseg);
+        const I D1 = (I)((unsigned long long)(blockIdx.x + 1) * tot / (unsigned)p.nblocks);
+        sg_head[SG_HEAD_KR] = (int)blockIdx.x + 1 == p.nblocks ? (I)p.nseg
+                                                                : sg_search<I>(cx.offs, D1, o0, N, p);
+    }
     if (threadIdx.x == 0) {
         const long long raw0 = sg_offset_raw(cx.offs, 0, p);
         const I o0 = sg_clamp<I>(raw0, 0, p.n);
@@ -446,7 +477,8 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
 }
 
 // Load ends into the window until it holds every end the next M items can meet (or it is
-// full), chunk by chunk (coalesced), checking each loaded offset.
+// full, or holds the block's last end, kR - 1), chunk by chunk (coalesced), checking each
+// loaded offset.
 template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
 {
@@ -456,10 +488,11 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
     const bool report = blockIdx.y == 0;
     while (true) {
         const I pos_last = w.wn ? sg_pos<I>(win[w.wn - 1], (I)(w.wn - 1), w) : (I)-1;
-        if (!(w.k + (I)w.wn < (I)p.nseg && w.wn < p.wcap && pos_last < M - 1)) break;
+        const I kR = (I)sg_head[SG_HEAD_KR];
+        if (!(w.k + (I)w.wn < kR && w.wn < p.wcap && pos_last < M - 1)) break;
         I cnt = (I)w.chunk;
         cnt = cnt < (I)(p.wcap - w.wn) ? cnt : (I)(p.wcap - w.wn);
-        cnt = cnt < (I)p.nseg - w.k - (I)w.wn ? cnt : (I)p.nseg - w.k - (I)w.wn;
+        cnt = cnt < kR - w.k - (I)w.wn ? cnt : kR - w.k - (I)w.wn;
         cnt = cnt < M - 1 - pos_last ? cnt : M - 1 - pos_last;
         // (contiguous offsets: lanes shifted so that each warp reads whole aligned lines, and
         // every lane of a warp loads as often as the others, as in sg_stage)
@@ -470,12 +503,12 @@ __device__ __forceinline__ void sg_fill(SgCtx<T, I, VAL>& cx, I M)
         int bad = 0;
         for (I e = (I)threadIdx.x; e < bound; e += SG_THREADS) {
             const I i = e - (I)lead;
-            const I g = i < 0 ? (I)0 : (i < cnt ? i : cnt - 1);
+            const I g = sg_clamp_lane<I>(i, cnt);
             const long long raw = sg_offset_raw(cx.offs, first + g, p);
-            if (i == g) {
-                win[w.wn + i] = sg_clamp<I>(raw, 0, p.n);
-                bad |= raw < 0 || raw > p.n;
-            }
+            // (checked on every lane, the clamped ones again: a load whose value no lane uses
+            // is dropped by the compiler, and the lane would then skip it)
+            bad |= raw < 0 || raw > p.n;
+            if (i == g) win[w.wn + i] = sg_clamp<I>(raw, 0, p.n);
         }
         __syncthreads();
         for (I i = (I)threadIdx.x; i < cnt; i += SG_THREADS) {
@@ -529,14 +562,16 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
         const int lead = (int)((reinterpret_cast<unsigned long long>(cx.x) +
                                 (unsigned long long)first * sizeof(B)) & 127) / (int)sizeof(B);
         // (every lane of a warp runs the load as often as the others, out-of-range lanes on
-        // an element of the same line: simt's traffic counters group a warp's accesses by each
-        // lane's count of them, as a GPU issues one load for the warp)
+        // an element of the same line, and stores it, into the pads (f in [-lead, total + 31)):
+        // a loaded value that no lane used would be dropped by the compiler, and simt's traffic
+        // counters group a warp's accesses by each lane's count of them, as a GPU issues one
+        // load for the warp)
         const I bound = total ? (total + (I)lead + 31) & ~(I)31 : (I)0;
         for (I e = (I)threadIdx.x; e < bound; e += SG_THREADS) {
             const I f = e - (I)lead;
-            const I g = f < 0 ? (I)0 : (f < total ? f : total - 1);
-            const B v = sg_load<T>(cx.x, (long long)(first + (U)g) * (long long)sizeof(B), narrow);
-            if (f == g) cx.sh.staged()[f] = v;
+            const I g = sg_clamp_lane<I>(f, total);
+            cx.sh.staged()[f] = sg_load<T>(cx.x, (long long)(first + (U)g) * (long long)sizeof(B),
+                                           narrow);
         }
         return;
     }
@@ -685,19 +720,26 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
     }
 }
 
-// One output element: the segment's index (relative: from its first row `start`; an empty
-// segment: empty_index) and, in values mode, its value.
+// One output element, out[elem]: the segment's index (relative: from its first row `start`; an
+// empty segment: empty_index) and, in values mode, its value.
 template <class T, class I, bool VAL>
-__device__ __forceinline__ void sg_store(SgCtx<T, I, VAL>& cx, I k, I i,
-                                         const typename ArType<T>::bits& v, I start)
+__device__ __forceinline__ void sg_store_at(SgCtx<T, I, VAL>& cx, long long elem, I i,
+                                            const typename ArType<T>::bits& v, I start)
 {
     const SegParams& p = *cx.p;
-    const long long col = ((long long)blockIdx.y << p.cw_log2) + cx.t.c;
-    const long long elem = (long long)k * p.ncols + col;
     const bool empty = i == (cx.last ? (I)-1 : cuo::index_max<I>());
     ar_store_index<long long>(cx.out, elem, empty ? p.empty_index : (long long)(p.relative ? i - start : i),
                    p.out_width);
     if constexpr (VAL) ar_store_value<T>(cx.vout, elem, empty ? sg_empty_bits<T>(p) : v);
+}
+
+// Segment k's output element of the thread's column.
+template <class T, class I, bool VAL>
+__device__ __forceinline__ void sg_store(SgCtx<T, I, VAL>& cx, I k, I i,
+                                         const typename ArType<T>::bits& v, I start)
+{
+    const long long col = ((long long)blockIdx.y << cx.p->cw_log2) + cx.t.c;
+    sg_store_at(cx, (long long)k * cx.p->ncols + col, i, v, start);
 }
 
 // pstart / pend of segment k from its clamped bounds: the merge positions of its first item
@@ -712,29 +754,60 @@ __device__ __forceinline__ void sg_span(const SgWalk<I>& w, I k, I start, I end,
     pe = (end - o0) + k;
 }
 
-// The step's results, stored coalesced: segments k + q_lo .. k + q_end - 1, CW columns each.
-// Only interior segments (no block boundary D_b in [pstart, pend], their end in this block):
-// the others are chain segments, stored by their chain's last block.
+// The step's result for window slot q (segment w.k + q) and column `col` of the strip, into
+// out[elem]: only for an interior segment (no block boundary D_b in [pstart, pend], its end in
+// this block); the others are chain segments, stored by their chain's last block.
+template <class T, class I, bool VAL>
+__device__ __forceinline__ void sg_store_slot(SgCtx<T, I, VAL>& cx, I q, int col, long long elem)
+{
+    typedef typename ArType<T>::bits B;
+    const SgWalk<I>& w = cx.w;
+    const I start = q ? cx.sh.win()[q - 1] : (I)sg_head[SG_HEAD_PREV];
+    I ps, pe;
+    sg_span<I>(w, w.k + q, start, cx.sh.win()[q], ps, pe);
+    const I D0 = (I)sg_head[SG_HEAD_D0];
+    if (!((blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1)) return;
+    const I slot = (q << cx.p->cw_log2) + (I)col;
+    B v = B();
+    if constexpr (VAL) v = cx.sh.res_v()[slot];
+    sg_store_at(cx, elem, cx.sh.res_i()[slot], v, start);
+}
+
+// The step's results, stored coalesced: segments w.k + q_lo .. w.k + q_end - 1.
+// * One strip (R <= CW): they are the elements [(w.k + q_lo) R, (w.k + q_end) R) of out, and
+//   thread t stores the elements E with (E + a) % 256 == t, where out + a elements is aligned to
+//   32 of them: each warp's stores are one aligned run of 32, and as the steps' ranges follow
+//   one another, a thread's stores do too (every lane of a warp stores as often as the others
+//   but in the block's first and last runs; simt's traffic counters group a warp's accesses by
+//   each lane's count of them, as a GPU issues one store for the warp).
+// * Strips of CW columns of wider rows: each thread its column of each segment.
 template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_store_step(SgCtx<T, I, VAL>& cx, I q_end)
 {
-    typedef typename ArType<T>::bits B;
     const SegParams& p = *cx.p;
     const SgWalk<I>& w = cx.w;
-    if (!cx.t.col_ok) return;
     const I q_lo = (w.left_pending && q_end > 0) ? 1 : 0;
-    const I total = (q_end - q_lo) << p.cw_log2;
+    const int cwl = p.cw_log2;
+    if (p.ncols <= (1LL << cwl)) {
+        const int nc = (int)p.ncols;
+        const long long base = (long long)w.k * nc;
+        const int e0 = (int)q_lo * nc, e1 = (int)q_end * nc;    // (window slots x R: an int)
+        const unsigned long long a = reinterpret_cast<unsigned long long>(cx.out) /
+                                     (unsigned)p.out_width;
+        const int pos0 = (int)((a + (unsigned long long)(base + e0)) & (SG_THREADS - 1));
+        for (int r = e0 + (((int)threadIdx.x - pos0) & (SG_THREADS - 1)); r < e1;
+             r += SG_THREADS) {
+            const int q = nc == 1 << cwl ? r >> cwl : r / nc;
+            sg_store_slot(cx, (I)q, r - q * nc, base + r);
+        }
+        return;
+    }
+    if (!cx.t.col_ok) return;
+    const I total = (q_end - q_lo) << cwl;
+    const long long col = ((long long)blockIdx.y << cwl) + cx.t.c;
     for (I e = (I)threadIdx.x; e < total; e += SG_THREADS) {
-        const I q = q_lo + (e >> p.cw_log2);
-        const I start = q ? cx.sh.win()[q - 1] : (I)sg_head[SG_HEAD_PREV];
-        I ps, pe;
-        sg_span<I>(w, w.k + q, start, cx.sh.win()[q], ps, pe);
-        const I D0 = (I)sg_head[SG_HEAD_D0];
-        if (!((blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1)) continue;
-        const I slot = (q << p.cw_log2) + cx.t.c;
-        B v = B();
-        if constexpr (VAL) v = cx.sh.res_v()[slot];
-        sg_store(cx, w.k + q, cx.sh.res_i()[slot], v, start);
+        const I q = q_lo + (e >> cwl);
+        sg_store_slot(cx, q, cx.t.c, (long long)(w.k + q) * p.ncols + col);
     }
 }
 
@@ -782,7 +855,8 @@ __device__ __forceinline__ void sg_step(SgCtx<T, I, VAL>& cx)
     I M = (I)cx.t.parts * ITEMS;
     M = M < w.D1 - w.D ? M : w.D1 - w.D;
     sg_fill(cx, M);
-    if (w.k + (I)w.wn < (I)cx.p->nseg) {   // more ends than the window holds: stop at its last
+    // more of the block's ends than the window holds: stop at its last
+    if (w.k + (I)w.wn < (I)sg_head[SG_HEAD_KR]) {
         const I pos_last = sg_pos<I>(cx.sh.win()[w.wn - 1], (I)(w.wn - 1), w);
         M = M < pos_last + 1 ? M : pos_last + 1;
     }

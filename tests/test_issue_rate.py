@@ -310,6 +310,23 @@ def test_real_family_row_kernel_uses_its_16_byte_loop():
     assert col["kind"] == "loop" and col["widest_load_bytes"] == 4 and col["elements"] == 16
 
 
+@needs_tools
+def test_every_segment_kernel_is_modelled():
+    """Issue 35: the issue-rate model covers the segment kernels. For a 4-byte and a 1-byte
+    dtype every name expression of the family has a row, and each found the loop that reads x
+    (kind "loop": x is read through the read-only path, LDG...CONSTANT, which is how the model
+    knows the input's loads; with plain loads every row was "none")."""
+    import numpy as np
+    from cupyops.ops.segment import family
+    for dt in ("float32", "int8"):
+        res = ir._family_job(("segment", dt, 90, str(ir.default_cache_dir())))
+        assert res["ok"], res
+        by = {r["kernel"]: r for r in res["rows"]}
+        assert set(by) == set(family.expressions(np.dtype(dt)))
+        assert [k for k, r in by.items() if r["kind"] != "loop"] == []
+        assert all(r["widest_load_bytes"] == np.dtype(dt).itemsize for r in by.values())
+
+
 def test_bench_issue_rate_flag_puts_the_figures_into_the_json(tmp_path, monkeypatch, capsys):
     import json
     from cupyops.bench import bench

@@ -183,6 +183,9 @@ class TestModel:
         assert traffic.goal_for("nonzero_coordinates", "d=0.1 size=n") is None
         assert traffic.goal_for("argwhere", "d=0.1") == 1.35
         assert traffic.goal_for("count_nonzero", "d=0.1") is None
+        for op in ("segment_argmax", "segment_argmin", "segment_max_and_argmax",
+                   "segment_min_and_argmin"):
+            assert traffic.goal_for(op, "power-law R=1") == 1.05
 
 
 # --------------------------------------------------------------------------------------------

@@ -312,7 +312,10 @@ def _run_simt_case(case, base, x, ours, ref):
         base["traffic_status"] = "cupyops.simt.record_traffic not in this checkout"
     else:
         try:
-            base.update(traffic.traffic_fields(_launch_list(rec), [x], output_arrays(res),
+            # (the arrays the call reads besides x, where its benchmark names them: the
+            # segment family's offsets)
+            inputs = [x, *getattr(ours, "traffic_inputs", ())]
+            base.update(traffic.traffic_fields(_launch_list(rec), inputs, output_arrays(res),
                                                op=case.op, case=case.case))
         except Exception as exc:
             base["traffic_status"] = f"error: {_short_err(exc)}"

@@ -40,6 +40,9 @@ GOALS = {
     # argwhere / nonzero / nonzero_coordinates(size=None): the input once, then a bit an
     # element written and read (an eighth of a 1-byte input each way)
     "nonzero_exact": 1.35,
+    # segment_argmax / segment_argmin and the values forms (issue 35): x, the offsets (which
+    # the benchmark's call names, ``fn.traffic_inputs``) and the results, every distribution
+    "segment": 1.05,
 }
 
 __all__ = ["SECTOR_BYTES", "H100_BANDWIDTH", "LAUNCH_SECONDS", "GOALS", "array_geometry",
@@ -226,6 +229,8 @@ def goal_for(op: str, case: str) -> float | None:
         return GOALS["argreduce"]
     if op == "hardmax":
         return GOALS["hardmax"]
+    if op.startswith("segment_"):
+        return GOALS["segment"]
     if op == "nonzero_coordinates" and "size=n" in case:
         return GOALS["nonzero_size"] if "d=0.5" in case else None
     if op in ("argwhere", "nonzero") or (op == "nonzero_coordinates" and "size=None" in case):

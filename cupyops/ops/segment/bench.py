@@ -79,6 +79,7 @@ def _call(f, case, device):
                 import cupy
                 o = kept["o"] = cupy.asarray(offsets)
         return f(x, o, device=device if type(x) is np.ndarray else None)
+    fn.traffic_inputs = (offsets,)      # read besides x (the simt traffic model's minimum)
     return fn
 
 

@@ -86,11 +86,14 @@ def _result(xp, x, offsets, rows, state):
     """Indices (and values) from the winning rows (-1: an empty segment)."""
     kind, tie, call, values, opname = state
     empty = rows < 0
-    idx = rows
-    if call.relative:
-        start = np.asarray(offsets, np.int64)[:-1].reshape((-1,) + (1,) * (rows.ndim - 1))
-        idx = rows - start
-    idx = np.where(empty, call.empty_index, idx).astype(call.index_dtype)
+    if not call.relative and call.empty_index == -1:
+        idx = rows.astype(call.index_dtype, copy=False)     # (-1 marks the empty ones already)
+    else:
+        idx = rows
+        if call.relative:
+            start = np.asarray(offsets, np.int64)[:-1].reshape((-1,) + (1,) * (rows.ndim - 1))
+            idx = rows - start
+        idx = np.where(empty, call.empty_index, idx).astype(call.index_dtype)
     if not values:
         return xp.asarray(idx)
     y = _as_rows(x)

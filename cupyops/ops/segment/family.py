@@ -31,6 +31,8 @@ INDEX_CTYPES = {False: "int", True: "long long"}
 THREADS = 256
 #: the window's largest capacity (SG_WCAP_MAX)
 WCAP_MAX = 1024
+#: bytes of the staged rows' front pad (SG_STAGE_FRONT; a back pad of 32 values follows them)
+STAGE_FRONT = 128
 
 _EXPRS: dict = {}
 
@@ -67,7 +69,7 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
     """Dynamic shared memory of a block (SgShared::carve, part by part)."""
     cw, ksz = 1 << cw_log2, key_itemsize(itemsize)
     res = wcap << cw_log2
-    parts = (THREADS * items(itemsize) * itemsize, wcap * index_size, res * index_size,
+    parts = (STAGE_FRONT + (THREADS * items(itemsize) + 32) * itemsize, wcap * index_size, res * index_size,
              res * itemsize if values else 0, THREADS * ksz, THREADS * index_size, THREADS * 4,
              cw * ksz, cw * index_size)
     return sum(_up16(n) for n in parts)

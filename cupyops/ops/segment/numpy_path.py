@@ -60,39 +60,44 @@ def _nan_mask(a):
     return None
 
 
-def _long_rows(starts, ends):
+def _long_rows(rows):
     """The rows from which a segment is long: LONG, or LONG_AMONG_SHORT where the non-empty
-    segments average fewer than LONG rows."""
-    rows = ends - starts
+    segments (``rows``: the segments' row counts, which sum to the span's rows) average fewer
+    than LONG rows."""
     nonempty = int(np.count_nonzero(rows))
     return LONG if nonempty and int(rows.sum()) >= LONG * nonempty else LONG_AMONG_SHORT
 
 
 def _is_long(rows, R, long_rows):
-    """Whether segments of ``rows`` rows of R elements are reduced by argmax."""
-    return (rows >= long_rows) | (rows * max(R, 1) >= LONG_ELEMENTS)
+    """Whether segments of ``rows`` rows of R elements are reduced by argmax (``long_rows``
+    rows or LONG_ELEMENTS elements: one threshold on the rows, one pass)."""
+    return rows >= min(long_rows, -(-LONG_ELEMENTS // max(R, 1)))
 
 
-def _pieces(starts, ends, R, long_rows):
+def _pieces(starts, ends, rows, R, long_rows):
     """The work: ``[(first segment, last segment + 1, row from, row to)]``, runs of whole
-    short segments of about PIECE elements each (found without a Python loop over segments),
-    then each long segment (``long_rows`` rows or LONG_ELEMENTS elements) on its own, cut
-    into pieces of about PIECE_LONG elements."""
-    lengths = (ends - starts) * max(R, 1)
-    is_long = _is_long(ends - starts, R, long_rows)
-    out = []
-    short = np.flatnonzero(~is_long)
-    if short.size:
-        cum = np.cumsum(lengths[short])
-        label = np.cumsum(is_long)[short] * (int(cum[-1]) // PIECE + 2) + \
-            (cum - lengths[short]) // PIECE
-        cut = np.flatnonzero(np.diff(label)) + 1
-        first = short[np.concatenate([[0], cut])]
-        last = short[np.concatenate([cut - 1, [short.size - 1]])]
-        out += [(int(a), int(b) + 1, int(starts[a]), int(ends[b])) for a, b in zip(first, last)]
-    long_rows = max(1, PIECE_LONG // max(R, 1))
+    short segments of about PIECE elements each, then each long segment (``long_rows`` rows or
+    LONG_ELEMENTS elements) on its own, cut into pieces of about PIECE_LONG elements. Found
+    without a Python loop over segments, in a few passes over them: the runs are cut at the
+    long segments and where a segment's first row crosses a multiple of PIECE elements (a
+    binary search in the sorted starts for each multiple)."""
+    S = len(starts)
+    is_long = _is_long(rows, R, long_rows)
     longs = np.flatnonzero(is_long)
-    rows = ends[longs] - starts[longs]
+    span = int(ends[-1] - starts[0])
+    marks = starts[0] + np.arange(1, span * max(R, 1) // PIECE + 1) * PIECE // max(R, 1)
+    cut = np.zeros(S + 1, bool)             # (a mask, not np.unique: O(S), no sort or hash)
+    cut[[0, S]] = True
+    cut[np.searchsorted(starts, marks)] = True
+    cut[longs] = True
+    cut[longs + 1] = True
+    cuts = np.flatnonzero(cut)
+    a, b = cuts[:-1], cuts[1:]
+    runs = ~((b == a + 1) & is_long[a])     # (a long segment alone is no run)
+    a, b = a[runs], b[runs]
+    out = list(zip(a.tolist(), b.tolist(), starts[a].tolist(), ends[b - 1].tolist()))
+    long_rows = max(1, PIECE_LONG // max(R, 1))
+    rows = rows[longs]
     huge = rows > long_rows
     for s in longs[huge].tolist():                   # cut into pieces of long_rows rows
         a, b = int(starts[s]), int(ends[s])
@@ -110,29 +115,38 @@ def _short_run(y, starts, ends, kind, tie, lo):
     row of every segment and column (-1 for an empty segment)."""
     S = len(starts)
     R = y.shape[1]
-    best = np.full((S, R), -1, np.int64)
-    full = np.flatnonzero(ends > starts)
-    if not full.size:
-        return best
-    rel = (starts[full] - lo).astype(np.intp)
-    block = y[lo:int(ends[full[-1]])]
+    lengths = ends - starts
+    full = None if lengths.all() else np.flatnonzero(lengths)    # (None: no empty segment)
+    if full is not None:
+        if not full.size:
+            return np.full((S, R), -1, np.int64)
+        starts, lengths = starts[full], lengths[full]
+    rel = (starts - lo).astype(np.intp)
+    block = y[lo:int(starts[-1] + lengths[-1])]
     if R == 1:                    # 1-D: reduceat's inner loop then runs along the rows
         block = block[:, 0]
     red = np.maximum if kind == "max" else np.minimum
     ext = red.reduceat(block, rel, axis=0)
-    seg = np.repeat(np.arange(full.size), (ends[full] - starts[full]).astype(np.intp))
-    hit = block == ext[seg]
-    nan = _nan_mask(block)
-    if nan is not None:
-        hit |= nan & _nan_mask(ext)[seg]
-    rows = np.arange(lo, lo + block.shape[0], dtype=np.int64)
+    hit = block == np.repeat(ext, lengths.astype(np.intp), axis=0)    # (values, not an index)
+    nan = _nan_mask(ext)
+    if nan is not None and nan.any():
+        # NaN (NaT) propagates through the reduction: a segment's extreme is NaN exactly where
+        # it holds one, and then its NaN rows are its hits (no NaN row lies elsewhere)
+        hit |= _nan_mask(block)
+    # rows from the piece's start: 4 bytes where they fit (half the passes' bytes)
+    rdt = np.int32 if block.shape[0] < np.iinfo(np.int32).max else np.int64
+    rows = np.arange(block.shape[0], dtype=rdt)
     if R != 1:
         rows = rows[:, None]
     if tie == "first":
-        pick = np.minimum.reduceat(np.where(hit, rows, np.iinfo(np.int64).max), rel, axis=0)
+        pick = np.minimum.reduceat(np.where(hit, rows, np.iinfo(rdt).max), rel, axis=0)
     else:
-        pick = np.maximum.reduceat(np.where(hit, rows, -1), rel, axis=0)
-    best[full] = pick.reshape(full.size, R)
+        pick = np.maximum.reduceat(np.where(hit, rows, rdt(-1)), rel, axis=0)
+    pick = np.add(pick.reshape(len(rel), R), lo, dtype=np.int64)
+    if full is None:
+        return pick
+    best = np.full((S, R), -1, np.int64)
+    best[full] = pick
     return best
 
 
@@ -194,13 +208,14 @@ def segment_argreduce(x, offsets, *, kind, tie):
     """The winning row (absolute, along axis 0) of every segment and trailing position:
     an int64 array (S, *rest), -1 where the segment is empty."""
     y = _as_rows(x)
-    o = np.asarray(offsets).astype(np.int64)
+    o = np.asarray(offsets).astype(np.int64, copy=False)
     starts, ends = o[:-1], o[1:]
     S, R = len(starts), y.shape[1]
     best = np.full((S, R), -1, np.int64)
     if S and R and y.shape[0]:
-        long_rows = _long_rows(starts, ends)
-        pieces = _pieces(starts, ends, R, long_rows)
+        rows = ends - starts
+        long_rows = _long_rows(rows)
+        pieces = _pieces(starts, ends, rows, R, long_rows)
 
         def run(piece):
             s, t, a, b = piece
