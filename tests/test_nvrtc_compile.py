@@ -13,11 +13,11 @@ expressions, arch and NVRTC version, so an unchanged kernel is not compiled agai
 the default), a list such as ``80,90``, or ``all``: every architecture NVRTC supports from sm_75
 up (sm_70 too with an NVRTC 12). ``pytest --run-slow`` selects ``all``.
 
-Under ``required`` every dtype compiles for sm_90 (:data:`EVERY_DTYPE_ARCHS`), sm_75, sm_80,
-sm_100 and sm_120 compile the dtypes whose code differs between architectures
-(:data:`ARCH_SENSITIVE_DTYPES`: bool's byte logic, half and bfloat16 arithmetic, the 8- and
-16-byte values that hold the most registers), and sm_86 and sm_89 the 2-byte floats; occupancy
-is checked on sm_80 and sm_90 for what they compile. A list or ``all`` compiles every dtype for
+Under ``required`` every dtype compiles for sm_90 (:data:`EVERY_DTYPE_ARCHS`), sm_75 and sm_80
+the dtypes whose code differs between architectures (:data:`ARCH_SENSITIVE_DTYPES`: bool's byte
+logic, half and bfloat16 arithmetic, the 8- and 16-byte values that hold the most registers),
+the others a few of those (:data:`SAMPLED_DTYPES`); occupancy is checked on sm_80 and sm_90 for
+what they compile. A list or ``all`` compiles every dtype for
 each. The full product of the required set took 560 s of a cold CI run on 2 busy cores (issue
 34 doubled the argreduce kernels with its values mode, issue 33 split them by vector width), so
 CI samples it: the product runs with ``--run-slow`` or ``CUPYOPS_NVRTC_ARCHS=all``.
@@ -70,19 +70,22 @@ def _archs():
 
 #: under ``required``, the architecture every dtype compiles for (the H100/H200's)
 EVERY_DTYPE_ARCHS = (90,)
-#: under ``required``, the dtypes sm_75, sm_80, sm_100 and sm_120 compile
+#: under ``required``, the dtypes sm_75 (the oldest) and sm_80 compile
 ARCH_SENSITIVE_DTYPES = frozenset({"bool", "float16", "bfloat16", "float64", "complex128"})
-#: under ``required``, sm_86 and sm_89 (sm_80's instruction set, other SM limits) compile the
-#: 2-byte floats, whose arithmetic the 8.x family's headers choose by architecture
-SAME_ISA_AS_80 = frozenset({86, 89})
-HALF_DTYPES = frozenset({"float16", "bfloat16"})
+#: under ``required``, the dtypes the other architectures compile: sm_86 and sm_89 (sm_80's
+#: instruction set, other SM limits) float16, whose arithmetic the 8.x headers choose by
+#: architecture; sm_100 and sm_120 (a newer ptxas) bool's byte logic, bfloat16 and the 16-byte
+#: values that hold the most registers
+SAMPLED_DTYPES = {86: frozenset({"float16"}), 89: frozenset({"float16"}),
+                  100: frozenset({"bool", "bfloat16", "complex128"}),
+                  120: frozenset({"bool", "bfloat16", "complex128"})}
 SAMPLED = os.environ.get("CUPYOPS_NVRTC_ARCHS", "required").strip() == "required"
 
 
 def _checked(name, dt, arch) -> bool:
     if not SAMPLED or name == "selftest" or arch in EVERY_DTYPE_ARCHS:
         return True
-    return str(dt) in (HALF_DTYPES if arch in SAME_ISA_AS_80 else ARCH_SENSITIVE_DTYPES)
+    return str(dt) in SAMPLED_DTYPES.get(arch, ARCH_SENSITIVE_DTYPES)
 
 
 ARCHS = _archs()
