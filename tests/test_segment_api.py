@@ -254,8 +254,8 @@ def test_dask_needs_known_chunks_and_host_offsets():
 
 @pytest.mark.parametrize("dist", ["short", "long", "power-law", "huge+tiny"])
 def test_the_benchmark_compositions_agree_with_the_numpy_path(dist):
-    """The benchmark's peers (ufunc.reduceat and PyTorch's scatter_reduce, each independent of
-    the library) give the NumPy path's indices on its length distributions, ties and NaN
+    """The benchmark's peers (ufunc.reduceat, and PyTorch's segment_reduce / scatter_reduce,
+    each independent of the library) give the NumPy path's indices on its length distributions, ties and NaN
     included (tie first, their rule); values where the segment is not empty."""
     from cupyops.ops.segment import bench as B
     rng = np.random.default_rng(4)
@@ -273,6 +273,16 @@ def test_the_benchmark_compositions_agree_with_the_numpy_path(dist):
 
     class Case:
         case, shape, params = f"{dist} R=2", x.shape, {"dist": dist}
+    o = B.offsets_for_case(Case)
     got = B._torch("max", False, torch, Case)(torch.from_numpy(x))
-    want = cupyops.segment_argmax(x, B.offsets_for_case(Case), device="cpu")
+    want = cupyops.segment_argmax(x, o, device="cpu")
     assert np.array_equal(got.numpy(), want)
+    # the values forms: floats through torch.segment_reduce, integers through scatter_reduce
+    for y in (x, np.nan_to_num(x).astype(np.int32)):
+        for kind, f in (("max", cupyops.segment_max_and_argmax),
+                        ("min", cupyops.segment_min_and_argmin)):
+            gv, gi = B._torch(kind, True, torch, Case)(torch.from_numpy(y))
+            wv, wi = f(y, o, device="cpu")
+            assert np.array_equal(gi.numpy(), wi), (kind, y.dtype)
+            full = wi >= 0
+            assert np.array_equal(gv.numpy()[full], wv[full], equal_nan=True), (kind, y.dtype)

@@ -5,10 +5,11 @@ peers' rule), and what a NumPy / CuPy or PyTorch user writes instead:
 * NumPy / CuPy: the segments' extremes by ``ufunc.reduceat`` over the non-empty segments, then
   the first position holding it by a ``minimum.reduceat`` of the positions where x equals it
   (NaN equal to NaN: the extreme NaN wins, as in argmax); empty segments set to -1 after;
-* PyTorch: the same with ``scatter_reduce`` ("amax"/"amin" for the extreme, "amin" for the
-  position) over a segment id per row (``repeat_interleave``), as PyTorch has no segmented
-  argmax (``torch.segment_reduce`` gives the values only; torch_scatter, a separate package
-  with a compiled extension, is not a peer here).
+* PyTorch: the extreme by ``torch.segment_reduce`` (floating dtypes; it takes no integers) or
+  ``scatter_reduce`` ("amax"/"amin") over a segment id per row (``repeat_interleave``), then the
+  first position holding it by ``scatter_reduce`` "amin", as PyTorch has no segmented argmax
+  (``segment_reduce`` gives the values only; torch_scatter, a separate package with a compiled
+  extension, is not a peer here).
 """
 from __future__ import annotations
 
@@ -130,8 +131,12 @@ def _torch(kind, values, torch, case):
                                       torch.as_tensor(lengths, device=dev))
         idx_of = seg.reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
         shape = (n_seg,) + tuple(x.shape[1:])
-        ext = torch.empty(shape, dtype=x.dtype, device=dev).scatter_reduce(
-            0, idx_of, x, "amax" if kind == "max" else "amin", include_self=False)
+        if x.is_floating_point():       # PyTorch's segmented reduction (floats only; NaN wins)
+            ext = torch.segment_reduce(x, kind, lengths=torch.as_tensor(lengths, device=dev),
+                                       axis=0, unsafe=True)
+        else:
+            ext = torch.empty(shape, dtype=x.dtype, device=dev).scatter_reduce(
+                0, idx_of, x, "amax" if kind == "max" else "amin", include_self=False)
         hit = x == ext.index_select(0, seg)
         if x.is_floating_point():
             hit |= x.isnan() & ext.index_select(0, seg).isnan()
