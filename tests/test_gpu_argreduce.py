@@ -768,7 +768,8 @@ def test_decode_plan_for_h100():
     assert plan_argreduce((512, 131072), (4 * 131072, 4), 4, (1,), props).case != "decode"
 
 
-@pytest.mark.parametrize("schedule", SCHEDULES + (7, 99), ids=str)
+@pytest.mark.parametrize("schedule", SCHEDULES + tuple(
+    pytest.param(seed, marks=pytest.mark.slow) for seed in (7, 99)), ids=str)
 def test_decode_last_block_combine_under_schedules(schedule):
     """Ties across blocks (the winner's first and last occurrence in different blocks), a NaN
     in one block, random tiny values: the answer does not depend on which block is last."""
