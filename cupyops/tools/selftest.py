@@ -116,8 +116,9 @@ def cases(dtype, rng, quick: bool, big: bool = True) -> list:
     big_shapes = [("row (64, 1500)", (64, 1500), -1), ("column (1500, 64)", (1500, 64), 0),
                   ("decode (1, 131072)", (1, 131072), -1)]
     if not quick:
-        big_shapes += [("split (4, 262144)", (4, 262144), -1), ("split (262144, 4)", (262144, 4), 0),
-                ("general (300, 3, 100)", (300, 3, 100), (0, 2))]
+        big_shapes += [("split (4, 262144)", (4, 262144), -1),
+                       ("split (262144, 4)", (262144, 4), 0),
+                       ("general (300, 3, 100)", (300, 3, 100), (0, 2))]
     out += [Case(name, values(shape, dtype, rng), _same_array, axes)
             for name, shape, axes in (big_shapes if big else ())]
     return out

@@ -31,8 +31,10 @@ INDEX_CTYPES = {False: "int", True: "long long"}
 THREADS = 256
 #: the window's largest capacity (SG_WCAP_MAX)
 WCAP_MAX = 1024
-#: bytes of the staged rows' front pad (SG_STAGE_FRONT; a back pad of 32 values follows them)
+#: bytes of the staged rows' front pad (SG_STAGE_FRONT)
 STAGE_FRONT = 128
+#: values of the pad behind the staged rows (the 32 of SgShared::O_SK in kernels/segment.cu)
+STAGE_BACK = 32
 
 _EXPRS: dict = {}
 
@@ -69,9 +71,9 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
     """Dynamic shared memory of a block (SgShared::carve, part by part)."""
     cw, ksz = 1 << cw_log2, key_itemsize(itemsize)
     res = wcap << cw_log2
-    parts = (STAGE_FRONT + (THREADS * items(itemsize) + 32) * itemsize, wcap * index_size, res * index_size,
-             res * itemsize if values else 0, THREADS * ksz, THREADS * index_size, THREADS * 4,
-             cw * ksz, cw * index_size)
+    staged = STAGE_FRONT + (THREADS * items(itemsize) + STAGE_BACK) * itemsize
+    parts = (staged, wcap * index_size, res * index_size, res * itemsize if values else 0,
+             THREADS * ksz, THREADS * index_size, THREADS * 4, cw * ksz, cw * index_size)
     return sum(_up16(n) for n in parts)
 
 
