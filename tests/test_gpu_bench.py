@@ -32,6 +32,23 @@ def test_the_large_cases_are_the_issues():
     assert all(c.peers.get("cupy") and c.peers.get("torch") for c in cases)
 
 
+def test_segment_cases_count_their_offsets_and_agree_with_both_peers_on_simt():
+    """Issue 35's GPU goal: every length distribution at 256 MiB; the minimum bytes hold x,
+    the offsets and the result."""
+    full = G.large_cases("full", ["segment_argmax"])
+    assert [c.name.split()[1] for c in full] == ["short", "long", "power-law", "huge+tiny"]
+    assert all(c.nbytes == 256 << 20 and G.copy_goal_for(c) == 0.90 for c in full)
+    recs = G.measure_cases(G.large_cases("tiny", ["segment_argmax"]), G.rehearsal_env("simt"),
+                           repeats=5)
+    for c, r in zip(G.large_cases("tiny", ["segment_argmax"]), recs):
+        assert r["status"] == "ok" and r["ok"] is True, r
+        offsets = np.asarray(G._SEGMENT_OFFSETS["offsets"]) if r is recs[-1] else None
+        if offsets is not None:
+            assert r["min_bytes"] == c.nbytes + offsets.nbytes + (len(offsets) - 1) * 8
+        if G._torch_module(False) is not None:
+            assert r["peers"]["torch"]["status"] == "ok", r
+
+
 def test_a_new_op_is_one_builder():
     def builder(scale):
         shape = G.shape_for(G.SCALES[scale], "float32")
@@ -77,7 +94,8 @@ def test_a_wrong_result_is_caught():
 
 def test_host_cost_rows_rehearsed():
     rows = G.host_cost(G.rehearsal_env("simt"), calls=20, repeats=5)
-    assert len(rows) == 5 and all(r["launches"] == 1 for r in rows)
+    assert len(rows) == 6 and all(r["launches"] == 1 for r in rows)
+    assert any(r["case"].startswith("segment_argmax") for r in rows)
     for r in rows:
         assert r["ratio"] == pytest.approx(r["peer_us"] / r["us"])
         assert r["met"] == (r["ratio"] >= 1.0) and r["peer"] == "numpy.argmax"

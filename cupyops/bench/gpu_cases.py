@@ -12,7 +12,10 @@ Used by ``python -m cupyops bench cuda`` (the section after the quick set),
 * ``nonzero_coordinates(size=n)`` with n = x.size, and argwhere (float32, density 0.1;
   argwhere also int8);
 * the decode rows: argmax over the last axis of (1, 131072) and (8, 131072), bfloat16 and
-  float32 (their own size at every scale but ``"tiny"``).
+  float32 (their own size at every scale but ``"tiny"``);
+* segment_argmax over a 1-D float32 x, one case per length distribution of the segment
+  benchmark (short, long, power-law, one huge segment and many tiny), offsets on the device;
+  their minimum bytes count the offsets read too.
 
 Each op's cases come from a builder in :data:`LARGE_OPS` (op name -> builder(scale) -> cases):
 a new op adds one builder there (:func:`register`), nothing else.
@@ -74,6 +77,8 @@ class GpuCase(typing.NamedTuple):
     ours: typing.Callable
     peers: dict
     exact: bool = False
+    #: arrays the call reads besides x (a segment call's offsets): part of its minimum bytes
+    reads: typing.Callable | None = None
 
     @property
     def nbytes(self) -> int:
@@ -254,6 +259,61 @@ def _decode_cases(scale):
                                {"cupy": lambda xp, x: xp.argmax(x, axis=-1),
                                 "torch": lambda torch, t: torch.argmax(t, dim=-1)}))
     return out
+
+
+#: the segment cases' offsets on the device, of the one case alive at a time (``make`` fills
+#: it; the call and its peers read it)
+_SEGMENT_OFFSETS: dict = {}
+
+
+def _segment_make(xp, rng, shape, dist):
+    """x (1-D float32) and, kept aside, the offsets of ``dist`` on ``xp``'s device (the same
+    offsets as the quick bench's case of that distribution and length)."""
+    from cupyops.ops.segment.bench import offsets_for_case
+    from cupyops.core.operator import BenchCase
+    _SEGMENT_OFFSETS.clear()
+    _SEGMENT_OFFSETS["offsets"] = xp.asarray(offsets_for_case(
+        BenchCase(f"{dist} R=1", shape, {"dist": dist})))
+    _SEGMENT_OFFSETS["lengths"] = xp.diff(_SEGMENT_OFFSETS["offsets"])
+    return uniform(xp, rng, shape, "float32")
+
+
+def _cupy_segment(xp, x):
+    from cupyops.ops.segment.bench import reduceat_composition
+    return reduceat_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False)
+
+
+def _torch_segment(torch, t):
+    """PyTorch's composition (cupyops.ops.segment.bench): segment_reduce for the maxima, then
+    the first position holding each by scatter_reduce "amin"."""
+    lengths = torch.from_dlpack(_SEGMENT_OFFSETS["lengths"])
+    n_seg = lengths.shape[0]
+    seg = torch.repeat_interleave(torch.arange(n_seg, device=t.device), lengths,
+                                  output_size=t.shape[0])
+    ext = torch.segment_reduce(t, "max", lengths=lengths, axis=0, unsafe=True)
+    hit = t == ext.index_select(0, seg)
+    hit |= t.isnan() & ext.index_select(0, seg).isnan()
+    big = torch.iinfo(torch.int64).max
+    pos = torch.arange(t.shape[0], device=t.device)
+    first = torch.full((n_seg,), big, dtype=torch.int64, device=t.device).scatter_reduce(
+        0, seg, torch.where(hit, pos, big), "amin")
+    return torch.where(first == big, -1, first)
+
+
+@register("segment_argmax")
+def _segment_cases(scale):
+    """segment_argmax over a 1-D float32 x, one case per length distribution (issue 35's GPU
+    goal: >= 0.90 of the copy of x + offsets + result at >= 64 MiB)."""
+    from cupyops.ops.segment.bench import DISTRIBUTIONS
+    shape = (SCALES[scale] // 4,)
+    return [GpuCase(f"segment_argmax {dist} {shape[0]} float32", "segment_argmax", "large",
+                    shape, "float32",
+                    lambda xp, rng, s=shape, d=dist: _segment_make(xp, rng, s, d),
+                    lambda co, x, dev: co.segment_argmax(x, _SEGMENT_OFFSETS["offsets"],
+                                                         device=dev),
+                    {"cupy": _cupy_segment, "torch": _torch_segment},
+                    reads=lambda: (_SEGMENT_OFFSETS["offsets"],))
+            for dist in DISTRIBUTIONS]
 
 
 def large_cases(scale: str = "full", ops=None) -> list:
@@ -452,7 +512,8 @@ def measure_case(case: GpuCase, env: Env, repeats: int = 5, min_batch_s: float =
     ref = peers.get("cupy", (None, ""))
     rec["ok"] = None if ref[0] is None else ref[1] == "ok"
     rec["status"] = "ok" if rec["ok"] is not False else "MISMATCH against CuPy"
-    rec["min_bytes"] = min_bytes(x, res)
+    rec["min_bytes"] = min_bytes(x, res) + sum(int(a.nbytes) for a in (
+        case.reads() if case.reads else ()))
     fns = {"cupyops": ours, "copy": env.copier(rec["min_bytes"] // 2)}
     fns.update({n: f for n, (f, _) in peers.items() if f is not None})
     calls = _batch_calls(env, ours, min_batch_s)
@@ -527,6 +588,7 @@ def _host_cases(env):
     rng = env.rng(3)
     x = uniform(env.xp, rng, (8, 1000), "float32")
     m = mask(env.xp, rng, (64, 64), "float32", 0.3)
+    offsets = env.xp.asarray(np.array([0, 2, 5, 8], np.int64))    # on the device: no sync
     d = env.device
     return [
         ("argmax (8, 1000) float32 axis 1", lambda: co.argmax(x, axis=1, device=d), x),
@@ -535,6 +597,8 @@ def _host_cases(env):
         ("count_nonzero (8, 1000) axis 1", lambda: co.count_nonzero(x, axis=1, device=d), x),
         ("nonzero_coordinates size=100 (64, 64)",
          lambda: co.nonzero_coordinates(m, size=100, device=d), m),
+        ("segment_argmax (8, 1000) float32, 3 segments",
+         lambda: co.segment_argmax(x, offsets, device=d), x),
     ]
 
 
