@@ -140,7 +140,8 @@ def _is_memory(a, device) -> bool:
     GPU: CuPy arrays, not the host-side parameter structs)."""
     if device == "simt":
         return isinstance(a, np.ndarray)
-    return type(a).__module__.startswith("cupy") and hasattr(a, "data")
+    import cupy     # (a by-value struct's StructBytes, of cupyops.core.backend, is no array)
+    return isinstance(a, cupy.ndarray)
 
 
 def _root(a):

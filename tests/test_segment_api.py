@@ -286,3 +286,22 @@ def test_the_benchmark_compositions_agree_with_the_numpy_path(dist):
             assert np.array_equal(gi.numpy(), wi), (kind, y.dtype)
             full = wi >= 0
             assert np.array_equal(gv.numpy()[full], wv[full], equal_nan=True), (kind, y.dtype)
+
+
+@pytest.mark.parametrize("dist", ["short", "power-law", "huge+tiny"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_the_cupy_scatter_composition_agrees_with_the_numpy_path(dist, dtype):
+    """CuPy's benchmark peer (CuPy 14.2 has no maximum.reduceat): segment ids by searchsorted,
+    scatters, run here with NumPy's ufunc.at in cupyx's place; ties (tie first), empty
+    segments, a trailing axis; no NaN (the scatters do not order it)."""
+    from cupyops.ops.segment import bench as B
+    rng = np.random.default_rng(5)
+    x = (rng.integers(0, 5, (3000, 3)) - 2).astype(dtype)
+    offsets = np.concatenate([[0], np.cumsum(B.lengths_for(dist, len(x), rng))])
+    assert (np.diff(offsets) == 0).any() or dist != "huge+tiny"
+    for kind, f in (("max", cupyops.segment_max_and_argmax),
+                    ("min", cupyops.segment_min_and_argmin)):
+        vals, idx = f(x, offsets, device="cpu")
+        gv, gi = B.scatter_composition(np, x, offsets, kind, True, np.maximum.at, np.minimum.at)
+        assert np.array_equal(gi, idx), kind
+        assert np.array_equal(gv[idx >= 0], vals[idx >= 0]), kind

@@ -279,8 +279,12 @@ def _segment_make(xp, rng, shape, dist):
 
 
 def _cupy_segment(xp, x):
-    from cupyops.ops.segment.bench import reduceat_composition
-    return reduceat_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False)
+    """CuPy's composition (cupyops.ops.segment.bench; NumPy's reduceat one in a rehearsal)."""
+    from cupyops.ops.segment import bench as SB
+    if xp is np:
+        return SB.reduceat_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False)
+    return SB.scatter_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False,
+                                  *SB._cupy_scatters())
 
 
 def _torch_segment(torch, t):

@@ -119,6 +119,8 @@ def to_kernel_input(x, placement, opname=""):
     if placement.kind == "cuda":
         cupy = import_cupy()
         with cuda_device(placement):
+            if x.ndim == 0:     # CuPy 14.2's asarray of a 0-d array drops -0.0's sign (H200 run)
+                return cupy.asarray(x.reshape(1)).reshape(())
             return cupy.asarray(x)
     view = x.view()
     view.flags.writeable = False  # SIMT then reports any kernel write to the input

@@ -204,10 +204,13 @@ def _inputs_for(device, case):
     if not device.startswith("cuda") or x.dtype.kind in "mM":
         return out                     # (CuPy has no datetime64 / timedelta64)
     import cupy
+    # through 1-D: CuPy 14.2's asarray of a 0-d NumPy array drops the sign of -0.0 (a GPU run)
+    flat = case.base.reshape(-1)
     if x.dtype.kind == "V":            # bfloat16: its bits, viewed as ml_dtypes' dtype
-        base = cupy.asarray(case.base.view(np.uint16)).view(case.base.dtype)
+        base = cupy.asarray(flat.view(np.uint16)).view(case.base.dtype)
     else:
-        base = cupy.asarray(case.base)
+        base = cupy.asarray(flat)
+    base = base.reshape(case.base.shape)
     out.append(("cupy", case.view(cupy, base), None))
     return out
 

@@ -2,9 +2,12 @@
 four length distributions over a long 1-D x and short segments over rows of 64, tie first (the
 peers' rule), and what a NumPy / CuPy or PyTorch user writes instead:
 
-* NumPy / CuPy: the segments' extremes by ``ufunc.reduceat`` over the non-empty segments, then
+* NumPy: the segments' extremes by ``ufunc.reduceat`` over the non-empty segments, then
   the first position holding it by a ``minimum.reduceat`` of the positions where x equals it
   (NaN equal to NaN: the extreme NaN wins, as in argmax); empty segments set to -1 after;
+* CuPy (no ``maximum.reduceat``: NotImplementedError in CuPy 14.2, seen on the H200): each
+  row's segment by ``searchsorted``, the extremes by ``cupyx.scatter_max`` / ``scatter_min``,
+  the first position holding each by ``scatter_min`` (:func:`scatter_composition`);
 * PyTorch: the extreme by ``torch.segment_reduce`` (floating dtypes; it takes no integers) or
   ``scatter_reduce`` ("amax"/"amin") over a segment id per row (``repeat_interleave``), then the
   first position holding it by ``scatter_reduce`` "amin", as PyTorch has no segmented argmax
@@ -20,7 +23,8 @@ import numpy as np
 
 from cupyops.core.operator import Bench, BenchCase, PeerUnavailable
 
-__all__ = ["segment_bench", "lengths_for", "offsets_for_case", "reduceat_composition"]
+__all__ = ["segment_bench", "lengths_for", "offsets_for_case", "reduceat_composition",
+           "scatter_composition"]
 
 #: the length distributions (:func:`lengths_for`)
 DISTRIBUTIONS = ("short", "long", "power-law", "huge+tiny")
@@ -112,10 +116,50 @@ def reduceat_composition(xp, x, offsets, kind, values):
     return vals, idx
 
 
+def scatter_composition(xp, x, offsets, kind, values, scatter_max, scatter_min):
+    """What a CuPy user writes, as CuPy has no ``maximum.reduceat`` (CuPy 14.2 raises
+    NotImplementedError): each row's segment by ``searchsorted`` over the ends, the extremes by
+    ``scatter_max`` / ``scatter_min`` (``cupyx``'s; NumPy's ``ufunc.at`` in the tests), then the
+    first position holding each by ``scatter_min`` of the positions (NaN is not ordered by the
+    scatters: the peer's own rule); empty segments -1."""
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    n_seg = len(offsets) - 1
+    span = x[lo:hi]
+    pos = xp.arange(lo, hi)
+    seg = xp.searchsorted(offsets[1:], pos, side="right")
+    dt = x.dtype
+    if dt.kind == "f":
+        start = -np.inf if kind == "max" else np.inf
+    elif dt.kind in "iu":
+        start = np.iinfo(dt).min if kind == "max" else np.iinfo(dt).max
+    else:
+        raise PeerUnavailable(f"no scatter_{kind} of {dt}")
+    shape = (n_seg,) + x.shape[1:]
+    ext = xp.full(shape, start, dt)
+    (scatter_max if kind == "max" else scatter_min)(ext, seg, span)
+    big = np.iinfo(np.int64).max
+    posb = xp.broadcast_to(pos.reshape((-1,) + (1,) * (x.ndim - 1)), span.shape)
+    first = xp.full(shape, big, np.int64)
+    scatter_min(first, seg, xp.where(span == ext[seg], posb, big))
+    idx = xp.where(first == big, -1, first)
+    return (ext, idx) if values else idx
+
+
+def _cupy_scatters():
+    try:
+        import cupyx
+    except ImportError as exc:
+        raise PeerUnavailable("no cupyx") from exc
+    return cupyx.scatter_max, cupyx.scatter_min
+
+
 def _compose(kind, values, xp, case):
     offsets = offsets_for_case(case)
-    o = offsets if xp is np else xp.asarray(offsets)
-    return lambda x: reduceat_composition(xp, x, o, kind, values)
+    if xp is np:
+        return lambda x: reduceat_composition(xp, x, offsets, kind, values)
+    o = xp.asarray(offsets)
+    smax, smin = _cupy_scatters()
+    return lambda x: scatter_composition(xp, x, o, kind, values, smax, smin)
 
 
 def _torch(kind, values, torch, case):
