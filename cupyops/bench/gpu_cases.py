@@ -284,7 +284,7 @@ def _cupy_segment(xp, x):
     if xp is np:
         return SB.reduceat_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False)
     return SB.scatter_composition(xp, x, _SEGMENT_OFFSETS["offsets"], "max", False,
-                                  *SB._cupy_scatters())
+                                  *SB.cupy_scatters())
 
 
 def _torch_segment(torch, t):

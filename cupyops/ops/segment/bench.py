@@ -24,7 +24,7 @@ import numpy as np
 from cupyops.core.operator import Bench, BenchCase, PeerUnavailable
 
 __all__ = ["segment_bench", "lengths_for", "offsets_for_case", "reduceat_composition",
-           "scatter_composition"]
+           "scatter_composition", "cupy_scatters"]
 
 #: the length distributions (:func:`lengths_for`)
 DISTRIBUTIONS = ("short", "long", "power-law", "huge+tiny")
@@ -145,7 +145,7 @@ def scatter_composition(xp, x, offsets, kind, values, scatter_max, scatter_min):
     return (ext, idx) if values else idx
 
 
-def _cupy_scatters():
+def cupy_scatters():
     try:
         import cupyx
     except ImportError as exc:
@@ -158,7 +158,7 @@ def _compose(kind, values, xp, case):
     if xp is np:
         return lambda x: reduceat_composition(xp, x, offsets, kind, values)
     o = xp.asarray(offsets)
-    smax, smin = _cupy_scatters()
+    smax, smin = cupy_scatters()
     return lambda x: scatter_composition(xp, x, o, kind, values, smax, smin)
 
 
