@@ -288,20 +288,10 @@ def _cupy_segment(xp, x):
 
 
 def _torch_segment(torch, t):
-    """PyTorch's composition (cupyops.ops.segment.bench): segment_reduce for the maxima, then
-    the first position holding each by scatter_reduce "amin"."""
-    lengths = torch.from_dlpack(_SEGMENT_OFFSETS["lengths"])
-    n_seg = lengths.shape[0]
-    seg = torch.repeat_interleave(torch.arange(n_seg, device=t.device), lengths,
-                                  output_size=t.shape[0])
-    ext = torch.segment_reduce(t, "max", lengths=lengths, axis=0, unsafe=True)
-    hit = t == ext.index_select(0, seg)
-    hit |= t.isnan() & ext.index_select(0, seg).isnan()
-    big = torch.iinfo(torch.int64).max
-    pos = torch.arange(t.shape[0], device=t.device)
-    first = torch.full((n_seg,), big, dtype=torch.int64, device=t.device).scatter_reduce(
-        0, seg, torch.where(hit, pos, big), "amin")
-    return torch.where(first == big, -1, first)
+    """PyTorch's composition (cupyops.ops.segment.bench), the lengths already on the GPU."""
+    from cupyops.ops.segment import bench as SB
+    return SB.torch_composition(torch, t, torch.from_dlpack(_SEGMENT_OFFSETS["lengths"]), "max",
+                                False)
 
 
 @register("segment_argmax")

@@ -24,7 +24,7 @@ import numpy as np
 from cupyops.core.operator import Bench, BenchCase, PeerUnavailable
 
 __all__ = ["segment_bench", "lengths_for", "offsets_for_case", "reduceat_composition",
-           "scatter_composition", "cupy_scatters"]
+           "scatter_composition", "cupy_scatters", "torch_composition"]
 
 #: the length distributions (:func:`lengths_for`)
 DISTRIBUTIONS = ("short", "long", "power-law", "huge+tiny")
@@ -162,37 +162,37 @@ def _compose(kind, values, xp, case):
     return lambda x: scatter_composition(xp, x, o, kind, values, smax, smin)
 
 
-def _torch(kind, values, torch, case):
-    offsets = offsets_for_case(case)
-    lengths = np.diff(offsets)
+def torch_composition(torch, x, lengths, kind, values):
+    """What a PyTorch user writes (the module doc's third item): ``lengths`` an int64 tensor on
+    x's device, summing to x's rows."""
+    if x.dtype == torch.bool or x.is_complex():
+        raise PeerUnavailable(f"torch scatter_reduce takes no {x.dtype}")
+    dev = x.device
+    n_seg = len(lengths)
+    seg = torch.repeat_interleave(torch.arange(n_seg, device=dev), lengths,
+                                  output_size=x.shape[0])
+    idx_of = seg.reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    shape = (n_seg,) + tuple(x.shape[1:])
+    if x.is_floating_point():       # PyTorch's segmented reduction (floats only; NaN wins)
+        ext = torch.segment_reduce(x, kind, lengths=lengths, axis=0, unsafe=True)
+    else:
+        ext = torch.empty(shape, dtype=x.dtype, device=dev).scatter_reduce(
+            0, idx_of, x, "amax" if kind == "max" else "amin", include_self=False)
+    hit = x == ext.index_select(0, seg)
+    if x.is_floating_point():
+        hit |= x.isnan() & ext.index_select(0, seg).isnan()
+    pos = torch.arange(x.shape[0], device=dev).reshape((-1,) + (1,) * (x.dim() - 1))
+    big = torch.iinfo(torch.int64).max
+    first = torch.full(shape, big, dtype=torch.int64, device=dev).scatter_reduce(
+        0, idx_of, torch.where(hit, pos, big).expand_as(x), "amin")
+    idx = torch.where(first == big, -1, first)
+    return (ext, idx) if values else idx
 
-    def fn(x):
-        if x.dtype == torch.bool or x.is_complex():
-            raise PeerUnavailable(f"torch scatter_reduce takes no {x.dtype}")
-        dev = x.device
-        n_seg = len(lengths)
-        seg = torch.repeat_interleave(torch.arange(n_seg, device=dev),
-                                      torch.as_tensor(lengths, device=dev))
-        idx_of = seg.reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
-        shape = (n_seg,) + tuple(x.shape[1:])
-        if x.is_floating_point():       # PyTorch's segmented reduction (floats only; NaN wins)
-            ext = torch.segment_reduce(x, kind, lengths=torch.as_tensor(lengths, device=dev),
-                                       axis=0, unsafe=True)
-        else:
-            ext = torch.empty(shape, dtype=x.dtype, device=dev).scatter_reduce(
-                0, idx_of, x, "amax" if kind == "max" else "amin", include_self=False)
-        hit = x == ext.index_select(0, seg)
-        if x.is_floating_point():
-            hit |= x.isnan() & ext.index_select(0, seg).isnan()
-        pos = torch.arange(x.shape[0], device=dev).reshape((-1,) + (1,) * (x.dim() - 1))
-        big = torch.iinfo(torch.int64).max
-        first = torch.full(shape, big, dtype=torch.int64, device=dev).scatter_reduce(
-            0, idx_of, torch.where(hit, pos, big).expand_as(x), "amin")
-        idx = torch.where(first == big, -1, first)
-        if not values:
-            return idx
-        return ext, idx
-    return fn
+
+def _torch(kind, values, torch, case):
+    lengths = np.diff(offsets_for_case(case))
+    return lambda x: torch_composition(torch, x, torch.as_tensor(lengths, device=x.device),
+                                       kind, values)
 
 
 def _as_numpy(values, kind, r):
