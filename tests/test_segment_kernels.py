@@ -423,3 +423,53 @@ def test_benchmark_traffic_counts_the_offsets():
     assert rec["ok"] and rec["goal"] == 1.05 and rec["goal_met"], rec
     x_sectors = (1 << 16) * 4 // 32                  # (the benchmark's x is 256-byte aligned)
     assert abs(rec["min_sectors_load"] - x_sectors - -(-o.nbytes // 32)) <= 1, rec
+
+
+def _unaligned_like(o):
+    """``o``'s values in an array of the same shape, strides and dtype whose data pointer is
+    one byte past its alignment (the same cache key: the key holds no pointer)."""
+    raw = np.zeros(o.nbytes + 16, np.uint8)
+    start = -raw.ctypes.data % 16 + 1
+    u = raw[start:start + o.nbytes].view(o.dtype)
+    u[...] = o
+    assert not u.flags.aligned
+    return u
+
+
+@pytest.mark.parametrize("values", [False, True], ids=["indices", "values"])
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_repeated_calls_take_the_prepared_entry(device, values, monkeypatch):
+    """Later calls of one layout (x's and the offsets' layout, the options) go straight to the
+    kept runner (issue 35's host cost): no second road (``_kernel_run``), every new offsets'
+    values checked (host) or armed (GPU), results right for new x and offsets; host offsets one
+    byte off their alignment (a GPU faults on such loads) take the copying road instead."""
+    from cupyops.ops.segment import calls
+    rng = np.random.default_rng(21)
+    name = NAMES[("max", values)]
+    f = getattr(ops(device), name)
+    roads = []
+    real = calls._kernel_run
+    monkeypatch.setattr(calls, "_kernel_run", lambda *a: roads.append(1) or real(*a))
+    x = np.empty((300, 5), np.float32)
+    o = np.empty(7, np.int64)
+    for i in range(4):          # new values in the same arrays (x's alignment is in the key)
+        x[...] = values_for(rng, x.shape, x.dtype)
+        o[...] = offsets_for(rng.integers(0, 50, 6), int(rng.integers(0, 6)), np.int64)
+        got = f(to_device(x, device), to_device(o, device), tie="last")
+        want = getattr(cupyops, name)(x, o, device="cpu", tie="last")
+        for g, w in zip(got if values else (got,), want if values else (want,)):
+            assert np.array_equal(bits(np.asarray(g.get() if hasattr(g, "get") else g)),
+                                  bits(w)), (device, i)
+        # (NumPy x on "cuda": host offsets and x go to the GPU each call, the road each time)
+        assert len(roads) == (i + 1 if device == "cuda" else 1), \
+            "a later call of the same layout took the full road again"
+    with pytest.raises(ValueError, match="offsets"):       # a cached call checks the values
+        f(to_device(x, device), np.array([0, 9, 3, 300, 300, 300, 300], np.int64))
+    if device == "simt":       # (on "cupy" NumPy offsets have another key: copied each call)
+        u = _unaligned_like(o)
+        roads.clear()
+        got = f(x, u, tie="last")
+        assert roads == [1], "misaligned offsets must take the copying road"
+        g = got[1] if values else got
+        w = getattr(cupyops, name)(x, o, device="cpu", tie="last")
+        assert np.array_equal(np.asarray(g), w[1] if values else w)

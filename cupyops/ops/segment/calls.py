@@ -131,8 +131,38 @@ def _kernel_call(state, x, offsets, placement, workspace, host):
            None]
     res = _kernel_run(kst, x, offsets, workspace, host,
                       _kernel_outs(call, placement, values, kst[3]))
-    entry = functools.partial(_kernel_entry, kst) if call.out is None else None
+    entry = None
+    if call.out is None:
+        entry = _prepared_entry(kst, x, offsets, host) or functools.partial(_kernel_entry, kst)
     return _deliver(res, call, values), entry, None
+
+
+def _prepared_entry(kst, x, offsets, host):
+    """The entry of later calls of this layout where the first call passed x and the offsets
+    to the kernel as they are (a CuPy x, or NumPy x on simt; offsets already on the GPU, or
+    host offsets on simt, which reads them in place): the runner reused with no layout
+    question but the offsets' alignment, which the call's key does not hold. None otherwise
+    (a datetime x, NumPy x on "cuda", host offsets on "cuda": a copy each call)."""
+    (kind, tie, call, values, opname), placement, backend, datetime, wide, kept = kst
+    if datetime or kept is None or not kept[2] or (host and placement.kind == "cuda"):
+        return None
+    isz = offsets.dtype.itemsize
+    if not offsets.dtype.isnative or offsets.strides[0] % isz:
+        return None
+    return functools.partial(_prepared_call, (kept[1], kept[3], isz, int(x.shape[0]), opname,
+                                              host, values, kst))
+
+
+def _prepared_call(st, x, workspace, offsets):
+    """A later call through :func:`_prepared_entry`'s runner: host offsets checked again."""
+    run, prep, isz, n, opname, host, values, kst = st
+    if host:
+        check_offset_values(offsets, n, opname)
+        offsets = _place.read_only_view(offsets)
+    if _data_ptr(offsets) % isz:        # misaligned offsets: copied, another runner
+        return _kernel_entry(kst, x, workspace, offsets)
+    res = run(x if prep is None else prep(x), offsets, workspace, None, host)
+    return ValuesIndices(*res) if values else res
 
 
 def _kernel_entry(kst, x, workspace, offsets):
@@ -158,7 +188,8 @@ def _kernel_run(kst, x, offsets, workspace, host, outs):
     if kept is None or kept[0] != layout:
         kept = kst[5] = (layout, _launch.runner(backend, kin, koffs, call, kind=kind, tie=tie,
                                                  values=values, force_64bit=wide,
-                                                 datetime=datetime))
+                                                 datetime=datetime),
+                                *_place.entry_prep(placement, x, kin))
     res = _place.from_kernel_result(kept[1](kin, koffs, workspace, out=outs, checked=host),
                                     placement)
     if values:

@@ -113,7 +113,32 @@ def runner(backend, x, offsets, call, *, kind, tie, values, force_64bit=False, d
     ``x`` and ``offsets`` (see :func:`run`)."""
     launch = prepare(backend, x, offsets, call, kind=kind, tie=tie, values=values,
                      force_64bit=force_64bit, datetime=datetime)
-    return functools.partial(run, (backend, launch))
+    return functools.partial(run, run_state(backend, launch))
+
+
+class RunState(typing.NamedTuple):
+    """What :func:`run` reads, flat (``run`` unpacks it by position: a tuple's cost)."""
+
+    backend: object
+    plan: _plan.SegPlan
+    main: tuple              # (family, value dtype, expr)
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: object
+    out_shape: tuple
+    out_dtype: np.dtype
+    values_dtype: np.dtype | None
+    scratch: tuple
+    state: tuple
+    describe: object         # the error of a device error code (offsets on the GPU)
+
+
+def run_state(backend, launch: SegLaunch) -> RunState:
+    """What :func:`run` reads of ``launch``, bound once per runner."""
+    return RunState(backend, launch.plan, launch.main, *launch.cfg, launch.params,
+                    launch.out_shape, launch.out_dtype, launch.values_dtype, launch.scratch,
+                    launch.state, functools.partial(describe_code, launch.opname, launch.plan.n))
 
 
 def describe_code(opname, n, code) -> str:
@@ -130,31 +155,36 @@ def run(state, x, offsets, workspace=None, out=None, checked=True):
     ``out``: None, or (values mode: a pair of) C-contiguous arrays of that shape written
     directly (each may be None). ``checked=False``: offsets already on the device, whose
     error code is armed for the next host read."""
-    backend, launch = state
-    _trace.record_plan(launch.plan)
-    vout, iout = (out if isinstance(out, tuple) else (None, out)) if out is not None \
-        else (None, None)
+    (backend, plan, main, grid, block, smem, params, out_shape, out_dtype, values_dtype,
+     scratch, state_spec, describe) = state
+    _trace.record_plan(plan)
+    vout = iout = None
+    if out is not None:
+        vout, iout = out if type(out) is tuple else (None, out)
     scope, stream = backend.begin()
     with scope:
-        res = iout if iout is not None else backend.alloc(launch.out_shape, launch.out_dtype)
+        res = iout if iout is not None else backend.alloc(out_shape, out_dtype)
         vres = None
-        if launch.values_dtype is not None:
-            vres = vout if vout is not None else backend.alloc(launch.out_shape,
-                                                               launch.values_dtype)
+        if values_dtype is not None:
+            vres = vout if vout is not None else backend.alloc(out_shape, values_dtype)
         holder = _workspace.holder_for(backend, workspace, backend.stream_key(stream))
         with holder.lock:
-            pk, pi, cons = holder.carve(launch.scratch)
-            zw, code = holder.state(STATE_KIND, *launch.state)
-            grid, block, smem = launch.cfg
-            args = (x, offsets, res, pk, pi, cons, zw, launch.params) if vres is None else \
-                (x, offsets, res, vres, pk, pi, cons, zw, launch.params)
+            pk, pi, cons = holder.carve(scratch)
+            zw, code = holder.state(STATE_KIND, *state_spec)
+            args = (x, offsets, res, pk, pi, cons, zw, params) if vres is None else \
+                (x, offsets, res, vres, pk, pi, cons, zw, params)
             try:
-                backend.launcher(*launch.main)(grid, block, args, smem, stream)
+                backend.launcher(*main)(grid, block, args, smem, stream)
             except BaseException:
                 holder.discard_state(STATE_KIND)
                 raise
             if not checked:
-                _arm(backend, code, launch, stream)
+                # offsets already on the GPU: the next host read of this backend checks the
+                # launch's error code, on its stream (one entry per state buffer: a later
+                # call's arming replaces it); a launch captured into a CUDA graph keeps its
+                # entry armed, so every later host read checks what its replays recorded
+                backend.arm_flag(code, describe, (STATE_KIND, id(code)), stream,
+                                 backend.stream_capturing(stream))
     return res if vres is None else (vres, res)
 
 
@@ -176,13 +206,3 @@ def _state_views(nwords):
 def _words_of(nwords, buf):
     zw = buf[:4 * nwords].view(np.uint32)
     return zw, zw[:2].view(np.uint64)
-
-
-def _arm(backend, code, launch, stream):
-    """Offsets already on the GPU: the next host read of this backend checks the launch's
-    error code, on the launch's stream (one entry per state buffer: a later call's arming
-    replaces it). A launch captured into a CUDA graph keeps its entry armed: every later host
-    read checks what the graph's replays recorded."""
-    backend.arm_flag(code, functools.partial(describe_code, launch.opname, launch.plan.n),
-                     key=(STATE_KIND, id(code)), stream=stream,
-                     keep=backend.stream_capturing(stream))

@@ -95,6 +95,10 @@ def offsets_error(offsets, n) -> str | None:
     o = np.asarray(offsets)
     if o.size == 0:
         return None
+    # valid offsets (the common case) in a few array operations: non-decreasing, so bounded
+    # by the first and the last
+    if o[0] >= 0 and o[-1] <= n and (o.size == 1 or bool((o[1:] >= o[:-1]).all())):
+        return None
     negative = o < 0
     decreasing = np.zeros(o.shape, bool)
     decreasing[1:] = o[1:] < o[:-1]
