@@ -13,7 +13,7 @@ from cupyops.tools import gpucheck, gpu_wheels
 
 ORDER = ["selftest-quick", "gpu-tests", "api-tests", "steady-calls", "host-cost",
          "bench-compile", "bench", "memcheck", "racecheck", "synccheck", "initcheck",
-         "ncu-dram", "model-table", "dask"]
+         "ncu-dram", "model-table", "racecheck-rest", "dask"]
 
 
 def test_plan_lists_every_step_and_the_budget(capsys):
