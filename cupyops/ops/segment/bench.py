@@ -121,12 +121,12 @@ def scatter_composition(xp, x, offsets, kind, values, scatter_max, scatter_min):
     NotImplementedError): each row's segment by ``searchsorted`` over the ends, the extremes by
     ``scatter_max`` / ``scatter_min`` (``cupyx``'s; NumPy's ``ufunc.at`` in the tests), then the
     first position holding each by ``scatter_min`` of the positions (NaN is not ordered by the
-    scatters: the peer's own rule); empty segments -1."""
-    lo, hi = int(offsets[0]), int(offsets[-1])
+    scatters: the peer's own rule); empty segments -1. No host read: rows outside
+    ``[offsets[0], offsets[-1])`` go to a dummy segment S, dropped at the end."""
     n_seg = len(offsets) - 1
-    span = x[lo:hi]
-    pos = xp.arange(lo, hi)
+    pos = xp.arange(x.shape[0])
     seg = xp.searchsorted(offsets[1:], pos, side="right")
+    seg = xp.where(pos < offsets[0], n_seg, seg)         # (a 0-d array: no sync)
     dt = x.dtype
     if dt.kind == "f":
         start = -np.inf if kind == "max" else np.inf
@@ -134,15 +134,15 @@ def scatter_composition(xp, x, offsets, kind, values, scatter_max, scatter_min):
         start = np.iinfo(dt).min if kind == "max" else np.iinfo(dt).max
     else:
         raise PeerUnavailable(f"no scatter_{kind} of {dt}")
-    shape = (n_seg,) + x.shape[1:]
+    shape = (n_seg + 1,) + x.shape[1:]
     ext = xp.full(shape, start, dt)
-    (scatter_max if kind == "max" else scatter_min)(ext, seg, span)
+    (scatter_max if kind == "max" else scatter_min)(ext, seg, x)
     big = np.iinfo(np.int64).max
-    posb = xp.broadcast_to(pos.reshape((-1,) + (1,) * (x.ndim - 1)), span.shape)
+    posb = xp.broadcast_to(pos.reshape((-1,) + (1,) * (x.ndim - 1)), x.shape)
     first = xp.full(shape, big, np.int64)
-    scatter_min(first, seg, xp.where(span == ext[seg], posb, big))
-    idx = xp.where(first == big, -1, first)
-    return (ext, idx) if values else idx
+    scatter_min(first, seg, xp.where(x == ext[seg], posb, big))
+    idx = xp.where(first[:n_seg] == big, -1, first[:n_seg])
+    return (ext[:n_seg], idx) if values else idx
 
 
 def cupy_scatters():
