@@ -187,8 +187,10 @@ def threads_for(nbytes: int) -> int:
         return 1
     state = _state
     n = state.setting
-    if n is None:
-        n = _setting()
+    if n is None:                # (_setting inline: a large call's overhead is counted in 0.1 µs)
+        n = state.env_value
+        if n is None:
+            n = state.cores or _usable_cores()
     if n <= 1 or state.chosen_one or _get_ident() != state.main or \
             getattr(state.local, "single", 0):
         return 1
