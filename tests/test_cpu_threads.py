@@ -559,3 +559,34 @@ def test_probes_cost_a_bounded_share(monkeypatch):
         assert sum(0.020 if n > 1 else 0.010 for n in given) <= 1.01 * 0.010 * len(given) + 0.1
     finally:
         T.set_num_threads(None)
+
+
+def test_segment_calls_run_the_way_that_has_been_faster(monkeypatch):
+    """segment_argmax's NumPy path is measured as argmax's layouts are (threads_check: long
+    segments, a Python loop over them, ran at 0.64x one thread on two): with the threads slower
+    on a fake clock, the later calls of a large layout run their pieces on one thread but the
+    probes, with results unchanged; offsets take the entry's third argument."""
+    T.set_num_threads(2)
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
+    monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)      # (a busy machine's back-off: not here)
+    clock = [0.0]
+    monkeypatch.setattr(T, "_perf", lambda: clock[0])
+    given = []
+    real = T.run_parts
+
+    def run_parts(fn, parts, threads):
+        given.append(threads)
+        clock[0] += 2.0 if threads > 1 else 1.0
+        return real(fn, parts, threads)
+    monkeypatch.setattr(T, "run_parts", run_parts)
+    try:
+        rng = np.random.default_rng(3)
+        x = rng.integers(0, 4, T.MIN_BYTES // 4 + 4096).astype(np.float32)
+        offsets = np.array([0, 5000, 70000, len(x) - 9, len(x)])
+        want = [int(offsets[s] + np.argmax(x[offsets[s]:offsets[s + 1]])) for s in range(4)]
+        for _ in range(40):
+            assert cupyops.segment_argmax(x, offsets, device="cpu").tolist() == want
+        assert given[0] == 2 and given[1] == 2           # the first call, then the threads'
+        assert given[-10:].count(1) >= 8, given          # then one thread (a probe: two calls)
+    finally:
+        T.set_num_threads(None)

@@ -297,16 +297,30 @@ def _measured_call(state, x, workspace):
         choice.stop(t0)
 
 
-def measured(entry, nbytes: int, alone=None):
+def _measured_call_args(state, x, workspace, *args):
+    """:func:`_measured_call` for entries that take more arrays (segment offsets)."""
+    choice, nbytes, entry, alone = state
+    t0 = choice.start(nbytes)
+    if t0 is None:
+        return alone(x, workspace, *args)
+    try:
+        return (alone if choice.alone else entry)(x, workspace, *args)
+    finally:
+        choice.stop(t0)
+
+
+def measured(entry, nbytes: int, alone=None, *, more_args=False):
     """``entry(x, workspace)`` of a layout whose calls may split ``nbytes`` of work among the
     threads, run through a :class:`Choice` of its own (``alone``: the same on one thread, with
     nothing to decide, where the layout has one: its calls on one thread run it); ``alone`` or
-    ``entry`` itself below :data:`MIN_BYTES` (one thread always)."""
+    ``entry`` itself below :data:`MIN_BYTES` (one thread always). ``more_args``: the entry
+    takes more arguments after ``workspace`` (``entry(x, workspace, offsets)``)."""
     if entry is None:
         return None
     if nbytes < MIN_BYTES:
         return alone or entry
-    return functools.partial(_measured_call, (Choice(), nbytes, entry, alone or entry))
+    return functools.partial(_measured_call_args if more_args else _measured_call,
+                             (Choice(), nbytes, entry, alone or entry))
 
 
 def split(n: int, threads: int, nbytes: int) -> list:
