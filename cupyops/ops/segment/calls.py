@@ -104,8 +104,12 @@ def _result(xp, x, offsets, rows, state):
         return xp.asarray(idx)
     y = _as_rows(x)
     flat = _as_rows(rows)
-    vals = y[np.where(flat < 0, 0, flat), np.arange(flat.shape[1])] if y.size else \
-        np.empty(flat.shape, x.dtype)
+    if not y.size:
+        vals = np.empty(flat.shape, x.dtype)
+    elif flat.shape[1] == 1:      # one column: a 1-D take, a third of a 2-D fancy index
+        vals = y[:, 0].take(flat[:, 0], mode="clip")[:, None]   # (-1 clipped: filled below)
+    else:
+        vals = y[np.where(flat < 0, 0, flat), np.arange(flat.shape[1])]
     vals = np.where(empty.reshape(flat.shape), _numpy.empty_value(x.dtype, kind), vals) \
         if empty.any() else vals
     vals = np.asarray(vals, x.dtype).reshape(idx.shape)
