@@ -42,6 +42,8 @@ CACHES = {
     "nvrtc-checks": Cache(None, "NVRTC compile checks (python -m cupyops.tools.nvrtc, tests)"),
     "sass": Cache(None, "SASS of the issue-rate model (bench --issue-rate)"),
     "cupy-compile": Cache(None, "tests: kernel modules through CuPy's compile path"),
+    "nvrtc-floor": Cache(None, "the oldest NVRTC the package claims, downloaded once "
+                               "(python -m cupyops.tools.nvrtc_floor --download, tests)"),
     "test": Cache("CUPYOPS_TEST_CACHE", "tests: CuPy wheels installed with pip --target"),
 }
 
