@@ -7,9 +7,10 @@ The ``cuda13`` extra takes ``cuda-toolkit>=13.0``, so a user's NVRTC may be 13.0
 machine's was (the H200 of 2026-11-28: NVRTC 13.0 rejected ``static_assert`` over
 ``__builtin_offsetof``, which 13.5 accepts). This tool loads that NVRTC in place of the
 installed one and compiles the modules the library builds at run time
-(:func:`cupyops.tools.nvrtc.runtime_modules`) with the CuPy path's options: by default every
-module of float16 and complex128 (the narrowest float and the widest type: every kernel of
-every family, at two widths), with ``--all`` every module of every dtype.
+(:func:`cupyops.tools.nvrtc.runtime_modules`, the families of :data:`cupyops.ops.FAMILIES`)
+with the CuPy path's options: by default every module of float16 (every kernel of every
+family, with the most vector-width variants of any dtype: 36 modules), ``--dtypes`` others,
+``--all`` every module of every dtype (440).
 
 ``--lib DIR``: a folder holding ``libnvrtc.so.13`` and ``libnvrtc-builtins.so.13.0``;
 ``--download``: ``pip download`` the floor's wheel (:data:`FLOOR`) into the cache folder
@@ -18,7 +19,7 @@ is loaded with ``RTLD_GLOBAL`` before ``cuda.bindings`` looks for NVRTC, which t
 already loaded (its soname is the installed one's): run the tool in a fresh process.
 
 Prints one line per failure and a summary; ``--json`` writes ``{"version", "modules",
-"failed", "seconds", "offsetof_assert"}`` (``offsetof_assert``: whether this NVRTC accepts
+"families", "failed", "seconds", "offsetof_assert"}`` (``offsetof_assert``: whether this NVRTC accepts
 the construct 13.0 rejects, a check that the floor is what was loaded). Exit status 1 when a
 module fails.
 """
@@ -38,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 FLOOR = "nvidia-cuda-nvrtc==13.0.*"
 #: the libraries to load, in order (the builtins first: libnvrtc opens it by name)
 LIBS = ("libnvrtc-builtins.so.13.0", "libnvrtc.so.13")
-SAMPLE_DTYPES = ("float16", "complex128")
+SAMPLE_DTYPES = ("float16",)
 #: what NVRTC 13.0 rejects and 13.5 accepts (seen on the H200 machine)
 OFFSETOF_PROBE = """struct S { int a; long long b; };
 static_assert(__builtin_offsetof(S, b) == 8, "layout");
@@ -85,10 +86,18 @@ def _compile_one(T, job) -> str | None:
     return None
 
 
-def check(arch: int = 90, every_dtype: bool = False, jobs: int = 2) -> dict:
+def modules(dtypes=SAMPLE_DTYPES) -> list:
+    """The modules checked: :func:`cupyops.tools.nvrtc.runtime_modules` of the library's own
+    families for ``dtypes`` (None: every dtype)."""
+    from cupyops import ops
+    from cupyops.tools import nvrtc as T
+    return T.runtime_modules(families=ops.FAMILIES, dtypes=dtypes)
+
+
+def check(arch: int = 90, dtypes=SAMPLE_DTYPES, jobs: int = 2) -> dict:
     """Compile the modules (see the module docstring) with the NVRTC loaded now."""
     from cupyops.tools import nvrtc as T
-    mods = T.runtime_modules(dtypes=None if every_dtype else SAMPLE_DTYPES)
+    mods = modules(dtypes)
     sources: dict = {}
     work = [(f"{fam.name}/{dts[0]} {exprs[0]}",
              T.job_for(fam, dts[0], arch, sources, exprs)[1]) for fam, dts, exprs in mods]
@@ -97,7 +106,11 @@ def check(arch: int = 90, every_dtype: bool = False, jobs: int = 2) -> dict:
         errors = list(pool.map(lambda w: _compile_one(T, w[1]), work))
     failed = [f"{label}: {err}" for (label, _), err in zip(work, errors) if err]
     probe = _compile_one(T, (OFFSETOF_PROBE, arch, (), ()))
-    return {"version": list(T.nvrtc_version()), "modules": len(work), "failed": failed,
+    families: dict = {}
+    for fam, _, _ in mods:
+        families[fam.name] = families.get(fam.name, 0) + 1
+    return {"version": list(T.nvrtc_version()), "modules": len(work), "families": families,
+            "failed": failed,
             "seconds": round(time.perf_counter() - t0, 1), "offsetof_assert": probe is None}
 
 
@@ -109,6 +122,8 @@ def main(argv=None) -> int:
                      "builtins")
     src.add_argument("--download", action="store_true", help=f"pip download {FLOOR} once")
     p.add_argument("--all", action="store_true", help="every dtype's modules")
+    p.add_argument("--dtypes", default=",".join(SAMPLE_DTYPES),
+                   help="comma-separated dtypes (default: %(default)s)")
     p.add_argument("--arch", type=int, default=90)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", type=pathlib.Path)
@@ -119,7 +134,7 @@ def main(argv=None) -> int:
     else:
         lib_dir = args.lib
     load(lib_dir)
-    res = check(args.arch, args.all, args.jobs)
+    res = check(args.arch, None if args.all else tuple(args.dtypes.split(",")), args.jobs)
     for line in res["failed"]:
         print(f"FAILED {line}")
     print(f"NVRTC {'.'.join(map(str, res['version']))}: {res['modules']} modules for "
