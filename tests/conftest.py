@@ -26,7 +26,20 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU through CuPy")
 
 
+#: the files of a cold run's longest setups and calls (``--durations``, a fresh clone on 2
+#: cores, 2026-11-28: the NVRTC compile fixture 308 s, the simt selftest 115 s, CuPy's compile
+#: path 107 s, ...), in that order: the README's command (``--dist loadfile
+#: --no-loadscope-reorder``) hands files to the workers in collection order, so these start
+#: first and the short files fill the other core around them
+LONGEST_FIRST = ("test_nvrtc_compile.py", "test_selftest.py", "test_cupy_compile.py",
+                 "test_cupy_path.py", "test_memory_terms.py", "test_nvrtc_floor.py",
+                 "test_fork_safety.py", "test_packaging.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # (stable: the rest
+    #                                                                     keep their order)
     if not config.getoption("--run-slow"):
         skip = pytest.mark.skip(reason="slow: run with --run-slow")
         for item in items:

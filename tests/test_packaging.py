@@ -133,6 +133,17 @@ def test_readme_starts_with_the_two_commands():
     assert "'.[test]'" in second and "-m pytest" in second
 
 
+def test_the_test_command_starts_the_longest_files_first():
+    """The README's test command hands files to the workers in collection order, which
+    tests/conftest.py begins with LONGEST_FIRST: each of those names a test file."""
+    _, second = _readme_commands()
+    assert "--dist loadfile" in second and "--no-loadscope-reorder" in second
+    import conftest
+    here = pathlib.Path(__file__).parent
+    missing = [n for n in conftest.LONGEST_FIRST if not (here / n).is_file()]
+    assert not missing, missing
+
+
 def test_readme_states_what_its_commands_cost_and_how_to_measure_it_again():
     """Issue 37: the README's figures (time, disk, downloads of its two commands; the cold
     compiles) are stated with the day they were measured, next to the command that measures
