@@ -1,0 +1,175 @@
+"""A first call builds every module its plan needs at once (issue 33): cupyops.core.modules.
+ensure_modules builds the modules not built yet in threads, each once.
+
+Concurrency is proven with barriers: a factory that waits at a barrier for every build of a
+group fails (BrokenBarrierError, after a timeout) where the builds run one after the other."""
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cupyops.core import modules as m
+from cupyops.core import progress as _progress
+
+EXPRS = m.SELFTEST_FAMILY.expressions_for(np.float32)
+MODULES = [("selftest", (e,)) for e in EXPRS]          # three modules, one kernel each
+
+
+class FakeModule:
+    def __init__(self, exprs):
+        self.exprs = exprs
+
+    def get_function(self, expr):
+        assert expr in self.exprs
+        return ("fn", expr)
+
+
+class FakeCompileError(Exception):
+    def __init__(self, log):
+        super().__init__("compile failed")
+        self.log = log
+
+
+@pytest.fixture
+def selftest_family():
+    old = m.families().get("selftest")
+    m.register_family(m.SELFTEST_FAMILY)
+    yield m.SELFTEST_FAMILY
+    if old is None:
+        m._families.pop("selftest", None)
+    m.clear_cache("selftest")
+
+
+@pytest.fixture
+def fake(selftest_family):
+    """A "fake" backend whose factory records each build (its expressions, thread, start and
+    end) and can wait at a barrier, sleep, or fail for one expression."""
+    state = {"builds": [], "barrier": None, "delay": 0.0, "fail": None, "now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def factory(source, options, exprs, device_id):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+            state["builds"].append((exprs, threading.current_thread().name))
+        try:
+            if state["barrier"] is not None:
+                state["barrier"].wait()
+            time.sleep(state["delay"])
+            if state["fail"] in exprs:
+                raise FakeCompileError(f"module.cu(3): error: {state['fail']} is broken")
+            return FakeModule(exprs)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    m.register_module_factory("fake", factory)
+    m.clear_cache()
+    yield state
+    m.register_module_factory("fake", None)
+    m.clear_cache()
+
+
+def test_modules_build_at_once_each_once(fake):
+    fake["barrier"] = threading.Barrier(len(MODULES), timeout=20)   # serial builds time out
+    m.ensure_modules("fake", MODULES + MODULES[:1])                  # (a repeat counts once)
+    assert sorted(e for e, _ in fake["builds"]) == sorted(e for _, e in MODULES)
+    assert fake["peak"] == len(MODULES)
+    # the calling thread builds one of them; its own threads the others
+    assert sum(t == threading.current_thread().name for _, t in fake["builds"]) == 1
+    assert {k[2:] for k in m.cached_keys()} == set(MODULES)
+    # the cache keys are those of a module built alone: compiled_module finds them
+    for fam, exprs in MODULES:
+        assert m.compiled_module("fake", fam, exprs).exprs == exprs
+    m.ensure_modules("fake", MODULES)                                # nothing left to build
+    assert len(fake["builds"]) == len(MODULES)
+
+
+def test_only_missing_modules_are_built_and_one_needs_no_thread(fake):
+    m.compiled_module("fake", *MODULES[0])
+    m.compiled_module("fake", *MODULES[1])
+    fake["builds"].clear()
+    m.ensure_modules("fake", MODULES)
+    assert fake["builds"] == [(MODULES[2][1], threading.current_thread().name)]
+
+
+def test_two_callers_at_once_build_each_module_once(fake):
+    """Two calls (threads) asking for the same modules at the same moment: the per-key locks
+    make one build each module and the other wait for it."""
+    fake["delay"] = 0.1
+    start = threading.Barrier(2, timeout=20)
+    errors = []
+
+    def caller(order):
+        try:
+            start.wait()
+            m.ensure_modules("fake", order)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(o,)) for o in (MODULES, MODULES[::-1])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(e for e, _ in fake["builds"]) == sorted(e for _, e in MODULES)
+    assert fake["peak"] >= 2
+
+
+def test_a_compile_error_names_its_module_after_the_others(fake):
+    bad = EXPRS[1]
+    fake["fail"] = bad
+    fake["barrier"] = threading.Barrier(len(MODULES), timeout=20)
+    with pytest.raises(m.KernelCompileError) as info:
+        m.ensure_modules("fake", MODULES)
+    err = info.value
+    assert type(err) is m.KernelCompileError
+    assert err.family == "selftest" and err.exprs == (bad,) and err.backend == "fake"
+    assert f"{bad} is broken" in err.log and bad in str(err)
+    assert isinstance(err.__cause__, FakeCompileError)
+    # the others were built (and kept); the failure was not: asking again tries it again
+    assert {k[3] for k in m.cached_keys()} == {(e,) for e in EXPRS if e != bad}
+    fake["fail"], fake["barrier"] = None, None
+    m.ensure_modules("fake", MODULES)
+    assert {k[3] for k in m.cached_keys()} == {(e,) for e in EXPRS}
+
+
+def test_the_first_failure_in_order_is_raised(fake):
+    def factory(source, options, exprs, device_id):
+        raise FakeCompileError(f"error in {exprs[0]}")
+    m.register_module_factory("fake", factory)
+    with pytest.raises(m.KernelCompileError) as info:
+        m.ensure_modules("fake", MODULES[::-1])
+    assert info.value.exprs == MODULES[-1][1]
+
+
+def test_a_refused_thread_builds_in_the_calling_thread(fake, monkeypatch):
+    start = threading.Thread.start
+
+    def refuse(self):
+        if self.name.startswith("cupyops-compile"):
+            raise RuntimeError("can't start new thread")
+        return start(self)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    m.ensure_modules("fake", MODULES)
+    assert [t for _, t in fake["builds"]] == [threading.current_thread().name] * len(MODULES)
+    assert {k[3] for k in m.cached_keys()} == {(e,) for e in EXPRS}
+
+
+def test_one_notice_for_the_group(fake, monkeypatch, capsys):
+    """The modules of one group are announced once (the notice of a call's compile), not once
+    per thread."""
+    monkeypatch.setattr(_progress, "THRESHOLD_S", 0.02)
+    monkeypatch.setattr(_progress, "_announced", False)
+    monkeypatch.setenv("CUPYOPS_PROGRESS", "1")
+    fake["delay"] = 0.2
+    m.ensure_modules("fake", MODULES)
+    err = capsys.readouterr().err
+    assert err.count("cupyops: compiling") == 1 and err.count("done in") == 1, err
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
