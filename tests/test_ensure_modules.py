@@ -1,5 +1,7 @@
 """A first call builds every module its plan needs at once (issue 33): cupyops.core.modules.
-ensure_modules builds the modules not built yet in threads, each once.
+ensure_modules builds the modules not built yet in threads, each once; Backend.ensure_kernels
+is what launch code calls with a plan's launches; argreduce's split plans (a scan and a finish,
+two modules) call it before their first launch.
 
 Concurrency is proven with barriers: a factory that waits at a barrier for every build of a
 group fails (BrokenBarrierError, after a timeout) where the builds run one after the other."""
@@ -10,8 +12,14 @@ import time
 import numpy as np
 import pytest
 
+import cupyops
+from cupyops.core import backend as _backend
 from cupyops.core import modules as m
 from cupyops.core import progress as _progress
+from cupyops.core import trace as _trace
+from cupyops.ops.argreduce import launch as _arg_launch
+from cupyops.ops.nonzero import launch as _nz_launch
+from cupyops.testing import dry_run
 
 EXPRS = m.SELFTEST_FAMILY.expressions_for(np.float32)
 MODULES = [("selftest", (e,)) for e in EXPRS]          # three modules, one kernel each
@@ -169,6 +177,114 @@ def test_one_notice_for_the_group(fake, monkeypatch, capsys):
     m.ensure_modules("fake", MODULES)
     err = capsys.readouterr().err
     assert err.count("cupyops: compiling") == 1 and err.count("done in") == 1, err
+
+
+# ------------------------------------------------------------------------------ Backend
+
+
+def test_ensure_kernels_resolves_the_launchers(fake, monkeypatch):
+    monkeypatch.setitem(m._factories, "simt", m.module_factory("fake"))
+    be = _backend.SimtBackend()
+    kernels = [("selftest", np.float32, e) for e in EXPRS]
+    fake["barrier"] = threading.Barrier(len(EXPRS), timeout=20)
+    be.ensure_kernels(kernels)
+    assert fake["peak"] == len(EXPRS)
+    assert set(be._kernels) == {("selftest", np.dtype(np.float32), e) for e in EXPRS}
+    fake["barrier"] = None
+    be.ensure_kernels(kernels)                  # ready: nothing built again
+    assert len(fake["builds"]) == len(EXPRS)
+    with dry_run():                             # a dry run compiles nothing
+        be.ensure_kernels([("selftest", np.int8, "selftest_iota<signed char, 3>")])
+    assert len(fake["builds"]) == len(EXPRS)
+
+
+# ------------------------------------------------------------------------------ launch code
+
+@pytest.fixture
+def simt_events(monkeypatch):
+    """A fresh simt backend whose factory (the real one, wrapped) records when each build
+    starts and ends, and waits for the other builds of its group at a barrier; every launch
+    recorded in the same list. The argreduce and nonzero modules are forgotten first (they
+    load from the disk cache)."""
+    events, lock = [], threading.Lock()
+    real = m.module_factory("simt")
+    state = {"barrier": None}
+
+    def factory(source, options, exprs, device_id):
+        with lock:
+            events.append(("start", exprs))
+        if state["barrier"] is not None:
+            state["barrier"].wait()
+        mod = real(source, options, exprs, device_id)
+        with lock:
+            events.append(("end", exprs))
+        return mod
+
+    record = _trace.record_launch
+
+    def record_launch(name, *args, **kw):
+        events.append(("launch", name))
+        return record(name, *args, **kw)
+
+    monkeypatch.setitem(m._factories, "simt", factory)
+    monkeypatch.setattr(_trace, "record_launch", record_launch)
+    monkeypatch.setattr(_backend, "_backends", {})
+    m.clear_cache("argreduce")
+    m.clear_cache("nonzero")
+    yield events, state
+    m.clear_cache("argreduce")
+    m.clear_cache("nonzero")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_split_plan_builds_both_modules_before_its_first_launch(simt_events, dtype):
+    events, state = simt_events
+    be = _backend.get_backend("simt")
+    x = np.random.default_rng(0).standard_normal((65536, 4)).astype(dtype)
+    x[1234, 2] = 99
+    with dry_run():                             # (the plan, nothing compiled)
+        _, launches = _arg_launch.prepare_argreduce(be, x, (0,), kind="max", tie="first",
+                                                    index_dtype=np.int64)
+    assert not events and launches.plan.case == "split" and launches.finish is not None
+    state["barrier"] = threading.Barrier(2, timeout=60)        # serial builds time out
+    events.clear()
+    out = _arg_launch.argreduce(be, x, (0,), kind="max", tie="first", index_dtype=np.int64)
+    np.testing.assert_array_equal(out, np.argmax(x, axis=0))
+    scan, finish = (f"{launches.main[2]}", f"{launches.finish[2]}")
+    kinds = [k for k, _ in events]
+    assert kinds == ["start", "start", "end", "end", "launch", "launch"], events
+    assert {e for k, e in events if k == "start"} == {(scan,), (finish,)}
+    assert [e for k, e in events if k == "launch"] == [scan, finish]
+
+
+def test_a_split_plan_first_call_through_the_api(simt_events):
+    """The public function's first call on simt (its call caches cleared): both modules start
+    before either ends, and before the first launch."""
+    from cupyops import _call
+    events, state = simt_events
+    _call.clear()
+    state["barrier"] = threading.Barrier(2, timeout=60)
+    x = np.random.default_rng(1).standard_normal((65536, 4)).astype(np.float32)
+    assert np.array_equal(cupyops.argmin(x, axis=0, device="simt"), np.argmin(x, axis=0))
+    kinds = [k for k, _ in events]
+    assert kinds[:4] == ["start", "start", "end", "end"] and kinds[4:] == ["launch"] * 2, events
+    _call.clear()
+
+
+def test_argwhere_launches_one_module(simt_events):
+    """The exact forms' two passes (SCAN, then PLACE or SEGMENTS) run one kernel: a first
+    argwhere builds one module (nothing to build at once). A plan whose passes came to need
+    two modules would make its prepare call Backend.ensure_kernels, as argreduce's split does."""
+    events, _ = simt_events
+    be = _backend.get_backend("simt")
+    for x in (np.arange(-3, 253, dtype=np.float32).reshape(16, 16),
+              np.asfortranarray(np.arange(64.0).reshape(8, 8)), np.ones((3, 5, 700), np.int8)):
+        state = _nz_launch.exact_runner(be, x, np.dtype(np.int64), _nz_launch.LAYOUT_ROWS).args[0]
+        assert state.scan_expr == state.place_expr
+        events.clear()
+        out = _nz_launch.argwhere(be, x, np.int64)
+        np.testing.assert_array_equal(out, np.argwhere(x))
+        assert [k for k, _ in events] == ["start", "end", "launch", "launch"], events
 
 
 if __name__ == "__main__":  # pragma: no cover
