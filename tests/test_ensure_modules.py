@@ -1,13 +1,15 @@
 """A first call builds every module its plan needs at once (issue 33): cupyops.core.modules.
 ensure_modules builds the modules not built yet in threads, each once; Backend.ensure_kernels
 is what launch code calls with a plan's launches; argreduce's split plans (a scan and a finish,
-two modules) call it before their first launch.
+two modules) call it before their first launch; simt's RawModule runs its C++ compiler outside
+its lock, so two threads' builds overlap.
 
 Concurrency is proven with barriers: a factory that waits at a barrier for every build of a
 group fails (BrokenBarrierError, after a timeout) where the builds run one after the other."""
 import sys
 import threading
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -285,6 +287,45 @@ def test_argwhere_launches_one_module(simt_events):
         out = _nz_launch.argwhere(be, x, np.int64)
         np.testing.assert_array_equal(out, np.argwhere(x))
         assert [k for k, _ in events] == ["start", "end", "launch", "launch"], events
+
+
+# ------------------------------------------------------------------------------ simt
+
+def test_simt_builds_of_two_threads_overlap(monkeypatch):
+    """simt.RawModule runs the C++ compiler outside its lock: two threads' new modules build at
+    the same time (each waits for the other at a barrier, which a build under the lock would
+    never reach), and both load and run."""
+    import cupyops.simt as simt
+    from cupyops.simt import _build
+
+    barrier = threading.Barrier(2, timeout=60)
+    real = _build.build_module
+
+    def build(*args, **kw):
+        barrier.wait()
+        return real(*args, **kw)
+    monkeypatch.setattr(_build, "build_module", build)
+    token = uuid.uuid4().hex
+    results, errors = {}, []
+
+    def work(tag):
+        try:
+            src = ('extern "C" __global__ void k(int* p) { p[threadIdx.x] = threadIdx.x * 7 + %d; }'
+                   ' // %s' % (tag, token))
+            p = np.zeros(8, np.int32)
+            simt.RawModule(code=src).get_function("k")(1, 8, (p,))
+            results[tag] = p
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(tag,)) for tag in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for tag in (1, 2):
+        np.testing.assert_array_equal(results[tag], np.arange(8) * 7 + tag)
 
 
 if __name__ == "__main__":  # pragma: no cover
