@@ -156,6 +156,27 @@ def test_the_first_failure_in_order_is_raised(fake):
     assert info.value.exprs == MODULES[-1][1]
 
 
+def test_an_interrupt_of_the_caller_is_raised_at_once(fake):
+    """Ctrl-C in the calling thread's own build is not held until the other builds end; those
+    finish in their threads and are kept."""
+    release = threading.Event()
+
+    def factory(source, options, exprs, device_id):
+        if threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+        release.wait(20)
+        return FakeModule(exprs)
+    m.register_module_factory("fake", factory)
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        m.ensure_modules("fake", MODULES)
+    assert time.perf_counter() - t0 < 10
+    release.set()
+    for t in [t for t in threading.enumerate() if t.name.startswith("cupyops-compile")]:
+        t.join(20)
+    assert {k[3] for k in m.cached_keys()} == {e for _, e in MODULES[1:]}
+
+
 def test_a_refused_thread_builds_in_the_calling_thread(fake, monkeypatch):
     start = threading.Thread.start
 

@@ -569,17 +569,19 @@ def ensure_modules(backend_name: str, modules, device_id: int = 0) -> None:
         return
     errors: list = [None] * len(todo)
 
-    def build(i):
+    def build(i, caught=Exception):
+        # (raised in the calling thread, after the others; an interrupt of the calling thread
+        # is raised at once: the threads finish their builds and keep them)
         try:
             compiled_module(backend_name, todo[i][0], todo[i][1], device_id)
-        except BaseException as e:     # (raised in the calling thread, after the others)
+        except caught as e:
             errors[i] = e
 
     # one notice for the group (a module built alone gets its own: _build)
     with _progress.compiling(backend_name), _progress.grouped():
         started, refused = [], []
         for i in range(1, len(todo)):
-            t = threading.Thread(target=build, args=(i,), daemon=True,
+            t = threading.Thread(target=build, args=(i, BaseException), daemon=True,
                                  name=f"cupyops-compile-{todo[i][0]}")
             try:
                 t.start()
