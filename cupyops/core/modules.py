@@ -24,7 +24,8 @@ those lists, so a launch that asks for an expression its family did not declare 
 (:func:`get_function` raises ``KeyError``).
 
 Nothing here compiles at import: a module is built on the first :func:`get_function` of one of
-its expressions.
+its expressions, or, for a plan whose launches need several modules, by :func:`ensure_modules`
+before its first launch (all at once, in threads: the call waits for the slowest).
 """
 from __future__ import annotations
 
