@@ -190,6 +190,24 @@ def test_a_refused_thread_builds_in_the_calling_thread(fake, monkeypatch):
     assert {k[3] for k in m.cached_keys()} == {(e,) for e in EXPRS}
 
 
+def test_cuda_builds_in_the_calling_thread_when_asked(fake, monkeypatch):
+    """CUPYOPS_PRECOMPILE_SERIAL=1 (precompile's switch for a driver that misbehaves when
+    modules load in threads) makes a first call's CUDA modules build one after the other in the
+    calling thread too; other backends keep their threads."""
+    monkeypatch.setitem(m._factories, "cuda", m.module_factory("fake"))
+    monkeypatch.setenv("CUPYOPS_PRECOMPILE_SERIAL", "1")
+    m.ensure_modules("cuda", MODULES)
+    assert [t for _, t in fake["builds"]] == [threading.current_thread().name] * len(MODULES)
+    fake["barrier"] = threading.Barrier(len(MODULES), timeout=20)
+    m.ensure_modules("fake", MODULES)
+    assert fake["peak"] == len(MODULES)
+    m.clear_cache()
+    fake["builds"].clear()
+    monkeypatch.setenv("CUPYOPS_PRECOMPILE_SERIAL", "0")
+    m.ensure_modules("cuda", MODULES)
+    assert fake["peak"] == len(MODULES)
+
+
 def test_one_notice_for_the_group(fake, monkeypatch, capsys):
     """The modules of one group are announced once (the notice of a call's compile), not once
     per thread."""

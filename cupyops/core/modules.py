@@ -556,7 +556,8 @@ def ensure_modules(backend_name: str, modules, device_id: int = 0) -> None:
     module another thread is building wait for it: never built twice. Returns once every one
     is built (or failed); then raises the first failure in ``modules``' order unchanged (a
     :class:`KernelCompileError` names its family and expressions). Where the system refuses a
-    thread, the module is built after the others, in the calling thread."""
+    thread, the module is built after the others, in the calling thread; for ``"cuda"`` with
+    ``CUPYOPS_PRECOMPILE_SERIAL=1`` (:func:`serial_cuda`) all are, one after the other."""
     device_id = int(device_id or 0)
     todo: list = []
     for family_name, exprs in modules:
@@ -564,7 +565,7 @@ def ensure_modules(backend_name: str, modules, device_id: int = 0) -> None:
         if item not in todo and _module_key(backend_name, item[0], item[1],
                                             device_id) not in _modules:
             todo.append(item)
-    if len(todo) < 2:
+    if len(todo) < 2 or (backend_name == "cuda" and serial_cuda()):
         for family_name, exprs in todo:
             compiled_module(backend_name, family_name, exprs, device_id)
         return
@@ -597,6 +598,14 @@ def ensure_modules(backend_name: str, modules, device_id: int = 0) -> None:
     for e in errors:
         if e is not None:
             raise e
+
+
+def serial_cuda() -> bool:
+    """``CUPYOPS_PRECOMPILE_SERIAL=1``: CUDA modules are built (compiled and loaded) in the
+    calling thread only, by precompile and by a first call alike: the way out for a driver that
+    misbehaves when modules load in several threads (and a first call's before/after on a
+    GPU)."""
+    return os.environ.get("CUPYOPS_PRECOMPILE_SERIAL", "") not in ("", "0")
 
 
 def _build(backend_name: str, fam: KernelFamily, exprs: tuple, device_id: int):
