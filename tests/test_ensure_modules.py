@@ -159,10 +159,10 @@ def test_the_first_failure_in_order_is_raised(fake):
 def test_an_interrupt_of_the_caller_is_raised_at_once(fake):
     """Ctrl-C in the calling thread's own build is not held until the other builds end; those
     finish in their threads and are kept."""
-    release = threading.Event()
+    release, caller = threading.Event(), threading.current_thread()
 
     def factory(source, options, exprs, device_id):
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is caller:
             raise KeyboardInterrupt
         release.wait(20)
         return FakeModule(exprs)
