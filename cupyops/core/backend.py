@@ -224,6 +224,27 @@ class Backend:
             self._kernels[key] = k
         return k
 
+    def ensure_kernels(self, kernels) -> None:
+        """Make ready every kernel of ``kernels`` (``(family, value dtype, expr)`` each, as
+        :meth:`launcher` takes them: the launches of one plan), building the modules they need
+        that are not built yet all at once, in threads
+        (:func:`cupyops.core.modules.ensure_modules`): a first call whose plan launches kernels
+        of two modules waits for the slower, not both one after the other. Nothing is compiled
+        under ``dry_run``; kernels made ready before cost a lookup each."""
+        if _dry_run_state.get() is not None:
+            return
+        keys = [(getattr(f, "name", f), np.dtype(dt), expr) for f, dt, expr in kernels]
+        ready = self._kernels
+        missing = [k for k in keys if k not in ready]
+        if not missing:
+            return
+        if len(missing) > 1:
+            groups = [(f, _modules.get_family(f).module_of(dt, expr)) for f, dt, expr in missing]
+            with self._device_scope():
+                _modules.ensure_modules(self.name, groups, self.device_id)
+        for k in missing:
+            self.kernel(*k)
+
     def launcher(self, family: str, value_dtype, expr: str):
         """Like :meth:`kernel`, but the launcher does not check the configuration again: for
         launches whose ``(grid, block, shared_mem)`` came from :meth:`check_launch` (the

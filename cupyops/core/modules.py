@@ -24,7 +24,8 @@ those lists, so a launch that asks for an expression its family did not declare 
 (:func:`get_function` raises ``KeyError``).
 
 Nothing here compiles at import: a module is built on the first :func:`get_function` of one of
-its expressions.
+its expressions, or, for a plan whose launches need several modules, by :func:`ensure_modules`
+before its first launch (all at once, in threads: the call waits for the slowest).
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ __all__ = [
     "CTYPES", "NVRTC_OPTIONS", "KernelFamily", "FirstCall", "KernelCompileError",
     "ctype", "name_expression", "register_family", "families", "get_family",
     "read_kernel_file", "inline_includes", "module_source", "compile_options",
-    "get_module", "compiled_module", "get_function", "clear_cache", "register_module_factory",
-    "module_factory", "module_tag",
+    "get_module", "compiled_module", "ensure_modules", "get_function", "clear_cache",
+    "register_module_factory", "module_factory", "module_tag",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -543,6 +544,68 @@ def compiled_module(backend_name: str, family_name: str, exprs, device_id: int =
         if mod is None:
             mod = _modules[key] = _build(backend_name, get_family(family_name), exprs, key[1])
         return mod
+
+
+def ensure_modules(backend_name: str, modules, device_id: int = 0) -> None:
+    """Build, all at once, every module of ``modules`` (``[(family name, name expressions),
+    ...]``: the modules one call's launches need) that is not built yet, so that a first call
+    waits for its slowest module instead of their sum: the calling thread builds the first and
+    a thread of its own each other one (NVRTC releases the GIL; the simt backend's C++
+    compiler is a subprocess). Each goes through :func:`compiled_module`, so the cache keys
+    are those of a module built alone, and its per-key lock makes a caller that asks for a
+    module another thread is building wait for it: never built twice. Returns once every one
+    is built (or failed); then raises the first failure in ``modules``' order unchanged (a
+    :class:`KernelCompileError` names its family and expressions). Where the system refuses a
+    thread, the module is built after the others, in the calling thread; for ``"cuda"`` with
+    ``CUPYOPS_PRECOMPILE_SERIAL=1`` (:func:`serial_cuda`) all are, one after the other."""
+    device_id = int(device_id or 0)
+    todo: list = []
+    for family_name, exprs in modules:
+        item = (family_name, tuple(exprs))
+        if item not in todo and _module_key(backend_name, item[0], item[1],
+                                            device_id) not in _modules:
+            todo.append(item)
+    if len(todo) < 2 or (backend_name == "cuda" and serial_cuda()):
+        for family_name, exprs in todo:
+            compiled_module(backend_name, family_name, exprs, device_id)
+        return
+    errors: list = [None] * len(todo)
+
+    def build(i, caught=Exception):
+        # (raised in the calling thread, after the others; an interrupt of the calling thread
+        # is raised at once: the threads finish their builds and keep them)
+        try:
+            compiled_module(backend_name, todo[i][0], todo[i][1], device_id)
+        except caught as e:
+            errors[i] = e
+
+    # one notice for the group (a module built alone gets its own: _build)
+    with _progress.compiling(backend_name), _progress.grouped():
+        started, refused = [], []
+        for i in range(1, len(todo)):
+            t = threading.Thread(target=build, args=(i, BaseException), daemon=True,
+                                 name=f"cupyops-compile-{todo[i][0]}")
+            try:
+                t.start()
+                started.append(t)
+            except RuntimeError:       # no thread to be had: built here, after the others
+                refused.append(i)
+        build(0)
+        for i in refused:
+            build(i)
+        for t in started:
+            t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+
+
+def serial_cuda() -> bool:
+    """``CUPYOPS_PRECOMPILE_SERIAL=1``: CUDA modules are built (compiled and loaded) in the
+    calling thread only, by precompile and by a first call alike: the way out for a driver that
+    misbehaves when modules load in several threads (and a first call's before/after on a
+    GPU)."""
+    return os.environ.get("CUPYOPS_PRECOMPILE_SERIAL", "") not in ("", "0")
 
 
 def _build(backend_name: str, fam: KernelFamily, exprs: tuple, device_id: int):

@@ -145,5 +145,6 @@ def _usable_cores() -> int:
 def _needs_serial_cuda() -> bool:
     # Threads compile with NVRTC in parallel; loading modules needs the device current in each
     # thread, which CuPy's Device context does per call. Kept as a hook for drivers that
-    # misbehave: CUPYOPS_PRECOMPILE_SERIAL=1 forces one thread.
-    return os.environ.get("CUPYOPS_PRECOMPILE_SERIAL", "") not in ("", "0")
+    # misbehave: CUPYOPS_PRECOMPILE_SERIAL=1 forces one thread (a first call's modules too:
+    # cupyops.core.modules.serial_cuda).
+    return _modules.serial_cuda()

@@ -11,7 +11,8 @@ compile is quick. When one takes longer than :data:`THRESHOLD_S`:
   terminal, a counter of the modules done in between (rewritten in place).
 
 ``CUPYOPS_PROGRESS=0`` silences both. cupyops.core.modules runs each compile inside
-:func:`compiling`.
+:func:`compiling`, and the modules one call builds at once (``ensure_modules``, each in a
+thread) inside one :func:`compiling` and :func:`grouped`: one notice for the group.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ THRESHOLD_S = 1.0
 
 _lock = threading.Lock()
 _announced = False     # a call's compile has been announced in this process
-_batches = 0           # precompile batches running (their modules are announced as a batch)
+_batches = 0           # precompile batches and call groups running (announced as a whole)
 
 
 def _reset_in_child():
@@ -121,6 +122,24 @@ class _Compiling:
 def compiling(backend_name: str) -> _Compiling:
     """``with compiling("simt"):`` around the compile of one kernel module."""
     return _Compiling(backend_name)
+
+
+class grouped:
+    """``with compiling(backend), grouped():`` around the modules one call builds at once, in
+    threads (cupyops.core.modules.ensure_modules): their own compiles announce nothing, the
+    group's :func:`compiling` speaks for them."""
+
+    def __enter__(self):
+        global _batches
+        with _lock:
+            _batches += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _batches
+        with _lock:
+            _batches -= 1
+        return False
 
 
 class batch:

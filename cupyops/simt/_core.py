@@ -585,19 +585,25 @@ class RawModule:
     def compile(self, log_stream=None):
         if self._lib is not None:
             return
+        _rt()
+        # The checks and the build (the C++ compiler: seconds) run outside the lock, so threads
+        # building other modules at once run their compilers side by side (cupyops.core.modules.
+        # ensure_modules) and launches in other threads go on meanwhile: the cache's per-entry
+        # file lock makes concurrent builds of one library wait for one (_cache.Cache.entry).
+        # Loading and registering the library, and this module's state, are under the lock.
+        c_names = _build.extern_c_kernels(self.code)
+        entries = list(self.name_expressions) + [n for n in c_names if n not in self.name_expressions]
+        nvrtc_bounds = {}
+        if _checks["nvrtc"]:
+            from . import _nvrtc_front
+            nvrtc_bounds = _nvrtc_front.check(self.code, self.options, self.name_expressions, self.name,
+                                              _build.cache_dir())
+        entries += [n for n in self._extra if n not in entries]
+        path = _build.build_module(self.code, self.options, entries, self.name)
         with _LOCK:
             if self._lib is not None:
                 return
-            _rt()
-            c_names = _build.extern_c_kernels(self.code)
-            entries = list(self.name_expressions) + [n for n in c_names if n not in self.name_expressions]
-            self._nvrtc_bounds = {}
-            if _checks["nvrtc"]:
-                from . import _nvrtc_front
-                self._nvrtc_bounds = _nvrtc_front.check(self.code, self.options, self.name_expressions, self.name,
-                                                        _build.cache_dir())
-            entries += [n for n in self._extra if n not in entries]
-            path = _build.build_module(self.code, self.options, entries, self.name)
+            self._nvrtc_bounds = nvrtc_bounds
             key = str(path)
             if key not in RawModule._memo:
                 path, lib = _build.load_library(

@@ -230,6 +230,9 @@ def launches_of(backend, plan, vdt, shape, axes, *, hardmax: bool, kind: str, ti
                                    narrow_out=narrow_out))
         finish_cfg = backend.check_launch(finish[2], plan.finish_grid, plan.finish_block,
                                           plan.finish_shared_mem)
+        # two kernels, two modules: a first call builds both at once (threads), not the
+        # finish's after the scan's launch
+        backend.ensure_kernels((main, finish))
     if hardmax:
         out_shape = tuple(shape)
     else:
