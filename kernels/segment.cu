@@ -1083,3 +1083,344 @@ segment_reduce_values(const T* __restrict__ x, const void* __restrict__ offsets,
 {
     sg_run<T, I, true>(x, offsets, out, vout, pkey, pidx, cons, zw, p);
 }
+
+// ------------------------------------------------------------------------------------------
+// The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int),
+// index mode (segment_reduce_flat<T, I>, planned by plan.py for that layout only; every other
+// layout runs segment_reduce above, whose code this path does not touch).
+//
+// Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
+// (sg_finish) as segment_reduce; only the walk differs. A block walks its rows [j0, j1) in
+// tiles of SGF_TILE = 256 x SGF_K rows, the tiles aligned so that thread t's SGF_K consecutive
+// rows start on a 16-byte boundary of x:
+//   1. loads: a tile wholly inside [j0, j1) is read as SGF_K / 4 16-byte loads a thread
+//      straight into registers; the block's first and last tiles (partial) by scalar loads of
+//      the rows inside [j0, j1) only (so x need only be 4-byte aligned);
+//   2. the tile's ends (offsets read coalesced, 256 a pass, each checked as segment_reduce's
+//      window checks it: < 0, > n, or below its predecessor sets zw[2]) become head flags: an
+//      end p in [r0, r0 + SGF_TILE) sets bit p - r0 (row p starts a new run), p == r0 +
+//      SGF_TILE bit SGF_TILE (the segment closes at the tile's end);
+//   3. each thread reduces its rows by key (ar_key, the one rule; IS_MIN and LAST
+//      compile-time), a flag closing the current run: the run's winner (its local row) goes to
+//      s_loc at the flag's slot (0xff: no row);
+//   4. a warp-shuffle segmented scan of the threads' tails (key, row, "closed a run") plus the
+//      8 warp aggregates and the tile's carry-in give each thread its exclusive prefix; a thread
+//      that closed a run completes its first (head) run with it (s_head), thread 255 the tile's
+//      carry-out;
+//   5. one thread per end of the tile stores its segment's result (coalesced): an empty
+//      segment (offsets[e] == offsets[e + 1]) empty_index; the block's first end, when its
+//      segment is open at the block's start (b > 0), deposits the left chain partial instead,
+//      as segment_reduce's scan does.
+// After the last tile the block leaves the state sg_chains / sg_finish read (w.k: the ends it
+// consumed; the carry, its right or whole-block partial, in ck / ci; sg_head[SG_HEAD_PREV]).
+// Bad offsets can make the tiles consume fewer ends than the block holds: the consumed ranges
+// then do not tile [0, S), and sg_finish fills the result as for any bad offset; every shared
+// index is clamped, every load is inside x and the offsets.
+// ------------------------------------------------------------------------------------------
+
+#define SGF_K 16                               // rows a thread per tile (4 x 16-byte loads)
+#define SGF_TILE (SG_THREADS * SGF_K)          // rows a tile
+#define SGF_FWORDS (SGF_TILE / 32)             // flag words a tile (+1: the tile-end bit)
+
+template <class I>
+struct SgfShared {
+    unsigned int* flag;                        // SGF_FWORDS + 1 words
+    unsigned char* loc;                        // SGF_TILE
+    I* head;                                   // SG_THREADS
+    cuo::u32* wk;                              // 8 warp aggregates: key, row, closed
+    I* wi;
+    int* wf;
+    cuo::u32* ck;                              // the tile's carry-out
+    I* ci;
+};
+
+// (y, later) takes (x, earlier) where x beats it: the one rule (ar_better), so the empty state
+// (key 0, the tie side's sentinel row) loses to every element
+template <bool LAST, class K, class I>
+__device__ __forceinline__ void sgf_take(K& yk, I& yi, K xk, I xi)
+{
+    if (ar_better(xk, xi, yk, yi, LAST)) {
+        yk = xk;
+        yi = xi;
+    }
+}
+
+template <class T, class I, bool IS_MIN, bool LAST>
+__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShared<I>& s)
+{
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
+    constexpr K FLIP = IS_MIN ? ~K() : K();
+    const SegParams& p = *cx.p;
+    SgWalk<I>& w = cx.w;
+    const B* x = reinterpret_cast<const B*>(cx.x);
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const I empty = LAST ? (I)-1 : cuo::index_max<I>();
+    const I n = (I)p.n;
+    // the block's rows [j0, j1) and ends [kL, kR) (clamped: bad offsets read nothing outside)
+    const I kL = w.k, kR = (I)sg_head[SG_HEAD_KR];
+    I j0 = w.j;
+    j0 = j0 < 0 ? (I)0 : (j0 > n ? n : j0);
+    I j1 = j0 + ((w.D1 - w.D) - (kR - kL));
+    j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
+    // the first tile starts at or before j0, where x + r0 is 16-byte aligned
+    const int a = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 3);
+    I r0 = j0 - (I)((j0 + (I)a) & 3);
+    const I span = j1 - r0;
+    const I ntiles = span > 0 ? (span + SGF_TILE - 1) / SGF_TILE : (I)1;
+    K ck = K();
+    I ci = empty;                              // the carry into the tile (the open run)
+    I k = kL;                                  // the next end of the block
+    int bad = 0;
+    const bool report = blockIdx.y == 0;
+    for (I t = 0; t < ntiles; ++t, r0 += SGF_TILE) {
+        const I tend = r0 + SGF_TILE;
+        const I base = r0 + (I)tid * SGF_K;
+        const bool full = r0 >= j0 && tend <= j1;      // (block-uniform)
+        // (1) the thread's rows, straight into registers
+        B v[SGF_K];
+        if (full) {
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const cuo::vec_bytes<16> u = cuo::vec_load<cuo::vec_bytes<16>>(x + base + 4 * q);
+                v[4 * q] = (B)u.w[0];
+                v[4 * q + 1] = (B)(u.w[0] >> 32);
+                v[4 * q + 2] = (B)u.w[1];
+                v[4 * q + 3] = (B)(u.w[1] >> 32);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < SGF_K; ++i) {
+                const I row = base + i;
+                v[i] = row >= j0 && row < j1 ? __ldg(x + row) : (B)0;
+            }
+        }
+        // (2) the tile's ends -> head flags, checked as read
+        if (tid <= SGF_FWORDS) s.flag[tid] = 0u;
+        __syncthreads();
+        const I kt = k;
+        while (true) {
+            const I e = k + (I)tid;
+            const bool has = e < kR;
+            const long long raw = has ? sg_offset_raw(cx.offs, (long long)e + 1, p) : 0LL;
+            const I pc = sg_clamp<I>(raw, 0, p.n);
+            I prev = __shfl_up_sync(0xffffffffu, pc, 1);
+            if (lane == 0 && has) prev = sg_clamp<I>(sg_offset_raw(cx.offs, (long long)e, p), 0, p.n);
+            bad |= has && (raw < 0 || raw > p.n || pc < prev);
+            const bool in = has && pc <= tend;
+            if (in) {
+                I slot = pc - r0;
+                slot = slot < 0 ? (I)0 : slot;
+                atomicOr(&s.flag[slot >> 5], 1u << (slot & 31));
+            }
+            const int cnt = __syncthreads_count(in);
+            k += (I)cnt;
+            if (cnt < SG_THREADS) break;
+        }
+        // (3) reduce by key over the thread's rows, a flag closing the run
+        const int fb = tid * SGF_K;
+        const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGF_K) - 1u);
+        K bk = K();
+        I bi;
+        if (full) {
+            int bl = 0;
+#pragma unroll
+            for (int i = 0; i < SGF_K; ++i) {
+                const K key = ar_key<T>(v[i], FLIP, ~K());
+                const bool f = (fm >> i) & 1u;
+                if (f) s.loc[fb + i] = i == 0 ? (unsigned char)0xff : (unsigned char)bl;
+                if (i == 0 || f || (LAST ? key >= bk : key > bk)) {
+                    bk = key;
+                    bl = i;
+                }
+            }
+            bi = base + (I)bl;
+        } else {
+            int bl = -1;
+#pragma unroll
+            for (int i = 0; i < SGF_K; ++i) {
+                const I row = base + i;
+                const K key = ar_key<T>(v[i], FLIP, ~K());
+                if ((fm >> i) & 1u) {
+                    s.loc[fb + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
+                    bl = -1;
+                    bk = K();
+                }
+                if (row >= j0 && row < j1 && (bl < 0 || (LAST ? key >= bk : key > bk))) {
+                    bk = key;
+                    bl = i;
+                }
+            }
+            bi = bl < 0 ? empty : base + (I)bl;
+        }
+        // (4) segmented scan of the threads' tails (flag: the thread closed a run)
+        K sk = bk;
+        I si = bi;
+        int sf = fm != 0u;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const K xk = __shfl_up_sync(0xffffffffu, sk, d);
+            const I xi = __shfl_up_sync(0xffffffffu, si, d);
+            const int xf = __shfl_up_sync(0xffffffffu, sf, d);
+            if (lane >= d) {
+                if (!sf) sgf_take<LAST>(sk, si, xk, xi);
+                sf |= xf;
+            }
+        }
+        if (lane == 31) {
+            s.wk[wid] = sk;
+            s.wi[wid] = si;
+            s.wf[wid] = sf;
+        }
+        __syncthreads();
+        // the exclusive prefix: the lanes before, the warps before, the tile's carry-in
+        K pk = __shfl_up_sync(0xffffffffu, sk, 1);
+        I pi = __shfl_up_sync(0xffffffffu, si, 1);
+        int pf = __shfl_up_sync(0xffffffffu, sf, 1);
+        if (lane == 0) {
+            pk = K();
+            pi = empty;
+            pf = 0;
+        }
+        for (int w2 = wid - 1; w2 >= 0 && !pf; --w2) {
+            sgf_take<LAST>(pk, pi, s.wk[w2], s.wi[w2]);
+            pf = s.wf[w2];
+        }
+        if (!pf) sgf_take<LAST>(pk, pi, ck, ci);
+        // (5) the head run (closed at the thread's first flag) completed with the prefix
+        if (fm) {
+            const int ff = __ffs((int)fm) - 1;
+            const unsigned int li = s.loc[fb + ff];
+            K hk = K();
+            I hi = empty;
+            if (li != 0xffu) {
+                hk = ar_key<T>(__ldg(x + base + (I)li), FLIP, ~K());   // (read just above)
+                hi = base + (I)li;
+            }
+            sgf_take<LAST>(hk, hi, pk, pi);
+            s.head[tid] = hi;
+        }
+        if (tid == SG_THREADS - 1) {
+            if (!sf) sgf_take<LAST>(sk, si, pk, pi);
+            *s.ck = sk;
+            *s.ci = si;
+        }
+        __syncthreads();
+        // (6) a thread per end of the tile: its result (or the left chain partial), coalesced
+        for (I e = kt + (I)tid; e < k; e += SG_THREADS) {
+            const I pe = sg_end<I>(cx.offs, e, p);
+            const I ps = sg_clamp<I>(sg_offset_raw(cx.offs, (long long)e, p), 0, p.n);
+            I slot = pe - r0;
+            slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
+            I r;
+            if (slot == SGF_TILE) {
+                r = *s.ci;
+            } else {
+                const int t2 = (int)slot / SGF_K, i2 = (int)slot % SGF_K;
+                const unsigned int fw = s.flag[(int)slot >> 5] >> ((t2 * SGF_K) & 31);
+                const unsigned int li = s.loc[(int)slot];
+                r = (fw & ((1u << i2) - 1u)) == 0u ? s.head[t2]
+                                                  : (li == 0xffu ? empty : r0 + (I)(t2 * SGF_K) + (I)li);
+            }
+            if (e == kL && blockIdx.x > 0) {
+                // the block's first segment, open at its start: its left chain partial
+                typename SgCtx<T, I, false>::Best b;
+                b.k = r == empty ? K() : ar_key<T>(__ldg(x + r), FLIP, ~K());
+                b.i = r;
+                sg_deposit(cx, 0, b);
+            } else {
+                const bool emp = pe == ps || r == empty;
+                ar_store_index<long long>(cx.out, (long long)e,
+                                          emp ? p.empty_index : (long long)(p.relative ? r - ps : r),
+                                          p.out_width);
+            }
+        }
+        // the next tile's carry-in: the open run, or nothing when a segment closed at the end
+        if (s.flag[SGF_FWORDS] & 1u) {
+            ck = K();
+            ci = empty;
+        } else {
+            ck = *s.ck;
+            ci = *s.ci;
+        }
+        __syncthreads();
+    }
+    if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
+    // the state sg_chains and sg_finish read
+    if (tid == 0) {
+        cx.sh.ck()[0] = ck;
+        cx.sh.ci()[0] = ci;
+        sg_head[SG_HEAD_PREV] = k > kL ? sg_clamp<I>(sg_offset_raw(cx.offs, (long long)k, p), 0, p.n)
+                                       : sg_head[SG_HEAD_START_L];
+    }
+    if (k > kL) w.left_pending = false;
+    w.k = k;
+    w.j = j1;
+    w.D = w.D1;
+    w.wn = 0;
+    __syncthreads();
+}
+
+template <class T, class I>
+__device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* out, void* pkey,
+                                        void* pidx, long long* cons, unsigned int* zw,
+                                        const SegParams& p)
+{
+    typedef typename ArType<T>::key K;
+    // (the flags, s_loc and s_head in the staged rows' part of SgShared, which this path
+    // does not stage: 4,096 + 256 x 8 + 516 bytes of its 8,320)
+    static_assert(SGF_TILE + SG_THREADS * sizeof(I) + 4 * (SGF_FWORDS + 1) <=
+                  SgShared<T, I, false>::O_SK - SG_STAGE_FRONT, "the flat path's shared parts");
+    unsigned char* const stage = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
+    unsigned char* const sgf_loc = stage;
+    I* const sgf_head = reinterpret_cast<I*>(stage + SGF_TILE);
+    unsigned int* const sgf_flag = reinterpret_cast<unsigned int*>(stage + SGF_TILE +
+                                                                  SG_THREADS * sizeof(I));
+    __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
+    __shared__ I sgf_wi[SG_THREADS / 32];
+    __shared__ int sgf_wf[SG_THREADS / 32];
+    __shared__ cuo::u32 sgf_ck;
+    __shared__ I sgf_ci;
+    const SgfShared<I> s = {sgf_flag, sgf_loc, sgf_head, sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
+    SgCtx<T, I, false> cx;
+    cx.x = reinterpret_cast<const unsigned char*>(x);
+    cx.offs = offsets;
+    cx.out = out;
+    cx.vout = nullptr;
+    cx.pkey = reinterpret_cast<K*>(pkey);
+    cx.pidx = reinterpret_cast<I*>(pidx);
+    cx.cons = cons;
+    cx.zw = zw;
+    cx.p = &p;
+    cx.last = p.last != 0;
+    cx.ex = ar_wire<T, I, false>(p.is_min ? ~K() : K());
+    cx.sh.carve(p.wcap, 0);
+    cx.t.c = 0;
+    cx.t.part = (int)threadIdx.x;
+    cx.t.parts = SG_THREADS;
+    cx.t.col_ok = true;
+    cx.flat = true;
+    sg_setup(cx);
+    if (p.is_min) {
+        if (p.last) sgf_tiles<T, I, true, true>(cx, s);
+        else sgf_tiles<T, I, true, false>(cx, s);
+    } else {
+        if (p.last) sgf_tiles<T, I, false, true>(cx, s);
+        else sgf_tiles<T, I, false, false>(cx, s);
+    }
+    sg_chains(cx);
+    sg_finish(cx);
+}
+
+// The flat fast path's entry point (same arguments as segment_reduce; p.cw_log2 == 0,
+// p.ncols == 1, x contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory: the
+// parts of SgShared up to the carry, plan.py's flat shared bytes).
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat(const T* __restrict__ x, const void* __restrict__ offsets,
+                    void* __restrict__ out, void* pkey, void* pidx, long long* cons,
+                    unsigned int* zw, SegParams p)
+{
+    sgf_run<T, I>(x, offsets, out, pkey, pidx, cons, zw, p);
+}

@@ -3,7 +3,8 @@ kernels/segment.cu, registered with cupyops.core.modules at import.
 
 Per value dtype, the entry points ``segment_reduce`` (indices) and ``segment_reduce_values``
 (indices and the extremes' values, from the same reduction), each for ``I = int`` and
-``I = long long``: 4 name expressions a dtype, each compiled as a module of its own (a first call
+``I = long long``: 4 name expressions a dtype (float32, int32 and uint32 add the flat fast path
+``segment_reduce_flat`` of contiguous R = 1 x in index mode, at both widths: 6), each compiled as a module of its own (a first call
 compiles the one kernel it launches). The offsets' dtype is a runtime field (read at its own
 width), so it adds no instantiation. datetime64 and timedelta64 of every unit run the module of
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
@@ -16,8 +17,8 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
-__all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "REDUCE", "REDUCE_V", "expression",
-           "expressions", "items", "key_itemsize", "shared_bytes", "THREADS"]
+__all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "REDUCE", "REDUCE_V", "REDUCE_FLAT",
+           "FLAT_DTYPES", "expression", "flat_expression", "expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
 FAMILY = "segment"
 #: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
@@ -26,6 +27,10 @@ DTYPES = _dtypes.VALUE_DTYPES + (DATETIME,)
 if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
     DTYPES += (_dtypes.dtype(),)
 REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
+#: the flat fast path (kernels/segment.cu, segment_reduce_flat): contiguous R = 1 x of these
+#: 4-byte value types, index mode
+REDUCE_FLAT = "segment_reduce_flat"
+FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
 INDEX_CTYPES = {False: "int", True: "long long"}
 #: threads a block (SG_THREADS)
 THREADS = 256
@@ -49,8 +54,21 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
     return expr
 
 
+def flat_expression(dtype, use_64bit: bool) -> str:
+    """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES)."""
+    key = ("flat", np.dtype(dtype), bool(use_64bit))
+    expr = _EXPRS.get(key)
+    if expr is None:
+        expr = _EXPRS[key] = _modules.name_expression(
+            REDUCE_FLAT, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+    return expr
+
+
 def expressions(dtype) -> tuple:
-    return tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
+    exprs = tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
+    if np.dtype(dtype) in FLAT_DTYPES:
+        exprs += tuple(flat_expression(dtype, b) for b in (False, True))
+    return exprs
 
 
 def items(itemsize: int) -> int:
@@ -77,6 +95,15 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
     return sum(_up16(n) for n in parts)
 
 
+def flat_shared_bytes(itemsize: int, index_size: int) -> int:
+    """Dynamic shared memory of a block of the flat path: SgShared's parts up to the carry
+    (CW = 1; no window and no results), its flags and row winners in the staged rows' part."""
+    ksz = key_itemsize(itemsize)
+    staged = STAGE_FRONT + (THREADS * items(itemsize) + STAGE_BACK) * itemsize
+    parts = (staged, THREADS * ksz, THREADS * index_size, THREADS * 4, ksz, index_size)
+    return sum(_up16(n) for n in parts)
+
+
 def wcap_for(itemsize: int, index_size: int, values: bool, cw_log2: int) -> int:
     """The window's capacity: the step's results (wcap segments x CW columns) in about 4 KiB."""
     per = (index_size + (itemsize if values else 0)) << cw_log2
@@ -87,15 +114,22 @@ def _dynamic_shared(dtype, expr: str, block: int) -> int:
     values = expr.startswith(REDUCE_V)
     isz = 8 if "long long" in expr else 4
     dt = np.dtype(dtype)
+    if expr.startswith(REDUCE_FLAT):
+        return flat_shared_bytes(dt.itemsize, isz)
     return max(shared_bytes(dt.itemsize, isz, values, c, wcap_for(dt.itemsize, isz, values, c))
                for c in range(9))
 
 
 def first_calls(dtype) -> tuple:
     """The kernel a first call launches: one, at each index width, per mode."""
-    return tuple(_modules.FirstCall("segment_arg* / segment_*_and_arg*", "merge path", wide,
-                                    (expression(v, dtype, wide),))
-                 for v in (False, True) for wide in (False, True))
+    calls = tuple(_modules.FirstCall("segment_arg* / segment_*_and_arg*", "merge path", wide,
+                                     (expression(v, dtype, wide),))
+                  for v in (False, True) for wide in (False, True))
+    if np.dtype(dtype) in FLAT_DTYPES:
+        calls += tuple(_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1",
+                                          wide, (flat_expression(dtype, wide),))
+                       for wide in (False, True))
+    return calls
 
 
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
