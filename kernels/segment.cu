@@ -1118,15 +1118,19 @@ segment_reduce_values(const T* __restrict__ x, const void* __restrict__ offsets,
 // index is clamped, every load is inside x and the offsets.
 // ------------------------------------------------------------------------------------------
 
-#define SGF_K 16                               // rows a thread per tile (4 x 16-byte loads)
+#define SGF_K 16                               // rows a thread per tile (4 x 16 bytes)
 #define SGF_TILE (SG_THREADS * SGF_K)          // rows a tile
 #define SGF_FWORDS (SGF_TILE / 32)             // flag words a tile (+1: the tile-end bit)
+#define SGF_RING 1024                          // the block's ring of loaded ends
+#define SGF_CAP (SGF_RING - 2 * SG_THREADS)    // ends a tile takes at most
 
 template <class I>
 struct SgfShared {
     unsigned int* flag;                        // SGF_FWORDS + 1 words
     unsigned char* loc;                        // SGF_TILE
     I* head;                                   // SG_THREADS
+    cuo::vec_bytes<16>* xs;                    // the tile's rows, 4 x 16 bytes a thread
+    I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
     cuo::u32* wk;                              // 8 warp aggregates: key, row, closed
     I* wi;
     int* wf;
@@ -1145,6 +1149,19 @@ __device__ __forceinline__ void sgf_take(K& yk, I& yi, K xk, I xi)
     }
 }
 
+// Thread `lane`'s 16-byte chunk q of the warp's staged rows (swizzled: conflict-free 16-byte
+// stores of the coalesced loads and loads of a thread's consecutive rows).
+__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * 4 + (q ^ ((lane >> 1) & 3)); }
+
+// Clamped end of segment e (offsets[e + 1]): from the ring while it still holds it, else read
+// again (a tile with more than SGF_RING - 256 ends).
+template <class I>
+__device__ __forceinline__ I sgf_end_at(const SgfShared<I>& s, I e, I kw, const void* offs,
+                                        const SegParams& p)
+{
+    return e >= kw - SGF_RING ? s.ring[e & (SGF_RING - 1)] : sg_end<I>(offs, e, p);
+}
+
 template <class T, class I, bool IS_MIN, bool LAST>
 __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShared<I>& s)
 {
@@ -1160,54 +1177,62 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     const I n = (I)p.n;
     // the block's rows [j0, j1) and ends [kL, kR) (clamped: bad offsets read nothing outside)
     const I kL = w.k, kR = (I)sg_head[SG_HEAD_KR];
+    const I start_l = (I)sg_head[SG_HEAD_START_L];
     I j0 = w.j;
     j0 = j0 < 0 ? (I)0 : (j0 > n ? n : j0);
     I j1 = j0 + ((w.D1 - w.D) - (kR - kL));
     j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
-    // the first tile starts at or before j0, where x + r0 is 16-byte aligned
-    const int a = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 3);
-    I r0 = j0 - (I)((j0 + (I)a) & 3);
-    const I span = j1 - r0;
-    const I ntiles = span > 0 ? (span + SGF_TILE - 1) / SGF_TILE : (I)1;
+    // the first tile starts at or before j0, where x + r0 is 32-byte aligned (whole sectors)
+    const int a = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 7);
+    // thread t stores the results of ends e with (aout + e) % 256 == t: each warp's stores one
+    // aligned run, a thread's from tile to tile in order (as sg_store_step)
+    const int aout = (int)((reinterpret_cast<unsigned long long>(cx.out) /
+                            (unsigned)p.out_width) & (SG_THREADS - 1));
+    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * 4;      // the warp's staged rows
     K ck = K();
     I ci = empty;                              // the carry into the tile (the open run)
-    I k = kL;                                  // the next end of the block
+    I k = kL;                                  // ends flagged so far
+    I kw = kL;                                 // ends loaded into the ring so far
+    I rs = j0;                                 // the next tile's first row
     int bad = 0;
     const bool report = blockIdx.y == 0;
-    for (I t = 0; t < ntiles; ++t, r0 += SGF_TILE) {
+    const int ow = p.off_width;
+    const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) / (unsigned)ow;
+    bool more = true;
+    while (more) {
+        // the tile: rows [rs, re) of [r0, r0 + SGF_TILE), r0 rs rounded down to a 32-byte
+        // boundary of x; re is the tile's end, or the block's, or where the tile's ends reach
+        // SGF_CAP (the ring holds them all until the tile's results are stored)
+        const I r0 = rs - (I)((rs + (I)a) & 7);
         const I tend = r0 + SGF_TILE;
         const I base = r0 + (I)tid * SGF_K;
-        const bool full = r0 >= j0 && tend <= j1;      // (block-uniform)
-        // (1) the thread's rows, straight into registers
-        B v[SGF_K];
-        if (full) {
-#pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q) {
-                const cuo::vec_bytes<16> u = cuo::vec_load<cuo::vec_bytes<16>>(x + base + 4 * q);
-                v[4 * q] = (B)u.w[0];
-                v[4 * q + 1] = (B)(u.w[0] >> 32);
-                v[4 * q + 2] = (B)u.w[1];
-                v[4 * q + 3] = (B)(u.w[1] >> 32);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < SGF_K; ++i) {
-                const I row = base + i;
-                v[i] = row >= j0 && row < j1 ? __ldg(x + row) : (B)0;
-            }
-        }
-        // (2) the tile's ends -> head flags, checked as read
+        const I wbase = r0 + (I)(wid * 32 * SGF_K);
+        // (1) the tile's ends -> head flags; ends loaded into the ring 256 at a time (each once,
+        // coalesced: lanes shifted so that each warp reads whole aligned lines) and checked as
+        // loaded
         if (tid <= SGF_FWORDS) s.flag[tid] = 0u;
         __syncthreads();
         const I kt = k;
         while (true) {
+            while (k + SG_THREADS > kw && kw < kR) {    // (block-uniform)
+                const int lead = p.off_stride == 1 ? (int)((oaddr + (unsigned long long)kw + 1) & 31) : 0;
+                const I e = kw - (I)lead + (I)tid;
+                I g = e < kR ? e : kR - 1;
+                g = g < kw ? kw : g;
+                const long long raw = sg_offset_raw(cx.offs, (long long)g + 1, p);
+                const I pc = sg_clamp<I>(raw, 0, p.n);
+                const bool mine = e >= kw && e < kR;
+                if (mine) s.ring[e & (SGF_RING - 1)] = pc;
+                __syncthreads();
+                if (mine) {
+                    const I prev = e == kL ? start_l : s.ring[(e - 1) & (SGF_RING - 1)];
+                    bad |= raw < 0 || raw > p.n || pc < prev;
+                }
+                kw = kw - (I)lead + SG_THREADS < kR ? kw - (I)lead + SG_THREADS : kR;
+            }
             const I e = k + (I)tid;
-            const bool has = e < kR;
-            const long long raw = has ? sg_offset_raw(cx.offs, (long long)e + 1, p) : 0LL;
-            const I pc = sg_clamp<I>(raw, 0, p.n);
-            I prev = __shfl_up_sync(0xffffffffu, pc, 1);
-            if (lane == 0 && has) prev = sg_clamp<I>(sg_offset_raw(cx.offs, (long long)e, p), 0, p.n);
-            bad |= has && (raw < 0 || raw > p.n || pc < prev);
+            const bool has = e < kw && e - kt < (I)SGF_CAP;
+            const I pc = has ? s.ring[e & (SGF_RING - 1)] : (I)0;
             const bool in = has && pc <= tend;
             if (in) {
                 I slot = pc - r0;
@@ -1218,7 +1243,56 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             k += (I)cnt;
             if (cnt < SG_THREADS) break;
         }
-        // (3) reduce by key over the thread's rows, a flag closing the run
+        // capped: the tile stops at the first end it could not take (its rows go to the next
+        // tile, where that end closes the carried run at slot rs - r0)
+        I re = tend < j1 ? tend : j1;
+        more = re < j1;
+        if (k - kt == (I)SGF_CAP && k < kw) {
+            const I nx = s.ring[k & (SGF_RING - 1)];
+            if (nx <= tend) {
+                re = nx < rs ? rs : (nx > re ? re : nx);
+                more = true;
+            }
+        }
+        re = re < rs ? rs : re;
+        const bool full = rs == r0 && re == tend;      // (block-uniform)
+        // (2) the warp's rows [wbase, wbase + 512), coalesced, staged by warp (swizzled)
+        if (full) {
+            cuo::vec_bytes<16> u[SGF_K / 4];
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q)
+                u[q] = cuo::vec_load<cuo::vec_bytes<16>>(x + wbase + q * 128 + lane * 4);
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const int c = q * 32 + lane;
+                xw[sgf_chunk(c >> 2, c & 3)] = u[q];
+            }
+        } else {
+            // (the rows inside [rs, re) only; every lane of a warp loads as often as the
+            // others, those outside on a row of the same range)
+#pragma unroll
+            for (int m = 0; m < SGF_K; ++m) {
+                const I rlo = wbase + (I)(m * 32);
+                if (re > rs && rlo + 31 >= rs && rlo < re) {
+                    I g = rlo + (I)lane;
+                    g = g < rs ? rs : (g > re - 1 ? re - 1 : g);
+                    const B b = __ldg(x + g);
+                    const int c = m * 32 + lane, tt = c >> 4, i = c & 15;
+                    reinterpret_cast<B*>(xw + sgf_chunk(tt, i >> 2))[i & 3] = b;
+                }
+            }
+        }
+        __syncwarp();
+        // (3) the thread's rows (from the warp's staging) reduced by key, a flag closing the run
+        B v[SGF_K];
+#pragma unroll
+        for (int q = 0; q < SGF_K / 4; ++q) {
+            const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+            v[4 * q] = (B)u.w[0];
+            v[4 * q + 1] = (B)(u.w[0] >> 32);
+            v[4 * q + 2] = (B)u.w[1];
+            v[4 * q + 3] = (B)(u.w[1] >> 32);
+        }
         const int fb = tid * SGF_K;
         const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGF_K) - 1u);
         K bk = K();
@@ -1247,7 +1321,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
                     bl = -1;
                     bk = K();
                 }
-                if (row >= j0 && row < j1 && (bl < 0 || (LAST ? key >= bk : key > bk))) {
+                if (row >= rs && row < re && (bl < 0 || (LAST ? key >= bk : key > bk))) {
                     bk = key;
                     bl = i;
                 }
@@ -1295,7 +1369,8 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             K hk = K();
             I hi = empty;
             if (li != 0xffu) {
-                hk = ar_key<T>(__ldg(x + base + (I)li), FLIP, ~K());   // (read just above)
+                hk = ar_key<T>(reinterpret_cast<const B*>(xw + sgf_chunk(lane, (int)li >> 2))[li & 3],
+                               FLIP, ~K());
                 hi = base + (I)li;
             }
             sgf_take<LAST>(hk, hi, pk, pi);
@@ -1308,9 +1383,10 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
         }
         __syncthreads();
         // (6) a thread per end of the tile: its result (or the left chain partial), coalesced
-        for (I e = kt + (I)tid; e < k; e += SG_THREADS) {
-            const I pe = sg_end<I>(cx.offs, e, p);
-            const I ps = sg_clamp<I>(sg_offset_raw(cx.offs, (long long)e, p), 0, p.n);
+        for (I e = kt + (I)(((int)tid - (int)(((I)aout + kt) & (SG_THREADS - 1))) & (SG_THREADS - 1));
+             e < k; e += SG_THREADS) {
+            const I pe = sgf_end_at(s, e, kw, cx.offs, p);
+            const I ps = e == kL ? start_l : sgf_end_at(s, e - 1, kw, cx.offs, p);
             I slot = pe - r0;
             slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
             I r;
@@ -1344,6 +1420,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             ck = *s.ck;
             ci = *s.ci;
         }
+        rs = re;
         __syncthreads();
     }
     if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
@@ -1351,8 +1428,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     if (tid == 0) {
         cx.sh.ck()[0] = ck;
         cx.sh.ci()[0] = ci;
-        sg_head[SG_HEAD_PREV] = k > kL ? sg_clamp<I>(sg_offset_raw(cx.offs, (long long)k, p), 0, p.n)
-                                       : sg_head[SG_HEAD_START_L];
+        sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s, k - 1, kw, cx.offs, p) : start_l;
     }
     if (k > kL) w.left_pending = false;
     w.k = k;
@@ -1373,16 +1449,16 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     static_assert(SGF_TILE + SG_THREADS * sizeof(I) + 4 * (SGF_FWORDS + 1) <=
                   SgShared<T, I, false>::O_SK - SG_STAGE_FRONT, "the flat path's shared parts");
     unsigned char* const stage = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
-    unsigned char* const sgf_loc = stage;
-    I* const sgf_head = reinterpret_cast<I*>(stage + SGF_TILE);
-    unsigned int* const sgf_flag = reinterpret_cast<unsigned int*>(stage + SGF_TILE +
-                                                                  SG_THREADS * sizeof(I));
+    __shared__ cuo::vec_bytes<16> sgf_xs[SG_THREADS * SGF_K / 4];
+    __shared__ I sgf_ring[SGF_RING];
     __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
     __shared__ I sgf_wi[SG_THREADS / 32];
     __shared__ int sgf_wf[SG_THREADS / 32];
     __shared__ cuo::u32 sgf_ck;
     __shared__ I sgf_ci;
-    const SgfShared<I> s = {sgf_flag, sgf_loc, sgf_head, sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
+    const SgfShared<I> s = {reinterpret_cast<unsigned int*>(stage + SGF_TILE + SG_THREADS * sizeof(I)),
+                            stage, reinterpret_cast<I*>(stage + SGF_TILE), sgf_xs, sgf_ring,
+                            sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
     SgCtx<T, I, false> cx;
     cx.x = reinterpret_cast<const unsigned char*>(x);
     cx.offs = offsets;
