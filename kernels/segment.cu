@@ -1128,14 +1128,14 @@ template <class I>
 struct SgfShared {
     unsigned int* flag;                        // SGF_FWORDS + 1 words
     unsigned char* loc;                        // SGF_TILE
-    I* head;                                   // SG_THREADS
+    int* head;                                 // SG_THREADS (tile rows, sgf_tiles)
     cuo::vec_bytes<16>* xs;                    // the tile's rows, 4 x 16 bytes a thread
     I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
     cuo::u32* wk;                              // 8 warp aggregates: key, row, closed
-    I* wi;
+    int* wi;
     int* wf;
     cuo::u32* ck;                              // the tile's carry-out
-    I* ci;
+    int* ci;
 };
 
 // (y, later) takes (x, earlier) where x beats it: the one rule (ar_better), so the empty state
@@ -1149,9 +1149,11 @@ __device__ __forceinline__ void sgf_take(K& yk, I& yi, K xk, I xi)
     }
 }
 
-// Thread `lane`'s 16-byte chunk q of the warp's staged rows (swizzled: conflict-free 16-byte
-// stores of the coalesced loads and loads of a thread's consecutive rows).
-__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * 4 + (q ^ ((lane >> 1) & 3)); }
+// Thread `lane`'s 16-byte chunk q of the warp's staged rows: 80 bytes a thread (a 16-byte pad:
+// conflict-free loads of a thread's consecutive rows; addresses affine in q, so that the
+// compiler holds one base, not one register a chunk).
+#define SGF_PITCH 5
+__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * SGF_PITCH + q; }
 
 // Clamped end of segment e (offsets[e + 1]): from the ring while it still holds it, else read
 // again (a tile with more than SGF_RING - 256 ends).
@@ -1174,6 +1176,10 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     const B* x = reinterpret_cast<const B*>(cx.x);
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const I empty = LAST ? (I)-1 : cuo::index_max<I>();
+    // within a tile, rows are ints from r0: RSENT the empty state, RCARRY the carry-in (before
+    // every row of the tile, after the empty state in the tie order)
+    constexpr int RSENT = LAST ? (int)0x80000000 : 0x7fffffff;
+    constexpr int RCARRY = LAST ? (int)0x80000001 : -1;
     const I n = (I)p.n;
     // the block's rows [j0, j1) and ends [kL, kR) (clamped: bad offsets read nothing outside)
     const I kL = w.k, kR = (I)sg_head[SG_HEAD_KR];
@@ -1188,7 +1194,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     // aligned run, a thread's from tile to tile in order (as sg_store_step)
     const int aout = (int)((reinterpret_cast<unsigned long long>(cx.out) /
                             (unsigned)p.out_width) & (SG_THREADS - 1));
-    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * 4;      // the warp's staged rows
+    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * SGF_PITCH;  // the warp's staged rows
     K ck = K();
     I ci = empty;                              // the carry into the tile (the open run)
     I k = kL;                                  // ends flagged so far
@@ -1196,8 +1202,8 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     I rs = j0;                                 // the next tile's first row
     int bad = 0;
     const bool report = blockIdx.y == 0;
-    const int ow = p.off_width;
-    const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) / (unsigned)ow;
+    const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) /
+                                     (unsigned)p.off_width;
     bool more = true;
     while (more) {
         // the tile: rows [rs, re) of [r0, r0 + SGF_TILE), r0 rs rounded down to a 32-byte
@@ -1262,80 +1268,85 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
 #pragma unroll
             for (int q = 0; q < SGF_K / 4; ++q)
                 u[q] = cuo::vec_load<cuo::vec_bytes<16>>(x + wbase + q * 128 + lane * 4);
+            // (load q's lane holds chunk lane % 4 of thread 8 q + lane / 4)
+            cuo::vec_bytes<16>* const st = xw + sgf_chunk(lane >> 2, lane & 3);
 #pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q) {
-                const int c = q * 32 + lane;
-                xw[sgf_chunk(c >> 2, c & 3)] = u[q];
-            }
+            for (int q = 0; q < SGF_K / 4; ++q) st[q * 8 * SGF_PITCH] = u[q];
         } else {
             // (the rows inside [rs, re) only; every lane of a warp loads as often as the
-            // others, those outside on a row of the same range)
+            // others, those outside on a row of the same range; load m's lane holds row
+            // lane % 16 of thread 2 m + lane / 16)
+            B* const st = reinterpret_cast<B*>(xw + sgf_chunk(lane >> 4, (lane & 15) >> 2)) +
+                          (lane & 3);
 #pragma unroll
             for (int m = 0; m < SGF_K; ++m) {
                 const I rlo = wbase + (I)(m * 32);
                 if (re > rs && rlo + 31 >= rs && rlo < re) {
                     I g = rlo + (I)lane;
                     g = g < rs ? rs : (g > re - 1 ? re - 1 : g);
-                    const B b = __ldg(x + g);
-                    const int c = m * 32 + lane, tt = c >> 4, i = c & 15;
-                    reinterpret_cast<B*>(xw + sgf_chunk(tt, i >> 2))[i & 3] = b;
+                    st[m * 2 * SGF_PITCH * 4] = __ldg(x + g);
                 }
             }
         }
         __syncwarp();
-        // (3) the thread's rows (from the warp's staging) reduced by key, a flag closing the run
-        B v[SGF_K];
-#pragma unroll
-        for (int q = 0; q < SGF_K / 4; ++q) {
-            const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
-            v[4 * q] = (B)u.w[0];
-            v[4 * q + 1] = (B)(u.w[0] >> 32);
-            v[4 * q + 2] = (B)u.w[1];
-            v[4 * q + 3] = (B)(u.w[1] >> 32);
-        }
+        // (3) the thread's rows (from the warp's staging, 4 at a time) reduced by key, a flag
+        // closing the run
         const int fb = tid * SGF_K;
         const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGF_K) - 1u);
         K bk = K();
-        I bi;
+        int bi;
         if (full) {
             int bl = 0;
 #pragma unroll
-            for (int i = 0; i < SGF_K; ++i) {
-                const K key = ar_key<T>(v[i], FLIP, ~K());
-                const bool f = (fm >> i) & 1u;
-                if (f) s.loc[fb + i] = i == 0 ? (unsigned char)0xff : (unsigned char)bl;
-                if (i == 0 || f || (LAST ? key >= bk : key > bk)) {
-                    bk = key;
-                    bl = i;
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int i = 4 * q + c;
+                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                    const K key = ar_key<T>(b, FLIP, ~K());
+                    const bool f = (fm >> i) & 1u;
+                    if (f) s.loc[fb + i] = i == 0 ? (unsigned char)0xff : (unsigned char)bl;
+                    if (i == 0 || f || (LAST ? key >= bk : key > bk)) {
+                        bk = key;
+                        bl = i;
+                    }
                 }
             }
-            bi = base + (I)bl;
+            bi = tid * SGF_K + bl;
         } else {
             int bl = -1;
+            const int lo = rs - base < 0 ? 0 : (rs - base > SGF_K ? SGF_K : (int)(rs - base));
+            const int hi = re - base < 0 ? 0 : (re - base > SGF_K ? SGF_K : (int)(re - base));
 #pragma unroll
-            for (int i = 0; i < SGF_K; ++i) {
-                const I row = base + i;
-                const K key = ar_key<T>(v[i], FLIP, ~K());
-                if ((fm >> i) & 1u) {
-                    s.loc[fb + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
-                    bl = -1;
-                    bk = K();
-                }
-                if (row >= rs && row < re && (bl < 0 || (LAST ? key >= bk : key > bk))) {
-                    bk = key;
-                    bl = i;
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int i = 4 * q + c;
+                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                    const K key = ar_key<T>(b, FLIP, ~K());
+                    if ((fm >> i) & 1u) {
+                        s.loc[fb + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
+                        bl = -1;
+                        bk = K();
+                    }
+                    if (i >= lo && i < hi && (bl < 0 || (LAST ? key >= bk : key > bk))) {
+                        bk = key;
+                        bl = i;
+                    }
                 }
             }
-            bi = bl < 0 ? empty : base + (I)bl;
+            bi = bl < 0 ? RSENT : tid * SGF_K + bl;
         }
         // (4) segmented scan of the threads' tails (flag: the thread closed a run)
         K sk = bk;
-        I si = bi;
+        int si = bi;
         int sf = fm != 0u;
 #pragma unroll
         for (int d = 1; d < 32; d <<= 1) {
             const K xk = __shfl_up_sync(0xffffffffu, sk, d);
-            const I xi = __shfl_up_sync(0xffffffffu, si, d);
+            const int xi = __shfl_up_sync(0xffffffffu, si, d);
             const int xf = __shfl_up_sync(0xffffffffu, sf, d);
             if (lane >= d) {
                 if (!sf) sgf_take<LAST>(sk, si, xk, xi);
@@ -1350,28 +1361,28 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
         __syncthreads();
         // the exclusive prefix: the lanes before, the warps before, the tile's carry-in
         K pk = __shfl_up_sync(0xffffffffu, sk, 1);
-        I pi = __shfl_up_sync(0xffffffffu, si, 1);
+        int pi = __shfl_up_sync(0xffffffffu, si, 1);
         int pf = __shfl_up_sync(0xffffffffu, sf, 1);
         if (lane == 0) {
             pk = K();
-            pi = empty;
+            pi = RSENT;
             pf = 0;
         }
         for (int w2 = wid - 1; w2 >= 0 && !pf; --w2) {
             sgf_take<LAST>(pk, pi, s.wk[w2], s.wi[w2]);
             pf = s.wf[w2];
         }
-        if (!pf) sgf_take<LAST>(pk, pi, ck, ci);
+        if (!pf) sgf_take<LAST>(pk, pi, ck, ci == empty ? RSENT : RCARRY);
         // (5) the head run (closed at the thread's first flag) completed with the prefix
         if (fm) {
             const int ff = __ffs((int)fm) - 1;
             const unsigned int li = s.loc[fb + ff];
             K hk = K();
-            I hi = empty;
+            int hi = RSENT;
             if (li != 0xffu) {
                 hk = ar_key<T>(reinterpret_cast<const B*>(xw + sgf_chunk(lane, (int)li >> 2))[li & 3],
                                FLIP, ~K());
-                hi = base + (I)li;
+                hi = tid * SGF_K + (int)li;
             }
             sgf_take<LAST>(hk, hi, pk, pi);
             s.head[tid] = hi;
@@ -1389,16 +1400,17 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             const I ps = e == kL ? start_l : sgf_end_at(s, e - 1, kw, cx.offs, p);
             I slot = pe - r0;
             slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
-            I r;
+            int rr;
             if (slot == SGF_TILE) {
-                r = *s.ci;
+                rr = *s.ci;
             } else {
                 const int t2 = (int)slot / SGF_K, i2 = (int)slot % SGF_K;
                 const unsigned int fw = s.flag[(int)slot >> 5] >> ((t2 * SGF_K) & 31);
                 const unsigned int li = s.loc[(int)slot];
-                r = (fw & ((1u << i2) - 1u)) == 0u ? s.head[t2]
-                                                  : (li == 0xffu ? empty : r0 + (I)(t2 * SGF_K) + (I)li);
+                rr = (fw & ((1u << i2) - 1u)) == 0u ? s.head[t2]
+                                                   : (li == 0xffu ? RSENT : t2 * SGF_K + (int)li);
             }
+            const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
             if (e == kL && blockIdx.x > 0) {
                 // the block's first segment, open at its start: its left chain partial
                 typename SgCtx<T, I, false>::Best b;
@@ -1417,8 +1429,9 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             ck = K();
             ci = empty;
         } else {
+            const int rr = *s.ci;
             ck = *s.ck;
-            ci = *s.ci;
+            ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
         }
         rs = re;
         __syncthreads();
@@ -1444,20 +1457,24 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
                                         const SegParams& p)
 {
     typedef typename ArType<T>::key K;
-    // (the flags, s_loc and s_head in the staged rows' part of SgShared, which this path
-    // does not stage: 4,096 + 256 x 8 + 516 bytes of its 8,320)
-    static_assert(SGF_TILE + SG_THREADS * sizeof(I) + 4 * (SGF_FWORDS + 1) <=
-                  SgShared<T, I, false>::O_SK - SG_STAGE_FRONT, "the flat path's shared parts");
-    unsigned char* const stage = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
-    __shared__ cuo::vec_bytes<16> sgf_xs[SG_THREADS * SGF_K / 4];
-    __shared__ I sgf_ring[SGF_RING];
+    // dynamic shared memory (plan.py's flat shared bytes, family.flat_shared_bytes): from
+    // SG_STAGE_FRONT, the staged rows (SGF_PITCH x 16 bytes a thread), s_loc, s_head, the
+    // flags and the ring. It overlaps SgShared's parts, which only sg_setup (the carries,
+    // rewritten after the tiles), sg_chains and sg_finish use, before and after the tiles.
+    constexpr unsigned O_LOC = SG_THREADS * SGF_PITCH * 16, O_HEAD = O_LOC + SGF_TILE,
+                       O_FLAG = O_HEAD + SG_THREADS * 4, O_RING = O_FLAG + 16 * ((4 * (SGF_FWORDS + 1) + 15) / 16);
+    static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >= SgShared<T, I, false>::O_CK + 32,
+                  "the flat path's shared memory holds SgShared's fixed parts and the carry");
+    unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
     __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
-    __shared__ I sgf_wi[SG_THREADS / 32];
+    __shared__ int sgf_wi[SG_THREADS / 32];
     __shared__ int sgf_wf[SG_THREADS / 32];
     __shared__ cuo::u32 sgf_ck;
-    __shared__ I sgf_ci;
-    const SgfShared<I> s = {reinterpret_cast<unsigned int*>(stage + SGF_TILE + SG_THREADS * sizeof(I)),
-                            stage, reinterpret_cast<I*>(stage + SGF_TILE), sgf_xs, sgf_ring,
+    __shared__ int sgf_ci;
+    const SgfShared<I> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
+                            reinterpret_cast<int*>(dyn + O_HEAD),
+                            reinterpret_cast<cuo::vec_bytes<16>*>(dyn),
+                            reinterpret_cast<I*>(dyn + O_RING),
                             sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
     SgCtx<T, I, false> cx;
     cx.x = reinterpret_cast<const unsigned char*>(x);

@@ -31,6 +31,8 @@ REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
 #: 4-byte value types, index mode
 REDUCE_FLAT = "segment_reduce_flat"
 FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
+#: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
+FLAT_K, FLAT_RING = 16, 1024
 INDEX_CTYPES = {False: "int", True: "long long"}
 #: threads a block (SG_THREADS)
 THREADS = 256
@@ -96,12 +98,13 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
 
 
 def flat_shared_bytes(itemsize: int, index_size: int) -> int:
-    """Dynamic shared memory of a block of the flat path: SgShared's parts up to the carry
-    (CW = 1; no window and no results), its flags and row winners in the staged rows' part."""
-    ksz = key_itemsize(itemsize)
-    staged = STAGE_FRONT + (THREADS * items(itemsize) + STAGE_BACK) * itemsize
-    parts = (staged, THREADS * ksz, THREADS * index_size, THREADS * 4, ksz, index_size)
-    return sum(_up16(n) for n in parts)
+    """Dynamic shared memory of a block of the flat path (sgf_run of kernels/segment.cu): from
+    the staged rows' front pad, the tile's rows (80 bytes a thread), the run winners (a byte a
+    row), the head runs, the flags and the ring of ends; SgShared's fixed parts and the carry,
+    which it overlaps, fit in it."""
+    tile = THREADS * FLAT_K
+    parts = STAGE_FRONT + THREADS * 80 + tile + THREADS * 4 + _up16(4 * (tile // 32 + 1))
+    return parts + FLAT_RING * index_size
 
 
 def wcap_for(itemsize: int, index_size: int, values: bool, cw_log2: int) -> int:
