@@ -132,15 +132,16 @@ def test_the_flat_path_runs_for_contiguous_r1_only():
 def test_flat_expressions_are_declared():
     """The flat entry points are modules of the family (precompile, NVRTC checks, simt) and
     first calls, at both index widths, for its dtypes only."""
-    fam = seg_family.FAMILY_DEF
+    fam = seg_family.FLAT_FAMILY_DEF
+    assert not any(e.startswith(FLAT) for dt in seg_family.DTYPES
+                   for e in seg_family.FAMILY_DEF.expressions_for(dt))
     for dt in seg_family.FLAT_DTYPES:
         exprs = fam.expressions_for(dt)
         for wide in (False, True):
             e = seg_family.flat_expression(dt, wide)
             assert e in exprs and (e,) in fam.modules_for(dt)
             assert any(e in c.exprs for c in fam.first_calls_for(dt))
-    for dt in (np.float64, np.float16, np.int8):
-        assert not any(e.startswith(FLAT) for e in fam.expressions_for(np.dtype(dt)))
+    assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=False)
     assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)

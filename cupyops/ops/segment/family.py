@@ -3,12 +3,17 @@ kernels/segment.cu, registered with cupyops.core.modules at import.
 
 Per value dtype, the entry points ``segment_reduce`` (indices) and ``segment_reduce_values``
 (indices and the extremes' values, from the same reduction), each for ``I = int`` and
-``I = long long``: 4 name expressions a dtype (float32, int32 and uint32 add the flat fast path
-``segment_reduce_flat`` of contiguous R = 1 x in index mode, at both widths: 6), each compiled as a module of its own (a first call
+``I = long long``: 4 name expressions a dtype, each compiled as a module of its own (a first call
 compiles the one kernel it launches). The offsets' dtype is a runtime field (read at its own
 width), so it adds no instantiation. datetime64 and timedelta64 of every unit run the module of
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
 int64. No other module names these entry points.
+
+The flat fast path of contiguous R = 1 x in index mode (float32, int32, uint32: FLAT_DTYPES) is
+the family ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
+``segment_reduce_flat<T, I>`` at both index widths. A family of its own so that segment.cu's
+modules stay exactly what they were (ptxas allocates a kernel's registers differently beside
+other kernels in one module).
 """
 from __future__ import annotations
 
@@ -17,8 +22,9 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
-__all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "REDUCE", "REDUCE_V", "REDUCE_FLAT",
-           "FLAT_DTYPES", "expression", "flat_expression", "expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
+__all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
+           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "FLAT_DTYPES", "expression", "flat_expression",
+           "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
 FAMILY = "segment"
 #: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
@@ -30,6 +36,7 @@ REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
 #: the flat fast path (kernels/segment.cu, segment_reduce_flat): contiguous R = 1 x of these
 #: 4-byte value types, index mode
 REDUCE_FLAT = "segment_reduce_flat"
+FLAT_FAMILY = "segment_flat"
 FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
 #: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
 FLAT_K, FLAT_RING = 16, 1024
@@ -67,10 +74,11 @@ def flat_expression(dtype, use_64bit: bool) -> str:
 
 
 def expressions(dtype) -> tuple:
-    exprs = tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
-    if np.dtype(dtype) in FLAT_DTYPES:
-        exprs += tuple(flat_expression(dtype, b) for b in (False, True))
-    return exprs
+    return tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
+
+
+def flat_expressions(dtype) -> tuple:
+    return tuple(flat_expression(dtype, b) for b in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -117,25 +125,34 @@ def _dynamic_shared(dtype, expr: str, block: int) -> int:
     values = expr.startswith(REDUCE_V)
     isz = 8 if "long long" in expr else 4
     dt = np.dtype(dtype)
-    if expr.startswith(REDUCE_FLAT):
-        return flat_shared_bytes(dt.itemsize, isz)
     return max(shared_bytes(dt.itemsize, isz, values, c, wcap_for(dt.itemsize, isz, values, c))
                for c in range(9))
 
 
 def first_calls(dtype) -> tuple:
     """The kernel a first call launches: one, at each index width, per mode."""
-    calls = tuple(_modules.FirstCall("segment_arg* / segment_*_and_arg*", "merge path", wide,
-                                     (expression(v, dtype, wide),))
-                  for v in (False, True) for wide in (False, True))
-    if np.dtype(dtype) in FLAT_DTYPES:
-        calls += tuple(_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1",
-                                          wide, (flat_expression(dtype, wide),))
-                       for wide in (False, True))
-    return calls
+    return tuple(_modules.FirstCall("segment_arg* / segment_*_and_arg*", "merge path", wide,
+                                    (expression(v, dtype, wide),))
+                 for v in (False, True) for wide in (False, True))
+
+
+def flat_first_calls(dtype) -> tuple:
+    """The flat path's first call: contiguous R = 1 x, index mode, at each index width."""
+    return tuple(_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1", wide,
+                                    (flat_expression(dtype, wide),))
+                 for wide in (False, True))
+
+
+def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
+    return flat_shared_bytes(np.dtype(dtype).itemsize, 8 if "long long" in expr else 4)
 
 
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
     name=FAMILY, source="segment.cu", dtypes=DTYPES, expressions=expressions,
     block_sizes=(THREADS,), dynamic_shared=_dynamic_shared, min_occupancy=0.5,
     first_calls=first_calls))
+
+FLAT_FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
+    name=FLAT_FAMILY, source="segment_flat.cu", dtypes=FLAT_DTYPES, expressions=flat_expressions,
+    block_sizes=(THREADS,), dynamic_shared=_flat_dynamic_shared, min_occupancy=0.5,
+    first_calls=flat_first_calls))
