@@ -13,26 +13,31 @@
 //
 // Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
 // (sg_finish) as segment_reduce; only the walk differs. A block walks its rows [j0, j1) in
-// tiles of SGF_TILE = 256 x SGF_K rows, the tiles aligned so that thread t's SGF_K consecutive
-// rows start on a 16-byte boundary of x:
-//   1. loads: a tile wholly inside [j0, j1) is read as SGF_K / 4 16-byte loads a thread
-//      straight into registers; the block's first and last tiles (partial) by scalar loads of
-//      the rows inside [j0, j1) only (so x need only be 4-byte aligned);
-//   2. the tile's ends (offsets read coalesced, 256 a pass, each checked as segment_reduce's
-//      window checks it: < 0, > n, or below its predecessor sets zw[2]) become head flags: an
-//      end p in [r0, r0 + SGF_TILE) sets bit p - r0 (row p starts a new run), p == r0 +
-//      SGF_TILE bit SGF_TILE (the segment closes at the tile's end);
+// tiles of up to SGF_TILE = 256 x SGF_K rows [r0, r0 + SGF_TILE), r0 rounded down so that
+// x + r0 is 32-byte aligned (x need only be 4-byte aligned); a tile covers rows [rs, re):
+//   1. ends -> head flags: the block's ends are loaded into a ring in shared memory (SGF_RING),
+//      256 at a time, each once, coalesced (lanes shifted to whole aligned lines), and checked
+//      as loaded as segment_reduce's window checks them (< 0, > n, or below its predecessor
+//      sets zw[2]); a flag pass sets bit p - r0 for each end p <= r0 + SGF_TILE (row p starts a
+//      new run; bit SGF_TILE: the segment closes at the tile's end, the next carry-in is
+//      empty). A tile takes at most SGF_CAP ends: if more remain at or before its end, the
+//      tile stops at the first one (re) and the next tile starts there (the ring then still
+//      holds every end of the tile when its results are stored);
+//   2. rows: a whole tile inside [j0, j1) by SGF_K / 4 coalesced 16-byte loads a lane, other
+//      tiles by coalesced scalar loads of the rows in [rs, re) (every lane of a warp loads as
+//      often as the others), staged by warp in shared memory (80 bytes a thread) and read
+//      back as each thread's SGF_K consecutive rows;
 //   3. each thread reduces its rows by key (ar_key, the one rule; IS_MIN and LAST
 //      compile-time), a flag closing the current run: the run's winner (its local row) goes to
 //      s_loc at the flag's slot (0xff: no row);
-//   4. a warp-shuffle segmented scan of the threads' tails (key, row, "closed a run") plus the
-//      8 warp aggregates and the tile's carry-in give each thread its exclusive prefix; a thread
-//      that closed a run completes its first (head) run with it (s_head), thread 255 the tile's
-//      carry-out;
-//   5. one thread per end of the tile stores its segment's result (coalesced): an empty
-//      segment (offsets[e] == offsets[e + 1]) empty_index; the block's first end, when its
-//      segment is open at the block's start (b > 0), deposits the left chain partial instead,
-//      as segment_reduce's scan does.
+//   4. a warp-shuffle segmented scan of the threads' tails (key, row from r0, "closed a run")
+//      plus the 8 warp aggregates and the tile's carry-in give each thread its exclusive
+//      prefix; a thread that closed a run completes its first (head) run with it (s_head),
+//      thread 255 the tile's carry-out;
+//   5. one thread per end of the tile stores its segment's result (coalesced, rotated as
+//      sg_store_step): an empty segment (offsets[e] == offsets[e + 1]) empty_index; the
+//      block's first end, when its segment is open at the block's start (b > 0), deposits the
+//      left chain partial instead, as segment_reduce's scan does.
 // After the last tile the block leaves the state sg_chains / sg_finish read (w.k: the ends it
 // consumed; the carry, its right or whole-block partial, in ck / ci; sg_head[SG_HEAD_PREV]).
 // Bad offsets can make the tiles consume fewer ends than the block holds: the consumed ranges
