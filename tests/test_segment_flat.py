@@ -9,6 +9,10 @@ plan.FLAT_BLOCK_BYTES), one segment spanning everything, S = 1, a misaligned x s
 offsets width and a strided view, index dtypes, relative, 64-bit indexing, ties both ways with
 NaN and -0.0 (values from a tiny range), bad offsets on the device (the kernel's own check and
 whole-result fill), and simt schedules."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -20,6 +24,7 @@ from cupyops.ops.segment import family as seg_family
 from cupyops.ops.segment import launch as seg_launch
 from cupyops.ops.segment import plan as seg_plan
 from cupyops.ops.segment.rules import SegmentCall
+from _devices import KERNEL_DEVICES, ops
 
 TILE = 4096          # SGF_TILE of kernels/segment.cu
 CAP = 512            # SGF_CAP
@@ -104,7 +109,8 @@ def mixed_offsets(rng, n):
 # which kernel runs
 # ------------------------------------------------------------------------------------------
 
-def test_the_flat_path_runs_for_contiguous_r1_only():
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_the_flat_path_runs_for_contiguous_r1_only(device):
     """Contiguous R = 1 x (1-D or trailing size 1) of float32 / int32 / uint32 in index mode
     launches segment_reduce_flat; every other layout, dtype and mode segment_reduce(_values)."""
     rng = np.random.default_rng(3)
@@ -119,13 +125,13 @@ def test_the_flat_path_runs_for_contiguous_r1_only():
              tiny_values(rng, n, np.int64)]
     for x, want_flat in [(x, True) for x in flat] + [(x, False) for x in other]:
         with _trace.recording() as t:
-            got = cupyops.segment_argmax(x, o, device="simt")
+            got = ops(device).segment_argmax(x, o)
         names = [l[0] for l in t.launches]
         assert len(names) == 1 and names[0].startswith(FLAT + "<") == want_flat, \
             (x.dtype, x.shape, x.strides, names)
         assert np.array_equal(got, cupyops.segment_argmax(x, o, device="cpu"))
         with _trace.recording() as t:
-            cupyops.segment_max_and_argmax(x, o, device="simt")
+            ops(device).segment_max_and_argmax(x, o)
         assert not t.launches[0][0].startswith(FLAT), t.launches   # values mode: not flat
 
 
@@ -137,15 +143,25 @@ def test_flat_expressions_are_declared():
                    for e in seg_family.FAMILY_DEF.expressions_for(dt))
     for dt in seg_family.FLAT_DTYPES:
         exprs = fam.expressions_for(dt)
-        for wide in (False, True):
-            e = seg_family.flat_expression(dt, wide)
-            assert e in exprs and (e,) in fam.modules_for(dt)
-            assert any(e in c.exprs for c in fam.first_calls_for(dt))
+        e = seg_family.flat_expression(dt, False)          # (32-bit indexing only)
+        assert exprs == (e,) and (e,) in fam.modules_for(dt)
+        assert any(e in c.exprs for c in fam.first_calls_for(dt))
     assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=False)
     assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)
     assert not p.flat                                  # x not 4-byte aligned
+
+
+def test_the_flat_path_can_be_turned_off(monkeypatch):
+    """CUPYOPS_SEGMENT_FLAT=0 (plan.FLAT, read at import) plans the merge-path kernel."""
+    args = ((5000,), (4,), np.float32, 256, 7, np.int64, 1)
+    assert seg_plan.plan_for(*args, values=False).flat
+    monkeypatch.setattr(seg_plan, "FLAT", False)
+    assert not seg_plan.plan_for(*args, values=False).flat
+    code = ("import cupyops.ops.segment.plan as p; import sys; sys.exit(0 if p.FLAT else 3)")
+    env = dict(os.environ, CUPYOPS_SEGMENT_FLAT="0")
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 3
 
 
 # ------------------------------------------------------------------------------------------
@@ -223,8 +239,11 @@ def test_offsets_and_index_dtypes(monkeypatch):
     check_flat(x, wide[::2], ties=("last",))                          # strided offsets
     check_flat(x, o, index_dtype=np.int32, relative=True)
     check_flat(x, o, index_dtype=np.uint16, kinds=("min",))
-    check_flat(x, o, force_64bit=True)                                # I = long long
-    check_flat(x, edge_offsets(n), force_64bit=True, relative=True)
+    # 64-bit indexing: the merge-path kernel (the flat path is 32-bit only)
+    got, names = direct(x, o, "max", "last", force_64bit=True)
+    assert names == [seg_family.expression(False, np.float32, True)], names
+    assert np.array_equal(got, cupyops.segment_argmax(x, o, tie="last", empty_index=-7,
+                                                      device="cpu"))
 
 
 @pytest.mark.parametrize("schedule", ["reverse", 31337, 7])

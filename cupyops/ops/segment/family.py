@@ -11,7 +11,7 @@ int64. No other module names these entry points.
 
 The flat fast path of contiguous R = 1 x in index mode (float32, int32, uint32: FLAT_DTYPES) is
 the family ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
-``segment_reduce_flat<T, I>`` at both index widths. A family of its own so that segment.cu's
+``segment_reduce_flat<T, int>`` (32-bit indexing; 64-bit plans take segment_reduce). A family of its own so that segment.cu's
 modules stay exactly what they were (ptxas allocates a kernel's registers differently beside
 other kernels in one module).
 """
@@ -78,7 +78,10 @@ def expressions(dtype) -> tuple:
 
 
 def flat_expressions(dtype) -> tuple:
-    return tuple(flat_expression(dtype, b) for b in (False, True))
+    # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
+    # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
+    # merge-path kernel
+    return (flat_expression(dtype, False),)
 
 
 def items(itemsize: int) -> int:
@@ -137,10 +140,9 @@ def first_calls(dtype) -> tuple:
 
 
 def flat_first_calls(dtype) -> tuple:
-    """The flat path's first call: contiguous R = 1 x, index mode, at each index width."""
-    return tuple(_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1", wide,
-                                    (flat_expression(dtype, wide),))
-                 for wide in (False, True))
+    """The flat path's first call: contiguous R = 1 x, index mode, 32-bit indexing."""
+    return (_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1", False,
+                               (flat_expression(dtype, False),)),)
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
