@@ -64,7 +64,9 @@ def segment_min_and_argmin(x: ArrayT, offsets: ArrayT, /, *, tie: Tie = "first",
 
 
 def _segment(spec, kind, values):
-    return Operator(spec, functools.partial(segment_call, kind, values), families=FAMILIES,
+    # (index mode: also the flat fast path's family, kernels/segment_flat.cu)
+    fams = FAMILIES if values else FAMILIES + ("segment_flat",)
+    return Operator(spec, functools.partial(segment_call, kind, values), families=fams,
                     dask=functools.partial(_dask.segment, kind, values),
                     selftest=functools.partial(_checks.segment_calls, kind, values),
                     bench=_bench.segment_bench(kind, values),

@@ -8,6 +8,12 @@ compiles the one kernel it launches). The offsets' dtype is a runtime field (rea
 width), so it adds no instantiation. datetime64 and timedelta64 of every unit run the module of
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
 int64. No other module names these entry points.
+
+The flat fast path of contiguous R = 1 x in index mode (float32, int32, uint32: FLAT_DTYPES) is
+the family ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
+``segment_reduce_flat<T, int>`` (32-bit indexing; 64-bit plans take segment_reduce). A family of its own so that segment.cu's
+modules stay exactly what they were (ptxas allocates a kernel's registers differently beside
+other kernels in one module).
 """
 from __future__ import annotations
 
@@ -16,8 +22,9 @@ import numpy as np
 from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
-__all__ = ["FAMILY", "FAMILY_DEF", "DTYPES", "DATETIME", "REDUCE", "REDUCE_V", "expression",
-           "expressions", "items", "key_itemsize", "shared_bytes", "THREADS"]
+__all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
+           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "FLAT_DTYPES", "expression", "flat_expression",
+           "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
 FAMILY = "segment"
 #: every datetime64 / timedelta64 unit runs as this dtype (same bits: int64, NaT = INT64_MIN)
@@ -26,6 +33,13 @@ DTYPES = _dtypes.VALUE_DTYPES + (DATETIME,)
 if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
     DTYPES += (_dtypes.dtype(),)
 REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
+#: the flat fast path (kernels/segment.cu, segment_reduce_flat): contiguous R = 1 x of these
+#: 4-byte value types, index mode
+REDUCE_FLAT = "segment_reduce_flat"
+FLAT_FAMILY = "segment_flat"
+FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
+#: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
+FLAT_K, FLAT_RING = 16, 1024
 INDEX_CTYPES = {False: "int", True: "long long"}
 #: threads a block (SG_THREADS)
 THREADS = 256
@@ -49,8 +63,25 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
     return expr
 
 
+def flat_expression(dtype, use_64bit: bool) -> str:
+    """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES)."""
+    key = ("flat", np.dtype(dtype), bool(use_64bit))
+    expr = _EXPRS.get(key)
+    if expr is None:
+        expr = _EXPRS[key] = _modules.name_expression(
+            REDUCE_FLAT, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+    return expr
+
+
 def expressions(dtype) -> tuple:
     return tuple(expression(v, dtype, b) for v in (False, True) for b in (False, True))
+
+
+def flat_expressions(dtype) -> tuple:
+    # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
+    # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
+    # merge-path kernel
+    return (flat_expression(dtype, False),)
 
 
 def items(itemsize: int) -> int:
@@ -77,6 +108,16 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
     return sum(_up16(n) for n in parts)
 
 
+def flat_shared_bytes(itemsize: int, index_size: int) -> int:
+    """Dynamic shared memory of a block of the flat path (sgf_run of kernels/segment.cu): from
+    the staged rows' front pad, the tile's rows (80 bytes a thread), the run winners (a byte a
+    row), the head runs, the flags and the ring of ends; SgShared's fixed parts and the carry,
+    which it overlaps, fit in it."""
+    tile = THREADS * FLAT_K
+    parts = STAGE_FRONT + THREADS * 80 + tile + THREADS * 4 + _up16(4 * (tile // 32 + 1))
+    return parts + FLAT_RING * index_size
+
+
 def wcap_for(itemsize: int, index_size: int, values: bool, cw_log2: int) -> int:
     """The window's capacity: the step's results (wcap segments x CW columns) in about 4 KiB."""
     per = (index_size + (itemsize if values else 0)) << cw_log2
@@ -98,7 +139,22 @@ def first_calls(dtype) -> tuple:
                  for v in (False, True) for wide in (False, True))
 
 
+def flat_first_calls(dtype) -> tuple:
+    """The flat path's first call: contiguous R = 1 x, index mode, 32-bit indexing."""
+    return (_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1", False,
+                               (flat_expression(dtype, False),)),)
+
+
+def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
+    return flat_shared_bytes(np.dtype(dtype).itemsize, 8 if "long long" in expr else 4)
+
+
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
     name=FAMILY, source="segment.cu", dtypes=DTYPES, expressions=expressions,
     block_sizes=(THREADS,), dynamic_shared=_dynamic_shared, min_occupancy=0.5,
     first_calls=first_calls))
+
+FLAT_FAMILY_DEF = _modules.register_family(_modules.KernelFamily(
+    name=FLAT_FAMILY, source="segment_flat.cu", dtypes=FLAT_DTYPES, expressions=flat_expressions,
+    block_sizes=(THREADS,), dynamic_shared=_flat_dynamic_shared, min_occupancy=0.5,
+    first_calls=flat_first_calls))

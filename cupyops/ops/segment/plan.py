@@ -12,10 +12,17 @@ layout, everything a launch needs that the host can know without reading the off
 * ``nblocks`` blocks share the merge path of rows and segment ends (at most n + S items): about
   :data:`BLOCK_BYTES` of x a block, at most :data:`MAX_CHAINS` blocks in all (the chain tickets
   the zeroed words hold) and no more than items.
+* ``flat``: contiguous R = 1 x (row stride == itemsize, 4-byte aligned) of a 4-byte value type
+  of ``family.FLAT_DTYPES`` in index mode with 32-bit indexing runs the flat fast path (segment_reduce_flat of
+  kernels/segment.cu); every other layout the merge-path kernel segment_reduce. The flat path
+  keeps the same merge-path block split, scratch and state words, with larger blocks
+  (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
   below 2**31 (``force_64bit`` for tests).
 """
 from __future__ import annotations
+
+import os
 
 import math
 import typing
@@ -26,7 +33,7 @@ from cupyops.core import layout as _layout
 from cupyops.ops.segment import family as _family
 from cupyops.ops.segment.params import MAX_DIMS
 
-__all__ = ["SegPlan", "plan_for", "BLOCK_BYTES", "MAX_CHAINS", "CHUNK"]
+__all__ = ["SegPlan", "plan_for", "BLOCK_BYTES", "FLAT_BLOCK_BYTES", "MAX_CHAINS", "CHUNK"]
 
 #: bytes of x a block reads, about (the merge path's share)
 BLOCK_BYTES = 32 * 1024
@@ -43,6 +50,13 @@ def block_bytes(width: int, itemsize: int, index_size: int) -> int:
     return max(BLOCK_BYTES, PARTIAL_SHARE * partials)
 
 
+#: whether the flat fast path is planned at all: ``CUPYOPS_SEGMENT_FLAT=0`` (read at import)
+#: plans every call on the merge-path kernel (the way back if the flat path misbehaves on a
+#: GPU, and the other side of a comparison)
+FLAT = os.environ.get("CUPYOPS_SEGMENT_FLAT", "1").strip() != "0"
+#: bytes of x a block of the flat path reads, about: 8 of its tiles of 4,096 rows (its first and
+#: last tiles, partial, take the slower masked loads)
+FLAT_BLOCK_BYTES = 128 * 1024
 #: blocks of a launch (nblocks x ny), each a chain ticket in the state words (launch.py)
 MAX_CHAINS = 4092
 #: the window's first load (ends)
@@ -71,6 +85,7 @@ class SegPlan(typing.NamedTuple):
     use_64bit: bool
     values: bool
     shared_mem: int
+    flat: bool = False       # the flat fast path (segment_reduce_flat)
 
     @property
     def grid(self) -> tuple:
@@ -121,7 +136,14 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     narrow = dt.kind == "c" and (data_ptr % isz != 0 or any(
         s % isz for m, s in zip(shape, strides) if m > 1))
     wcap = _family.wcap_for(isz, index_size, values, cw_log2)
+    flat = (FLAT and not values and not use_64bit and ncols == 1 and
+            dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
+            data_ptr % 4 == 0)
+    if flat:
+        want = -(-(n + nseg) * isz // FLAT_BLOCK_BYTES)
+        nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
+    smem = _family.flat_shared_bytes(isz, index_size) if flat else \
+        _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
     return SegPlan(n, int(nseg), ncols, isz, int(strides[0]), rest, int(offsets_stride),
                    odt.itemsize, odt.kind == "i", nblocks, ny, cw_log2, wcap, CHUNK, narrow,
-                   use_64bit, bool(values),
-                   _family.shared_bytes(isz, index_size, values, cw_log2, wcap))
+                   use_64bit, bool(values), smem, flat)

@@ -1,0 +1,446 @@
+// segment_flat.cu - the flat fast path of segment_argmax / segment_argmin (family
+// "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a 4-byte value type
+// (float, int, unsigned int) in index mode, entry point segment_reduce_flat<T, I>. It reuses
+// segment.cu's contract, parameters (SegParams), block split, setup, chain tickets and
+// last-block check and fill, included here; a family of its own, so that segment.cu's modules
+// (and their PTX and ptxas results) are those of segment.cu alone.
+#include "segment.cu"
+
+// ------------------------------------------------------------------------------------------
+// The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int),
+// index mode (segment_reduce_flat<T, I>, planned by plan.py for that layout only; every other
+// layout runs segment_reduce above, whose code this path does not touch).
+//
+// Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
+// (sg_finish) as segment_reduce; only the walk differs. A block walks its rows [j0, j1) in
+// tiles of up to SGF_TILE = 256 x SGF_K rows [r0, r0 + SGF_TILE), r0 rounded down so that
+// x + r0 is 32-byte aligned (x need only be 4-byte aligned); a tile covers rows [rs, re):
+//   1. ends -> head flags: the block's ends are loaded into a ring in shared memory (SGF_RING),
+//      256 at a time, each once, coalesced (lanes shifted to whole aligned lines), and checked
+//      as loaded as segment_reduce's window checks them (< 0, > n, or below its predecessor
+//      sets zw[2]); a flag pass sets bit p - r0 for each end p <= r0 + SGF_TILE (row p starts a
+//      new run; bit SGF_TILE: the segment closes at the tile's end, the next carry-in is
+//      empty). A tile takes at most SGF_CAP ends: if more remain at or before its end, the
+//      tile stops at the first one (re) and the next tile starts there (the ring then still
+//      holds every end of the tile when its results are stored);
+//   2. rows: a whole tile inside [j0, j1) by SGF_K / 4 coalesced 16-byte loads a lane, other
+//      tiles by coalesced scalar loads of the rows in [rs, re) (every lane of a warp loads as
+//      often as the others), staged by warp in shared memory (80 bytes a thread) and read
+//      back as each thread's SGF_K consecutive rows;
+//   3. each thread reduces its rows by key (ar_key, the one rule; IS_MIN and LAST
+//      compile-time), a flag closing the current run: the run's winner (its local row) goes to
+//      s_loc at the flag's slot (0xff: no row);
+//   4. a warp-shuffle segmented scan of the threads' tails (key, row from r0, "closed a run")
+//      plus the 8 warp aggregates and the tile's carry-in give each thread its exclusive
+//      prefix; a thread that closed a run completes its first (head) run with it (s_head),
+//      thread 255 the tile's carry-out;
+//   5. one thread per end of the tile stores its segment's result (coalesced, rotated as
+//      sg_store_step): an empty segment (offsets[e] == offsets[e + 1]) empty_index; the
+//      block's first end, when its segment is open at the block's start (b > 0), deposits the
+//      left chain partial instead, as segment_reduce's scan does.
+// After the last tile the block leaves the state sg_chains / sg_finish read (w.k: the ends it
+// consumed; the carry, its right or whole-block partial, in ck / ci; sg_head[SG_HEAD_PREV]).
+// Bad offsets can make the tiles consume fewer ends than the block holds: the consumed ranges
+// then do not tile [0, S), and sg_finish fills the result as for any bad offset; every shared
+// index is clamped, every load is inside x and the offsets.
+// ------------------------------------------------------------------------------------------
+
+#define SGF_K 16                               // rows a thread per tile (4 x 16 bytes)
+#define SGF_TILE (SG_THREADS * SGF_K)          // rows a tile
+#define SGF_FWORDS (SGF_TILE / 32)             // flag words a tile (+1: the tile-end bit)
+#define SGF_RING 1024                          // the block's ring of loaded ends
+#define SGF_CAP (SGF_RING - 2 * SG_THREADS)    // ends a tile takes at most
+
+template <class I>
+struct SgfShared {
+    unsigned int* flag;                        // SGF_FWORDS + 1 words
+    unsigned char* loc;                        // SGF_TILE
+    int* head;                                 // SG_THREADS (tile rows, sgf_tiles)
+    cuo::vec_bytes<16>* xs;                    // the tile's rows, 4 x 16 bytes a thread
+    I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
+    cuo::u32* wk;                              // 8 warp aggregates: key, row, closed
+    int* wi;
+    int* wf;
+    cuo::u32* ck;                              // the tile's carry-out
+    int* ci;
+};
+
+// (y, later) takes (x, earlier) where x beats it: the one rule (ar_better), so the empty state
+// (key 0, the tie side's sentinel row) loses to every element
+template <bool LAST, class K, class I>
+__device__ __forceinline__ void sgf_take(K& yk, I& yi, K xk, I xi)
+{
+    if (ar_better(xk, xi, yk, yi, LAST)) {
+        yk = xk;
+        yi = xi;
+    }
+}
+
+// Thread `lane`'s 16-byte chunk q of the warp's staged rows: 80 bytes a thread (a 16-byte pad:
+// conflict-free loads of a thread's consecutive rows; addresses affine in q, so that the
+// compiler holds one base, not one register a chunk).
+#define SGF_PITCH 5
+__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * SGF_PITCH + q; }
+
+// Clamped end of segment e (offsets[e + 1]): from the ring while it still holds it, else read
+// again (a tile with more than SGF_RING - 256 ends).
+template <class I>
+__device__ __forceinline__ I sgf_end_at(const SgfShared<I>& s, I e, I kw, const void* offs,
+                                        const SegParams& p)
+{
+    return e >= kw - SGF_RING ? s.ring[e & (SGF_RING - 1)] : sg_end<I>(offs, e, p);
+}
+
+template <class T, class I, bool IS_MIN, bool LAST>
+__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShared<I>& s)
+{
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
+    constexpr K FLIP = IS_MIN ? ~K() : K();
+    const SegParams& p = *cx.p;
+    SgWalk<I>& w = cx.w;
+    const B* x = reinterpret_cast<const B*>(cx.x);
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const I empty = LAST ? (I)-1 : cuo::index_max<I>();
+    // within a tile, rows are ints from r0: RSENT the empty state, RCARRY the carry-in (before
+    // every row of the tile, after the empty state in the tie order)
+    constexpr int RSENT = LAST ? (int)0x80000000 : 0x7fffffff;
+    constexpr int RCARRY = LAST ? (int)0x80000001 : -1;
+    const I n = (I)p.n;
+    // the block's rows [j0, j1) and ends [kL, kR) (clamped: bad offsets read nothing outside)
+    const I kL = w.k, kR = (I)sg_head[SG_HEAD_KR];
+    const I start_l = (I)sg_head[SG_HEAD_START_L];
+    I j0 = w.j;
+    j0 = j0 < 0 ? (I)0 : (j0 > n ? n : j0);
+    I j1 = j0 + ((w.D1 - w.D) - (kR - kL));
+    j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
+    // the first tile starts at or before j0, where x + r0 is 32-byte aligned (whole sectors)
+    const int a = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 7);
+    // thread t stores the results of ends e with (aout + e) % 256 == t: each warp's stores one
+    // aligned run, a thread's from tile to tile in order (as sg_store_step)
+    const int aout = (int)((reinterpret_cast<unsigned long long>(cx.out) /
+                            (unsigned)p.out_width) & (SG_THREADS - 1));
+    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * SGF_PITCH;  // the warp's staged rows
+    K ck = K();
+    I ci = empty;                              // the carry into the tile (the open run)
+    I k = kL;                                  // ends flagged so far
+    I kw = kL;                                 // ends loaded into the ring so far
+    I rs = j0;                                 // the next tile's first row
+    int bad = 0;
+    const bool report = blockIdx.y == 0;
+    const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) /
+                                     (unsigned)p.off_width;
+    bool more = true;
+    while (more) {
+        // the tile: rows [rs, re) of [r0, r0 + SGF_TILE), r0 rs rounded down to a 32-byte
+        // boundary of x; re is the tile's end, or the block's, or where the tile's ends reach
+        // SGF_CAP (the ring holds them all until the tile's results are stored)
+        const I r0 = rs - (I)((rs + (I)a) & 7);
+        const I tend = r0 + SGF_TILE;
+        const I base = r0 + (I)tid * SGF_K;
+        const I wbase = r0 + (I)(wid * 32 * SGF_K);
+        // (1) the tile's ends -> head flags; ends loaded into the ring 256 at a time (each once,
+        // coalesced: lanes shifted so that each warp reads whole aligned lines) and checked as
+        // loaded
+        if (tid <= SGF_FWORDS) s.flag[tid] = 0u;
+        __syncthreads();
+        const I kt = k;
+        while (true) {
+            while (k + SG_THREADS > kw && kw < kR) {    // (block-uniform)
+                const int lead = p.off_stride == 1 ? (int)((oaddr + (unsigned long long)kw + 1) & 31) : 0;
+                const I e = kw - (I)lead + (I)tid;
+                I g = e < kR ? e : kR - 1;
+                g = g < kw ? kw : g;
+                const long long raw = sg_offset_raw(cx.offs, (long long)g + 1, p);
+                const I pc = sg_clamp<I>(raw, 0, p.n);
+                const bool mine = e >= kw && e < kR;
+                if (mine) s.ring[e & (SGF_RING - 1)] = pc;
+                __syncthreads();
+                if (mine) {
+                    const I prev = e == kL ? start_l : s.ring[(e - 1) & (SGF_RING - 1)];
+                    bad |= raw < 0 || raw > p.n || pc < prev;
+                }
+                kw = kw - (I)lead + SG_THREADS < kR ? kw - (I)lead + SG_THREADS : kR;
+            }
+            const I e = k + (I)tid;
+            const bool has = e < kw && e - kt < (I)SGF_CAP;
+            const I pc = has ? s.ring[e & (SGF_RING - 1)] : (I)0;
+            const bool in = has && pc <= tend;
+            if (in) {
+                I slot = pc - r0;
+                slot = slot < 0 ? (I)0 : slot;
+                atomicOr(&s.flag[slot >> 5], 1u << (slot & 31));
+            }
+            const int cnt = __syncthreads_count(in);
+            k += (I)cnt;
+            if (cnt < SG_THREADS) break;
+        }
+        // capped: the tile stops at the first end it could not take (its rows go to the next
+        // tile, where that end closes the carried run at slot rs - r0)
+        I re = tend < j1 ? tend : j1;
+        more = re < j1;
+        if (k - kt == (I)SGF_CAP && k < kw) {
+            const I nx = s.ring[k & (SGF_RING - 1)];
+            if (nx <= tend) {
+                re = nx < rs ? rs : (nx > re ? re : nx);
+                more = true;
+            }
+        }
+        re = re < rs ? rs : re;
+        const bool full = rs == r0 && re == tend;      // (block-uniform)
+        // (2) the warp's rows [wbase, wbase + 512), coalesced, staged by warp (swizzled)
+        if (full) {
+            cuo::vec_bytes<16> u[SGF_K / 4];
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q)
+                u[q] = cuo::vec_load<cuo::vec_bytes<16>>(x + wbase + q * 128 + lane * 4);
+            // (load q's lane holds chunk lane % 4 of thread 8 q + lane / 4)
+            cuo::vec_bytes<16>* const st = xw + sgf_chunk(lane >> 2, lane & 3);
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q) st[q * 8 * SGF_PITCH] = u[q];
+        } else {
+            // (the rows inside [rs, re) only; every lane of a warp loads as often as the
+            // others, those outside on a row of the same range; load m's lane holds row
+            // lane % 16 of thread 2 m + lane / 16)
+            B* const st = reinterpret_cast<B*>(xw + sgf_chunk(lane >> 4, (lane & 15) >> 2)) +
+                          (lane & 3);
+#pragma unroll
+            for (int m = 0; m < SGF_K; ++m) {
+                const I rlo = wbase + (I)(m * 32);
+                if (re > rs && rlo + 31 >= rs && rlo < re) {
+                    I g = rlo + (I)lane;
+                    g = g < rs ? rs : (g > re - 1 ? re - 1 : g);
+                    st[m * 2 * SGF_PITCH * 4] = __ldg(x + g);
+                }
+            }
+        }
+        __syncwarp();
+        // (3) the thread's rows (from the warp's staging, 4 at a time) reduced by key, a flag
+        // closing the run
+        const int fb = tid * SGF_K;
+        const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGF_K) - 1u);
+        K bk = K();
+        int bi;
+        if (full) {
+            int bl = 0;
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int i = 4 * q + c;
+                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                    const K key = ar_key<T>(b, FLIP, ~K());
+                    const bool f = (fm >> i) & 1u;
+                    if (f) s.loc[fb + i] = i == 0 ? (unsigned char)0xff : (unsigned char)bl;
+                    if (i == 0 || f || (LAST ? key >= bk : key > bk)) {
+                        bk = key;
+                        bl = i;
+                    }
+                }
+            }
+            bi = tid * SGF_K + bl;
+        } else {
+            int bl = -1;
+            const int lo = rs - base < 0 ? 0 : (rs - base > SGF_K ? SGF_K : (int)(rs - base));
+            const int hi = re - base < 0 ? 0 : (re - base > SGF_K ? SGF_K : (int)(re - base));
+#pragma unroll
+            for (int q = 0; q < SGF_K / 4; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int i = 4 * q + c;
+                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                    const K key = ar_key<T>(b, FLIP, ~K());
+                    if ((fm >> i) & 1u) {
+                        s.loc[fb + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
+                        bl = -1;
+                        bk = K();
+                    }
+                    if (i >= lo && i < hi && (bl < 0 || (LAST ? key >= bk : key > bk))) {
+                        bk = key;
+                        bl = i;
+                    }
+                }
+            }
+            bi = bl < 0 ? RSENT : tid * SGF_K + bl;
+        }
+        // (4) segmented scan of the threads' tails (flag: the thread closed a run)
+        K sk = bk;
+        int si = bi;
+        int sf = fm != 0u;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const K xk = __shfl_up_sync(0xffffffffu, sk, d);
+            const int xi = __shfl_up_sync(0xffffffffu, si, d);
+            const int xf = __shfl_up_sync(0xffffffffu, sf, d);
+            if (lane >= d) {
+                if (!sf) sgf_take<LAST>(sk, si, xk, xi);
+                sf |= xf;
+            }
+        }
+        if (lane == 31) {
+            s.wk[wid] = sk;
+            s.wi[wid] = si;
+            s.wf[wid] = sf;
+        }
+        __syncthreads();
+        // the exclusive prefix: the lanes before, the warps before, the tile's carry-in
+        K pk = __shfl_up_sync(0xffffffffu, sk, 1);
+        int pi = __shfl_up_sync(0xffffffffu, si, 1);
+        int pf = __shfl_up_sync(0xffffffffu, sf, 1);
+        if (lane == 0) {
+            pk = K();
+            pi = RSENT;
+            pf = 0;
+        }
+        for (int w2 = wid - 1; w2 >= 0 && !pf; --w2) {
+            sgf_take<LAST>(pk, pi, s.wk[w2], s.wi[w2]);
+            pf = s.wf[w2];
+        }
+        if (!pf) sgf_take<LAST>(pk, pi, ck, ci == empty ? RSENT : RCARRY);
+        // (5) the head run (closed at the thread's first flag) completed with the prefix
+        if (fm) {
+            const int ff = __ffs((int)fm) - 1;
+            const unsigned int li = s.loc[fb + ff];
+            K hk = K();
+            int hi = RSENT;
+            if (li != 0xffu) {
+                hk = ar_key<T>(reinterpret_cast<const B*>(xw + sgf_chunk(lane, (int)li >> 2))[li & 3],
+                               FLIP, ~K());
+                hi = tid * SGF_K + (int)li;
+            }
+            sgf_take<LAST>(hk, hi, pk, pi);
+            s.head[tid] = hi;
+        }
+        if (tid == SG_THREADS - 1) {
+            if (!sf) sgf_take<LAST>(sk, si, pk, pi);
+            *s.ck = sk;
+            *s.ci = si;
+        }
+        __syncthreads();
+        // (6) a thread per end of the tile: its result (or the left chain partial), coalesced
+        for (I e = kt + (I)(((int)tid - (int)(((I)aout + kt) & (SG_THREADS - 1))) & (SG_THREADS - 1));
+             e < k; e += SG_THREADS) {
+            const I pe = sgf_end_at(s, e, kw, cx.offs, p);
+            const I ps = e == kL ? start_l : sgf_end_at(s, e - 1, kw, cx.offs, p);
+            I slot = pe - r0;
+            slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
+            int rr;
+            if (slot == SGF_TILE) {
+                rr = *s.ci;
+            } else {
+                const int t2 = (int)slot / SGF_K, i2 = (int)slot % SGF_K;
+                const unsigned int fw = s.flag[(int)slot >> 5] >> ((t2 * SGF_K) & 31);
+                const unsigned int li = s.loc[(int)slot];
+                rr = (fw & ((1u << i2) - 1u)) == 0u ? s.head[t2]
+                                                   : (li == 0xffu ? RSENT : t2 * SGF_K + (int)li);
+            }
+            const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
+            if (e == kL && blockIdx.x > 0) {
+                // the block's first segment, open at its start: its left chain partial
+                typename SgCtx<T, I, false>::Best b;
+                b.k = r == empty ? K() : ar_key<T>(__ldg(x + r), FLIP, ~K());
+                b.i = r;
+                sg_deposit(cx, 0, b);
+            } else {
+                const bool emp = pe == ps || r == empty;
+                ar_store_index<long long>(cx.out, (long long)e,
+                                          emp ? p.empty_index : (long long)(p.relative ? r - ps : r),
+                                          p.out_width);
+            }
+        }
+        // the next tile's carry-in: the open run, or nothing when a segment closed at the end
+        if (s.flag[SGF_FWORDS] & 1u) {
+            ck = K();
+            ci = empty;
+        } else {
+            const int rr = *s.ci;
+            ck = *s.ck;
+            ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
+        }
+        rs = re;
+        __syncthreads();
+    }
+    if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
+    // the state sg_chains and sg_finish read
+    if (tid == 0) {
+        cx.sh.ck()[0] = ck;
+        cx.sh.ci()[0] = ci;
+        sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s, k - 1, kw, cx.offs, p) : start_l;
+    }
+    if (k > kL) w.left_pending = false;
+    w.k = k;
+    w.j = j1;
+    w.D = w.D1;
+    w.wn = 0;
+    __syncthreads();
+}
+
+template <class T, class I>
+__device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* out, void* pkey,
+                                        void* pidx, long long* cons, unsigned int* zw,
+                                        const SegParams& p)
+{
+    typedef typename ArType<T>::key K;
+    // dynamic shared memory (plan.py's flat shared bytes, family.flat_shared_bytes): from
+    // SG_STAGE_FRONT, the staged rows (SGF_PITCH x 16 bytes a thread), s_loc, s_head, the
+    // flags and the ring. It overlaps SgShared's parts, which only sg_setup (the carries,
+    // rewritten after the tiles), sg_chains and sg_finish use, before and after the tiles.
+    constexpr unsigned O_LOC = SG_THREADS * SGF_PITCH * 16, O_HEAD = O_LOC + SGF_TILE,
+                       O_FLAG = O_HEAD + SG_THREADS * 4, O_RING = O_FLAG + 16 * ((4 * (SGF_FWORDS + 1) + 15) / 16);
+    static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >= SgShared<T, I, false>::O_CK + 32,
+                  "the flat path's shared memory holds SgShared's fixed parts and the carry");
+    unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
+    __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
+    __shared__ int sgf_wi[SG_THREADS / 32];
+    __shared__ int sgf_wf[SG_THREADS / 32];
+    __shared__ cuo::u32 sgf_ck;
+    __shared__ int sgf_ci;
+    const SgfShared<I> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
+                            reinterpret_cast<int*>(dyn + O_HEAD),
+                            reinterpret_cast<cuo::vec_bytes<16>*>(dyn),
+                            reinterpret_cast<I*>(dyn + O_RING),
+                            sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
+    SgCtx<T, I, false> cx;
+    cx.x = reinterpret_cast<const unsigned char*>(x);
+    cx.offs = offsets;
+    cx.out = out;
+    cx.vout = nullptr;
+    cx.pkey = reinterpret_cast<K*>(pkey);
+    cx.pidx = reinterpret_cast<I*>(pidx);
+    cx.cons = cons;
+    cx.zw = zw;
+    cx.p = &p;
+    cx.last = p.last != 0;
+    cx.ex = ar_wire<T, I, false>(p.is_min ? ~K() : K());
+    cx.sh.carve(p.wcap, 0);
+    cx.t.c = 0;
+    cx.t.part = (int)threadIdx.x;
+    cx.t.parts = SG_THREADS;
+    cx.t.col_ok = true;
+    cx.flat = true;
+    sg_setup(cx);
+    if (p.is_min) {
+        if (p.last) sgf_tiles<T, I, true, true>(cx, s);
+        else sgf_tiles<T, I, true, false>(cx, s);
+    } else {
+        if (p.last) sgf_tiles<T, I, false, true>(cx, s);
+        else sgf_tiles<T, I, false, false>(cx, s);
+    }
+    sg_chains(cx);
+    sg_finish(cx);
+}
+
+// The flat fast path's entry point (same arguments as segment_reduce; p.cw_log2 == 0,
+// p.ncols == 1, x contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory: the
+// parts of SgShared up to the carry, plan.py's flat shared bytes).
+template <class T, class I>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat(const T* __restrict__ x, const void* __restrict__ offsets,
+                    void* __restrict__ out, void* pkey, void* pidx, long long* cons,
+                    unsigned int* zw, SegParams p)
+{
+    sgf_run<T, I>(x, offsets, out, pkey, pidx, cons, zw, p);
+}

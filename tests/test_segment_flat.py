@@ -1,0 +1,293 @@
+"""The flat fast path of the segment kernels (kernels/segment.cu, segment_reduce_flat): contiguous
+R = 1 x of float32 / int32 / uint32 in index mode, on simt, against the NumPy path.
+
+Which kernel a layout takes (the launched name expression); tiles of SGF_TILE = 4,096 rows: ends
+exactly at tile boundaries, at a tile's first rows, runs of empty segments at tile edges, tiles
+capped by their ends (more than SGF_CAP = 512 ends in one tile: many empty or tiny segments);
+segments crossing tiles and blocks (chain tickets: blocks made small through
+plan.FLAT_BLOCK_BYTES), one segment spanning everything, S = 1, a misaligned x start, every
+offsets width and a strided view, index dtypes, relative, 64-bit indexing, ties both ways with
+NaN and -0.0 (values from a tiny range), bad offsets on the device (the kernel's own check and
+whole-result fill), and simt schedules."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cupyops
+import cupyops.simt as simt
+from cupyops.core import backend as core_backend
+from cupyops.core import trace as _trace
+from cupyops.ops.segment import family as seg_family
+from cupyops.ops.segment import launch as seg_launch
+from cupyops.ops.segment import plan as seg_plan
+from cupyops.ops.segment.rules import SegmentCall
+from _devices import KERNEL_DEVICES, ops
+
+TILE = 4096          # SGF_TILE of kernels/segment.cu
+CAP = 512            # SGF_CAP
+FLAT = seg_family.REDUCE_FLAT
+
+
+def tiny_values(rng, n, dtype, pad=0):
+    """n values from a tiny range (ties everywhere), NaN and -0.0 for float32; ``pad`` elements
+    before them in the same buffer (x's start misaligned by pad itemsizes)."""
+    dt = np.dtype(dtype)
+    buf = rng.integers(0 if dt.kind == "u" else -2, 3, n + pad).astype(dt)
+    x = buf[pad:]
+    if dt.kind == "f":
+        x[rng.random(n) < 0.03] = np.nan
+        x[(x == 0) & (rng.random(n) < 0.5)] = -0.0
+    return x
+
+
+def direct(x, o, kind, tie, *, relative=False, index_dtype=np.int64, empty_index=-7,
+           force_64bit=False, checked=True):
+    """The launch code called as the API calls it (a fresh plan: FLAT_BLOCK_BYTES as patched).
+    The result and the launched kernels."""
+    be = core_backend.get_backend("simt")
+    call = SegmentCall(f"segment_arg{kind}", len(o) - 1, (len(o) - 1,) + x.shape[1:],
+                       np.dtype(index_dtype), empty_index, relative, None, None)
+    o = seg_launch.kernel_offsets(o)
+    with _trace.recording() as t:
+        run = seg_launch.runner(be, x, o, call, kind=kind, tie=tie, values=False,
+                                force_64bit=force_64bit)
+        r = run(x, o, None, None, checked=checked)
+    return np.asarray(r), [l[0] for l in t.launches]
+
+
+def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
+               kinds=("max", "min"), ties=("first", "last")):
+    empty = -7 if np.dtype(index_dtype).kind == "i" else 65000
+    for kind in kinds:
+        for tie in ties:
+            got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
+                                force_64bit=force_64bit, empty_index=empty)
+            assert len(names) == 1 and names[0].startswith(FLAT + "<"), names
+            want = getattr(cupyops, f"segment_arg{kind}")(
+                x, o, tie=tie, relative=relative, empty_index=empty, dtype=index_dtype,
+                device="cpu")
+            where = (kind, tie, x.dtype, len(x), len(o), o.dtype, relative)
+            assert got.dtype == want.dtype and np.array_equal(got, want), \
+                (where, np.nonzero(got != want)[0][:10])
+
+
+def edge_offsets(n):
+    """Ends at and around tile boundaries (block 0's tiles start at row 0 for an aligned x),
+    runs of empty segments there, one run longer than a tile's cap."""
+    ends = [0, 0, 1, 2, TILE - 1, TILE, TILE, TILE, TILE + 1, 2 * TILE - 8, 2 * TILE - 1]
+    ends += [2 * TILE] * (CAP + 40)                      # capped: empties at a tile edge
+    ends += [2 * TILE + 1, 2 * TILE + 2, 3 * TILE, 3 * TILE, n]
+    return np.minimum(np.array(ends, np.int64), n)
+
+
+def tiny_offsets(rng, n, start=0, end=None):
+    """Segments of 0-2 rows (about a segment a row: tiles capped by their ends)."""
+    end = n if end is None else end
+    lens = rng.integers(0, 3, end - start)
+    lens = lens[np.cumsum(lens) <= end - start]
+    return (start + np.concatenate([[0], np.cumsum(lens)])).astype(np.int64)
+
+
+def mixed_offsets(rng, n):
+    """Short, long (across tiles) and empty segments mixed."""
+    parts, total = [], 0
+    while True:
+        kind = rng.integers(0, 4)
+        ln = int(rng.integers(0, 12) if kind == 0 else rng.integers(0, 3) if kind == 1
+                 else rng.integers(2000, 9000) if kind == 2 else 0)
+        if total + ln > n:
+            break
+        parts.append(ln)
+        total += ln
+    return np.concatenate([[0], np.cumsum(parts)]).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------
+# which kernel runs
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_the_flat_path_runs_for_contiguous_r1_only(device):
+    """Contiguous R = 1 x (1-D or trailing size 1) of float32 / int32 / uint32 in index mode
+    launches segment_reduce_flat; every other layout, dtype and mode segment_reduce(_values)."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    o = np.array([0, 10, 10, 2000, n], np.int64)
+    flat = [tiny_values(rng, n, np.float32), tiny_values(rng, n, np.float32).reshape(n, 1),
+            tiny_values(rng, n, np.int32), tiny_values(rng, n, np.uint32),
+            tiny_values(rng, n, np.float32, pad=1)]
+    other = [np.repeat(tiny_values(rng, n, np.float32), 2)[::2],      # strided rows
+             tiny_values(rng, 2 * n, np.float32).reshape(n, 2),        # R = 2
+             tiny_values(rng, n, np.float64), tiny_values(rng, n, np.int8),
+             tiny_values(rng, n, np.int64)]
+    for x, want_flat in [(x, True) for x in flat] + [(x, False) for x in other]:
+        with _trace.recording() as t:
+            got = ops(device).segment_argmax(x, o)
+        names = [l[0] for l in t.launches]
+        assert len(names) == 1 and names[0].startswith(FLAT + "<") == want_flat, \
+            (x.dtype, x.shape, x.strides, names)
+        assert np.array_equal(got, cupyops.segment_argmax(x, o, device="cpu"))
+        with _trace.recording() as t:
+            ops(device).segment_max_and_argmax(x, o)
+        assert not t.launches[0][0].startswith(FLAT), t.launches   # values mode: not flat
+
+
+def test_flat_expressions_are_declared():
+    """The flat entry points are modules of the family (precompile, NVRTC checks, simt) and
+    first calls, at both index widths, for its dtypes only."""
+    fam = seg_family.FLAT_FAMILY_DEF
+    assert not any(e.startswith(FLAT) for dt in seg_family.DTYPES
+                   for e in seg_family.FAMILY_DEF.expressions_for(dt))
+    for dt in seg_family.FLAT_DTYPES:
+        exprs = fam.expressions_for(dt)
+        e = seg_family.flat_expression(dt, False)          # (32-bit indexing only)
+        assert exprs == (e,) and (e,) in fam.modules_for(dt)
+        assert any(e in c.exprs for c in fam.first_calls_for(dt))
+    assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
+    p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=False)
+    assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
+    p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)
+    assert not p.flat                                  # x not 4-byte aligned
+
+
+def test_the_flat_path_can_be_turned_off(monkeypatch):
+    """CUPYOPS_SEGMENT_FLAT=0 (plan.FLAT, read at import) plans the merge-path kernel."""
+    args = ((5000,), (4,), np.float32, 256, 7, np.int64, 1)
+    assert seg_plan.plan_for(*args, values=False).flat
+    monkeypatch.setattr(seg_plan, "FLAT", False)
+    assert not seg_plan.plan_for(*args, values=False).flat
+    code = ("import cupyops.ops.segment.plan as p; import sys; sys.exit(0 if p.FLAT else 3)")
+    env = dict(os.environ, CUPYOPS_SEGMENT_FLAT="0")
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 3
+
+
+# ------------------------------------------------------------------------------------------
+# tiles, blocks, ends
+# ------------------------------------------------------------------------------------------
+
+# block shares: one block; about 2.5 tiles a block (block boundaries inside tiles); under a
+# tile (many blocks, most segments chains)
+BLOCKS = [128 * 1024, int(2.5 * TILE * 4), 1500]
+
+
+@pytest.mark.parametrize("block_bytes", BLOCKS)
+def test_tile_edges(block_bytes, monkeypatch):
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(block_bytes)
+    n = 3 * TILE + 123
+    x = tiny_values(rng, n, np.float32)
+    check_flat(x, edge_offsets(n))
+    check_flat(x, tiny_offsets(rng, n))
+    check_flat(x, mixed_offsets(rng, n), relative=True)
+    y = np.nan_to_num(x, nan=1.0)                  # ties of the largest value, not of NaN
+    check_flat(y, mixed_offsets(rng, n))
+
+
+@pytest.mark.parametrize("block_bytes", BLOCKS)
+def test_spans_and_single_segments(block_bytes, monkeypatch):
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(1 + block_bytes)
+    n = 2 * TILE + 77
+    x = tiny_values(rng, n, np.float32)
+    check_flat(x, np.array([0, n], np.int64))                       # one segment, everything
+    check_flat(x, np.array([5, n - 3], np.int64), relative=True)    # S = 1 inside x
+    check_flat(x, np.array([0, 0, n, n], np.int64))                 # empties around it
+    check_flat(x, np.array([TILE, TILE], np.int64))                 # S = 1, empty
+    check_flat(x, np.array([3, 3, 3, TILE + 5], np.int64))
+    check_flat(x[:1], np.array([0, 1], np.int64))                   # one row
+    check_flat(x, np.zeros(CAP * 3, np.int64))                      # all empty, at row 0
+    check_flat(x, np.full(CAP + 1, n, np.int64))                    # all empty, at the end
+
+
+@pytest.mark.parametrize("pad", [1, 2, 3, 5, 7])
+def test_misaligned_x(pad, monkeypatch):
+    """x's start not on a 16- (or 32-) byte boundary: the tiles are aligned to x's memory, the
+    block's first tile masked."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", int(1.5 * TILE * 4))
+    rng = np.random.default_rng(pad)
+    n = 3 * TILE + 9
+    x = tiny_values(rng, n, np.float32, pad=pad)
+    check_flat(x, edge_offsets(n))
+    check_flat(x, mixed_offsets(rng, n), ties=("last",))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32"])
+def test_integer_values(dtype, monkeypatch):
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", int(1.5 * TILE * 4))
+    rng = np.random.default_rng(5)
+    n = 2 * TILE + 300
+    x = tiny_values(rng, n, dtype)
+    x[rng.random(n) < 0.01] = np.iinfo(dtype).min        # the smallest key: a real element
+    x[rng.random(n) < 0.01] = np.iinfo(dtype).max
+    check_flat(x, mixed_offsets(rng, n))
+    check_flat(x, edge_offsets(n))
+
+
+def test_offsets_and_index_dtypes(monkeypatch):
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", int(1.5 * TILE * 4))
+    rng = np.random.default_rng(6)
+    n = 2 * TILE + 40
+    x = tiny_values(rng, n, np.float32)
+    o = mixed_offsets(rng, n)
+    for odt in (np.int16, np.uint16, np.int32, np.uint32, np.uint64):
+        check_flat(x, o.astype(odt), ties=("first",))
+    wide = np.zeros(2 * len(o), np.int64)
+    wide[::2] = o
+    check_flat(x, wide[::2], ties=("last",))                          # strided offsets
+    check_flat(x, o, index_dtype=np.int32, relative=True)
+    check_flat(x, o, index_dtype=np.uint16, kinds=("min",))
+    # 64-bit indexing: the merge-path kernel (the flat path is 32-bit only)
+    got, names = direct(x, o, "max", "last", force_64bit=True)
+    assert names == [seg_family.expression(False, np.float32, True)], names
+    assert np.array_equal(got, cupyops.segment_argmax(x, o, tie="last", empty_index=-7,
+                                                      device="cpu"))
+
+
+@pytest.mark.parametrize("schedule", ["reverse", 31337, 7])
+def test_flat_under_schedules(schedule, monkeypatch):
+    """Chains, tickets and the last block under other block / warp orders."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 3000)
+    rng = np.random.default_rng(8)
+    n = 2 * TILE + 500
+    x = tiny_values(rng, n, np.float32)
+    with simt.schedule(schedule):
+        check_flat(x, mixed_offsets(rng, n))
+        check_flat(x, edge_offsets(n), ties=("last",))
+        check_flat(x, np.array([0, n], np.int64), kinds=("min",))
+
+
+# ------------------------------------------------------------------------------------------
+# bad offsets on the device
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("block_bytes", [128 * 1024, 3000])
+def test_bad_device_offsets_on_the_flat_path(block_bytes, monkeypatch):
+    """As test_segment_kernels' kernel check, for the flat path: the first bad position in the
+    error the next host read raises, the whole result empty_index; valid offsets after that run
+    clean."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(11)
+    n = 3 * TILE
+    x = tiny_values(rng, n, np.float32)
+    good = tiny_offsets(rng, n, 0, n)
+    cases = [(len(good) // 2, -5, "is negative"), (7, 10**6, "is past the end"),
+             (len(good) - 3, 0, "is smaller than"), (0, n + 1, "is past the end"),
+             (len(good) - 1, n + 1, "is past the end"), (CAP + 3, 1, "is smaller than")]
+    for pos, val, what in cases:
+        bad = good.copy()
+        bad[pos] = val
+        r, names = direct(x, bad, "max", "first", checked=False)
+        assert names[0].startswith(FLAT), names
+        try:
+            core_backend.check_device_errors()
+            err = None
+        except ValueError as exc:
+            err = str(exc)
+        assert err is not None and f"offsets[{pos}] {what}" in err, (pos, err)
+        assert (r == -7).all()
+    r, _ = direct(x, good, "max", "first", checked=False)
+    core_backend.check_device_errors()
+    assert np.array_equal(r, cupyops.segment_argmax(x, good, empty_index=-7, device="cpu"))
