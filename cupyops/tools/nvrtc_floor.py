@@ -7,7 +7,7 @@ The ``cuda13`` extra takes ``cuda-toolkit>=13.0``, so a user's NVRTC may be 13.0
 machine's was (the H200 of 2026-11-28: NVRTC 13.0 rejected ``static_assert`` over
 ``__builtin_offsetof``, which 13.5 accepts). This tool loads that NVRTC in place of the
 installed one and compiles the modules the library builds at run time
-(:func:`cupyops.tools.nvrtc.runtime_modules`, the families of :data:`cupyops.ops.FAMILIES`)
+(:func:`cupyops.tools.nvrtc.runtime_modules`, the kernel families the operators launch)
 with the CuPy path's options: by default every module of float16 (every kernel of every
 family, with the most vector-width variants of any dtype: 36 modules), ``--dtypes`` others,
 ``--all`` every module of every dtype (440).
@@ -34,6 +34,8 @@ import sys
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 #: the cuda13 extra's floor (pyproject.toml: cuda-toolkit>=13.0): its NVRTC wheel
 FLOOR = "nvidia-cuda-nvrtc==13.0.*"
@@ -86,12 +88,25 @@ def _compile_one(T, job) -> str | None:
     return None
 
 
+def kernel_families() -> tuple:
+    """The kernel families the library's operators launch (their descriptors' ``families``)."""
+    from cupyops import ops
+    return tuple(dict.fromkeys(f for op in ops.operators() for f in op.families))
+
+
 def modules(dtypes=SAMPLE_DTYPES) -> list:
     """The modules checked: :func:`cupyops.tools.nvrtc.runtime_modules` of the library's own
-    families for ``dtypes`` (None: every dtype)."""
-    from cupyops import ops
+    kernel families for ``dtypes`` (None: every dtype); a family that serves none of them
+    (segment_flat: 4-byte types) for its first dtype."""
+    from cupyops.core import modules as _modules
     from cupyops.tools import nvrtc as T
-    return T.runtime_modules(families=ops.FAMILIES, dtypes=dtypes)
+    out = []
+    for name in kernel_families():
+        fam = _modules.get_family(name)
+        served = None if dtypes is None else \
+            [d for d in dtypes if np.dtype(d) in fam.dtypes] or [fam.dtypes[0]]
+        out += T.runtime_modules(families=(name,), dtypes=served)
+    return out
 
 
 def check(arch: int = 90, dtypes=SAMPLE_DTYPES, jobs: int = 2) -> dict:
