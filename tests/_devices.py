@@ -65,6 +65,8 @@ EMULATOR_ONLY = {
     "test_errors.py::test_argument_errors_come_before_device_errors_of_cuda_and_simt",
     "test_dispatch.py::test_simt_needs_a_compiler_that_works",
     "test_host_cost.py::test_a_cached_simt_call_fails_once_the_compiler_is_gone",
+    # issue 33: simt's module builds in threads (a recording factory, barriers)
+    "test_ensure_modules.py::test_a_split_plan_first_simt_call_through_the_api",
     # traffic counters (simt.record_traffic) of the public calls
     "test_nonzero_packed.py::test_traffic_goals",
     "test_traffic.py::test_argreduce_traffic_goal",

@@ -298,7 +298,7 @@ def test_a_split_plan_builds_both_modules_before_its_first_launch(simt_events, d
     assert [e for k, e in events if k == "launch"] == [scan, finish]
 
 
-def test_a_split_plan_first_call_through_the_api(simt_events):
+def test_a_split_plan_first_simt_call_through_the_api(simt_events):
     """The public function's first call on simt (its call caches cleared): both modules start
     before either ends, and before the first launch."""
     from cupyops import _call
