@@ -345,10 +345,19 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
                 b.i = r;
                 sg_deposit(cx, 0, b);
             } else {
-                const bool emp = pe == ps || r == empty;
-                ar_store_index<long long>(cx.out, (long long)e,
-                                          emp ? p.empty_index : (long long)(p.relative ? r - ps : r),
-                                          p.out_width);
+                // one writer per output element whatever the offsets hold (sg_store_slot's
+                // rule): bad offsets can give two blocks the same end; the last block's fill
+                // then sets the whole result
+                I mps, mpe;
+                sg_span<I>(w, e, ps, pe, mps, mpe);
+                const I D0 = (I)sg_head[SG_HEAD_D0];
+                if ((blockIdx.x == 0 || mps > D0) && mpe >= D0 && mpe < w.D1) {
+                    const bool emp = pe == ps || r == empty;
+                    ar_store_index<long long>(cx.out, (long long)e,
+                                              emp ? p.empty_index
+                                                  : (long long)(p.relative ? r - ps : r),
+                                              p.out_width);
+                }
             }
         }
         // the next tile's carry-in: the open run, or nothing when a segment closed at the end

@@ -288,6 +288,24 @@ def test_bad_device_offsets_on_the_flat_path(block_bytes, monkeypatch):
             err = str(exc)
         assert err is not None and f"offsets[{pos}] {what}" in err, (pos, err)
         assert (r == -7).all()
+    # many values wrong at once (a spike, shuffled offsets): the blocks' ranges of ends then
+    # overlap, and each output still has one writer (review: two blocks stored the same end,
+    # a race simt reported instead of the offsets' error)
+    m = 9000
+    xs = tiny_values(rng, m, np.float32)
+    base = np.sort(rng.integers(0, m + 1, 1200)).astype(np.int64)
+    spiked = base.copy()
+    spiked[500] = m
+    shuffled = base.copy()
+    shuffled[600:] = rng.permutation(shuffled[600:])
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 3000)      # 14 blocks
+    for bad in (spiked, shuffled):
+        r, names = direct(xs, bad, "max", "first", checked=False)
+        assert names[0].startswith(FLAT), names
+        with pytest.raises(ValueError, match="offsets on the GPU break the rules"):
+            core_backend.check_device_errors()
+        assert (r == -7).all()
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", block_bytes)
     r, _ = direct(x, good, "max", "first", checked=False)
     core_backend.check_device_errors()
     assert np.array_equal(r, cupyops.segment_argmax(x, good, empty_index=-7, device="cpu"))
