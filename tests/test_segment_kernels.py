@@ -473,3 +473,26 @@ def test_repeated_calls_take_the_prepared_entry(device, values, monkeypatch):
         g = got[1] if values else got
         w = getattr(cupyops, name)(x, o, device="cpu", tie="last")
         assert np.array_equal(np.asarray(g), w[1] if values else w)
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_the_prepared_entry_reads_offsets_as_its_runner_was_planned(device):
+    """Cold review of the prepared entry: (H1) a first call whose offsets were copied (a
+    misaligned record field, stride 16, copied contiguous) keeps no prepared entry, so later
+    aligned offsets of the same key (stride 16 too) are read with their own stride; (M1)
+    offsets given as a tuple (the key holds the tuple) take the general entry."""
+    x = np.arange(60, dtype=np.float32) % 7
+    rec = np.zeros(7, [("tag", "u1"), ("off", "<i8"), ("pad", "V7")])
+    rec["off"] = [0, 5, 12, 20, 30, 40, 50]
+    first = rec["off"]
+    assert first.strides == (16,) and not first.flags.aligned
+    want = cupyops.segment_argmax(x, np.array(first), device="cpu")
+    assert np.array_equal(np.asarray(ops(device).segment_argmax(x, first)), want)
+    fine = np.arange(0, 49, 4)
+    later = fine[::2]
+    assert later.strides == (16,) and later.dtype == first.dtype
+    assert np.array_equal(np.asarray(ops(device).segment_argmax(x, later)),
+                          cupyops.segment_argmax(x, later, device="cpu"))
+    for _ in range(2):
+        assert np.array_equal(np.asarray(ops(device).segment_argmax(x, (0, 5, 20))),
+                              cupyops.segment_argmax(x, np.array([0, 5, 20]), device="cpu"))

@@ -157,7 +157,10 @@ def _prepared_entry(kst, x, offsets, host):
     if datetime or kept is None or not kept[2] or (host and placement.kind == "cuda"):
         return None
     isz = offsets.dtype.itemsize
-    if not offsets.dtype.isnative or offsets.strides[0] % isz:
+    if not offsets.dtype.isnative or offsets.strides[0] % isz or \
+            kept[0][2:] != (offsets.strides, offsets.dtype):
+        # (the runner was planned for a copy of these offsets, e.g. a misaligned record
+        # field copied contiguous: later offsets laid out as these are not read as it reads)
         return None
     return functools.partial(_prepared_call, (kept[1], kept[3], isz, int(x.shape[0]), opname,
                                               host, values, kst))
@@ -167,6 +170,8 @@ def _prepared_call(st, x, workspace, offsets):
     """A later call through :func:`_prepared_entry`'s runner: host offsets checked again."""
     run, prep, isz, n, opname, host, values, kst = st
     if host:
+        if type(offsets) is not np.ndarray:   # (a tuple, a tensor: the key holds it as given)
+            return _kernel_entry(kst, x, workspace, offsets)
         check_offset_values(offsets, n, opname)
         offsets = _place.read_only_view(offsets)
     if _data_ptr(offsets) % isz:        # misaligned offsets: copied, another runner
