@@ -51,3 +51,16 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def selftest_family():
+    """The selftest kernel family registered for the test, unregistered (if it was not before)
+    and its modules dropped after (tests of the module registry, the backends, ensure_modules)."""
+    from cupyops.core import modules as m
+    old = m.families().get("selftest")
+    m.register_family(m.SELFTEST_FAMILY)
+    yield m.SELFTEST_FAMILY
+    if old is None:
+        m._families.pop("selftest", None)
+    m.clear_cache("selftest")

@@ -17,16 +17,6 @@ except ImportError:
 needs_simt = pytest.mark.skipif(not HAVE_SIMT, reason="cupyops.simt.RawModule is not there yet")
 
 
-@pytest.fixture
-def selftest_family():
-    old = _modules.families().get("selftest")
-    _modules.register_family(_modules.SELFTEST_FAMILY)
-    yield _modules.SELFTEST_FAMILY
-    if old is None:
-        _modules._families.pop("selftest", None)
-    _modules.clear_cache("selftest")
-
-
 # ------------------------------------------------------------------------------------------
 # Properties and the registry
 # ------------------------------------------------------------------------------------------

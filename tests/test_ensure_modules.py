@@ -43,16 +43,6 @@ class FakeCompileError(Exception):
 
 
 @pytest.fixture
-def selftest_family():
-    old = m.families().get("selftest")
-    m.register_family(m.SELFTEST_FAMILY)
-    yield m.SELFTEST_FAMILY
-    if old is None:
-        m._families.pop("selftest", None)
-    m.clear_cache("selftest")
-
-
-@pytest.fixture
 def fake(selftest_family):
     """A "fake" backend whose factory records each build (its expressions, thread, start and
     end) and can wait at a barrier, sleep, or fail for one expression."""

@@ -131,16 +131,6 @@ def test_module_source_selftest(selftest_family):
 # Families
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def selftest_family():
-    old = m.families().get("selftest")
-    m.register_family(m.SELFTEST_FAMILY)
-    yield m.SELFTEST_FAMILY
-    if old is None:
-        m._families.pop("selftest", None)
-    m.clear_cache("selftest")
-
-
 def test_register_family(selftest_family):
     assert m.families()["selftest"] is selftest_family
     assert m.get_family("selftest") is selftest_family
