@@ -277,8 +277,16 @@ struct SgWalk {
     I k, j;                  // segments closed before the cursor (the current segment); its row
     // (the current segment's first row, clamped offsets[k]: sg_head[SG_HEAD_PREV])
     int wn, chunk;           // window entries (ends k .. k + wn - 1); next load size
-    bool left_pending;       // kL is open at D0 (b > 0) and not closed yet
 };
+
+// kL is open at D0 (b > 0) and not closed yet: no end consumed since the start (k, which only
+// grows, is still kL). (Derived where used, not held through the walk: a register fewer, which
+// the 64-bit instantiations need for 0 spills.)
+template <class I>
+__device__ __forceinline__ bool sg_left_pending(const SgWalk<I>& w, const SegParams& p)
+{
+    return blockIdx.x > 0 && w.k == (I)sg_head[SG_HEAD_KL] && w.k < (I)p.nseg;
+}
 
 // A thread's place: its column (c of CW; col among R) and partition; the column's element offset.
 template <class I>
@@ -308,7 +316,6 @@ struct SgCtx {
     // simt's alignment check, as a GPU would, wants aligned; NVRTC keeps it in registers)
     alignas(16) Ex ex;
     bool last;
-    bool flat;               // rows of exactly CW columns, contiguous: the steps' data is flat
     SgShared<T, I, VAL> sh;
     SgWalk<I> w;
     SgThread<I> t;
@@ -473,7 +480,6 @@ __device__ __forceinline__ void sg_setup(SgCtx<T, I, VAL>& cx)
     w.j = (I)sg_head[SG_HEAD_O0] + (w.D - w.k);
     w.wn = 0;
     w.chunk = p.chunk;
-    w.left_pending = blockIdx.x > 0 && w.k < (I)p.nseg;
 }
 
 // Load ends into the window until it holds every end the next M items can meet (or it is
@@ -545,6 +551,18 @@ __device__ __forceinline__ U sg_in_off(long long col, const SegParams& p)
     return od.off;
 }
 
+// Rows of exactly CW columns, contiguous: the steps' data is one flat range. (Read from the
+// parameters where used, not held through the walk: a register fewer, which the 64-bit
+// instantiations need for 0 spills.)
+template <class T>
+__device__ __forceinline__ bool sg_flat_rows(const SegParams& p)
+{
+    const long long isz = (long long)sizeof(typename ArType<T>::bits);
+    const long long cw = 1LL << p.cw_log2;
+    return p.ncols == cw && p.row_stride == isz * cw &&
+           (p.nr == 0 || (p.nr == 1 && p.r_in[0] == isz));
+}
+
 // The step's rows [j, j + rows) x the block's columns into shared memory: element e is row
 // e >> cw_log2, column e & (CW - 1), which is the thread's own column (256 is a multiple of CW).
 template <class T, class I, bool VAL>
@@ -555,7 +573,7 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
     const SegParams& p = *cx.p;
     const I total = rows << p.cw_log2;
     const bool narrow = p.narrow != 0;
-    if (cx.flat) {
+    if (sg_flat_rows<T>(p)) {
         // the step's elements are one contiguous range: its loads start `lead` elements early,
         // so that each warp's 32 loads are one aligned 128-byte line, not two partial ones
         const U first = (U)cx.w.j << p.cw_log2;
@@ -705,7 +723,7 @@ __device__ __forceinline__ void sg_scan(SgCtx<T, I, VAL>& cx, bool closed,
             cx.ex.take(head, sh.sk()[tid - cw], sh.si()[tid - cw], cx.last);
         }
         if (!fpre) cx.ex.take(head, sh.ck()[c], sh.ci()[c], cx.last);
-        if (cx.w.left_pending && q0 == 0) {
+        if (q0 == 0 && sg_left_pending(cx.w, p)) {
             if (cx.t.col_ok) sg_deposit(cx, 0, head);
         } else if (cx.t.col_ok) {
             sh.res_i()[(q0 << p.cw_log2) + c] = head.i;
@@ -786,7 +804,7 @@ __device__ __forceinline__ void sg_store_step(SgCtx<T, I, VAL>& cx, I q_end)
 {
     const SegParams& p = *cx.p;
     const SgWalk<I>& w = cx.w;
-    const I q_lo = (w.left_pending && q_end > 0) ? 1 : 0;
+    const I q_lo = (q_end > 0 && sg_left_pending(w, p)) ? 1 : 0;
     const int cwl = p.cw_log2;
     if (p.ncols <= (1LL << cwl)) {
         const int nc = (int)p.ncols;
@@ -822,7 +840,6 @@ __device__ __forceinline__ void sg_advance(SgCtx<T, I, VAL>& cx, I M, I q_end, I
     // the next segment's first row: read before the barrier (the window moves after it),
     // published after it (sg_store_step read the old one before it), read after the next one
     const I prev = q_end > 0 ? win[q_end - 1] : (I)0;
-    if (q_end > 0) w.left_pending = false;
     I keep[MOVES];
 #pragma unroll
     for (int m = 0; m < MOVES; ++m) {
@@ -947,7 +964,7 @@ __device__ __forceinline__ void sg_chains(SgCtx<T, I, VAL>& cx)
     const SgWalk<I>& w = cx.w;
     const I kL = (I)sg_head[SG_HEAD_KL];
     const bool has_left = blockIdx.x > 0 && kL < (I)p.nseg;
-    const bool middle = has_left && w.left_pending;
+    const bool middle = has_left && sg_left_pending(w, p);
     const bool has_right = (int)blockIdx.x + 1 < p.nblocks && w.k < (I)p.nseg && !middle;
     if ((middle || has_right) && cx.t.part == 0 && cx.t.col_ok) {
         Best b;
@@ -1058,9 +1075,6 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.part = (int)threadIdx.x >> p.cw_log2;
     cx.t.parts = SG_THREADS >> p.cw_log2;
     cx.t.col_ok = (long long)blockIdx.y * cw + cx.t.c < p.ncols;
-    const long long isz = (long long)sizeof(typename ArType<T>::bits);
-    cx.flat = p.ncols == cw && p.row_stride == isz * cw &&
-              (p.nr == 0 || (p.nr == 1 && p.r_in[0] == isz));
     sg_setup(cx);
     while (cx.w.D < cx.w.D1) sg_step(cx);
     sg_chains(cx);

@@ -379,7 +379,6 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
         cx.sh.ci()[0] = ci;
         sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s, k - 1, kw, cx.offs, p) : start_l;
     }
-    if (k > kL) w.left_pending = false;
     w.k = k;
     w.j = j1;
     w.D = w.D1;
@@ -429,7 +428,6 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     cx.t.part = (int)threadIdx.x;
     cx.t.parts = SG_THREADS;
     cx.t.col_ok = true;
-    cx.flat = true;
     sg_setup(cx);
     if (p.is_min) {
         if (p.last) sgf_tiles<T, I, true, true>(cx, s);
