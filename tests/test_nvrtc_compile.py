@@ -2,10 +2,13 @@
 GPU or driver, with the options the CuPy path uses: no error, no register spills, no
 subnormal-flushing instructions, and enough occupancy on sm_80 and sm_90.
 
-One compile per (family, dtype, arch) holds every instantiation of the dtype (the fewest
-compiles; the library compiles each kernel as a module of its own, and a kernel's PTX does not
-depend on the module it is compiled in: ``test_grouping_keeps_every_kernels_ptx`` checks it),
-identical instantiations (the nonzero family's bool, int8 and uint8) once, all of them up front
+Each (family, dtype, arch) compiles the modules the library compiles for the dtype (a kernel
+and index width each, :func:`cupyops.tools.nvrtc.runtime_modules`): a kernel's PTX does not
+depend on the module it is compiled in (``test_grouping_keeps_every_kernels_ptx``), but ptxas
+allocates its registers differently beside other kernels: ``segment_reduce<float, long long>``
+showed 0 spills in the family x dtype module these checks compiled before, and 18 bytes of
+spill stores alone, as the library runs it. Modules shared by dtypes (the nonzero family's
+bool, int8 and uint8) compile once, all of them up front
 in a process pool of 2 (session fixture), and the results are cached in the user's cache directory
 (``cupyops.tools.nvrtc.default_cache_dir()``) keyed by a hash of the inlined source, options, name
 expressions, arch and NVRTC version, so an unchanged kernel is not compiled again.
@@ -97,9 +100,19 @@ ITEMS = [(name, dt, arch) for name, fam in FAMILIES.items() for dt in fam.dtypes
 IDS = [f"{n}-{dt}-sm_{a}" for n, dt, a in ITEMS]
 
 
+#: (family, dtype) -> the expressions of each module the library compiles for the dtype
+RUNTIME = {(name, dt): [] for name, fam in FAMILIES.items() for dt in fam.dtypes}
+for _fam, _dts, _exprs in (_nvrtc.runtime_modules() if HAVE_NVRTC else ()):
+    for _dt in _dts:
+        RUNTIME[(_fam.name, _dt)].append(_exprs)
+
+
 @pytest.fixture(scope="session")
 def compiled(request, tmp_path_factory):
-    """{(family, dtype, arch): CompileResult | NvrtcError}, compiled once per session."""
+    """{(family, dtype, arch): CompileResult | NvrtcError}: the dtype's runtime modules (each
+    kernel as the library compiles it, a module of its own: ptxas allocates a kernel beside
+    others differently, 0 spills in a family x dtype module hid 18 bytes of a kernel compiled
+    alone), compiled once per session and merged per item."""
     # the user-level cache (keyed by a hash of source, options, expressions, arch and NVRTC
     # version): a fresh clone on a machine that compiled the same modules before reuses them
     cache_dir = _nvrtc.default_cache_dir()
@@ -113,9 +126,13 @@ def compiled(request, tmp_path_factory):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if {"name", "dt", "arch"} <= set(params) and item.module.__name__ == __name__:
             wanted.add((params["name"], params["dt"], params["arch"]))
-    todo = [it for it in ITEMS if it in wanted]
+    todo = [(name, dt, arch, exprs) for name, dt, arch in ITEMS if (name, dt, arch) in wanted
+            for exprs in RUNTIME[(name, dt)]]
     results = _nvrtc.compile_many(todo, cache_dir=cache_dir, jobs=2, errors="return")
-    return dict(zip(todo, results))
+    per_item: dict = {}
+    for (name, dt, arch, _), res in zip(todo, results):
+        per_item.setdefault((name, dt, arch), []).append(res)
+    return {it: _nvrtc.merge_results(rs) for it, rs in per_item.items()}
 
 
 def _result(compiled, name, dt, arch):

@@ -458,10 +458,11 @@ def compile_family(family, dtype, arch: int, *, cache_dir: Path | str | None = N
 def job_for(family, dtype, arch, sources=None, exprs=None):
     """``(family, (source, arch, options, name expressions))``: what compiling ``family``'s
     instantiations for ``dtype`` and ``sm_<arch>`` takes, with the CuPy path's options and the
-    includes inlined. By default one compile holds every expression of the dtype (the checks'
-    grouping: the fewest compiles; a kernel's PTX does not depend on the module it is compiled
-    in, tests/test_nvrtc_compile.py checks it); with ``exprs``, one module of
-    :func:`runtime_modules`, its source ended by its tag exactly as the library compiles it.
+    includes inlined. By default one compile holds every expression of the dtype (the fewest
+    compiles: a kernel's PTX does not depend on the module it is compiled in, but its registers
+    and spills do, so tests/test_nvrtc_compile.py compiles the runtime modules); with
+    ``exprs``, one module of :func:`runtime_modules`, its source ended by its tag exactly as
+    the library compiles it.
     ``sources`` caches the inlined sources across calls."""
     fam = _modules.get_family(family) if isinstance(family, str) else family
     sources = {} if sources is None else sources
@@ -494,10 +495,25 @@ def runtime_modules(families=None, dtypes=None) -> list:
     return [(fam, tuple(dts), group) for (_, group), (fam, dts) in out.items()]
 
 
+def merge_results(results) -> "CompileResult | NvrtcError":
+    """One :class:`CompileResult` of several modules' (their kernels, names and logs; the
+    seconds summed), or the first :class:`NvrtcError` among them."""
+    for r in results:
+        if isinstance(r, Exception):
+            return r
+    first = results[0]
+    return CompileResult(arch=first.arch, options=first.options,
+                         kernels={k: v for r in results for k, v in r.kernels.items()},
+                         lowered_names={k: v for r in results for k, v in r.lowered_names.items()},
+                         log="\n".join(r.log for r in results),
+                         seconds=sum(r.seconds for r in results))
+
+
 def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
                  progress=None) -> list:
-    """Compile ``[(family, dtype, arch), ...]`` (one module each) with a process pool of
-    ``jobs``; results in order. Every job runs; then with ``errors="raise"`` the failures are
+    """Compile ``[(family, dtype, arch), ...]`` (one module each: every instantiation of the
+    dtype; or ``(family, dtype, arch, exprs)``: the module of :func:`runtime_modules` that holds
+    ``exprs``, as the library compiles it) with a process pool of ``jobs``; results in order. Every job runs; then with ``errors="raise"`` the failures are
     raised as one :class:`NvrtcError` carrying their logs, with ``errors="return"`` a failed
     item's place holds its :class:`NvrtcError`. Successful results are cached on disk.
     ``progress(done, total, label, ok)`` is called as each compile finishes."""
@@ -510,8 +526,8 @@ def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
     todo = []
     same: dict = {}          # cache key -> the todo entry of the first identical job
     sources: dict = {}
-    for i, (family, dtype, arch) in enumerate(items):
-        fam, job = job_for(family, dtype, arch, sources)
+    for i, (family, dtype, arch, *exprs) in enumerate(items):
+        fam, job = job_for(family, dtype, arch, sources, *exprs)
         key = _cache_key(*job)
         if key in same:      # identical instantiations (nonzero's bool, int8, uint8): once
             same[key][0].append(i)
@@ -525,7 +541,8 @@ def compile_many(items, *, cache_dir=None, jobs: int = 2, errors: str = "raise",
             except (ValueError, KeyError, TypeError):
                 pass
         same[key] = ([i], None)
-        todo.append((same[key][0], job, path, f"{fam.name} {np.dtype(dtype)} sm_{arch}"))
+        what = ", ".join(exprs[0]) if exprs else f"{fam.name} {np.dtype(dtype)}"
+        todo.append((same[key][0], job, path, f"{what} sm_{arch}"))
     for places, _ in same.values():          # cached firsts: their twins share the result
         for i in places[1:]:
             results[i] = results[places[0]]
@@ -701,23 +718,27 @@ class Row:
 
 def family_report(families=None, dtypes=None, archs=None, *, cache_dir=None, jobs: int = 2,
                   progress=None):
-    """Rows for every (family, dtype, arch, entry function). ``families``: names or
-    KernelFamily objects (default: every registered one)."""
-    if families is None:
-        fams = list(_modules.families().values())
-    else:
-        fams = [_modules.get_family(f) if isinstance(f, str) else f for f in families]
+    """Rows for every (family, dtype, arch, entry function), each kernel compiled as the
+    library compiles it (its module of :func:`runtime_modules`: its registers and spills depend
+    on the module). ``families``: names or KernelFamily objects (default: every registered
+    one)."""
     archs = tuple(archs) if archs is not None else check_archs()
-    items = []
-    for fam in fams:
-        for dt in fam.dtypes:
-            if dtypes is not None and dt not in {np.dtype(d) for d in dtypes}:
-                continue
-            for arch in archs:
-                items.append((fam, dt, arch))
+    items, places = [], []
+    for fam, dts, exprs in runtime_modules(families, dtypes):
+        for arch in archs:
+            items.append((fam, dts[0], arch, exprs))
+            places.append([(dt, arch) for dt in dts])
     results = compile_many(items, cache_dir=cache_dir, jobs=jobs, progress=progress)
+    per: dict = {}
+    for (fam, _, _, _), where, res in zip(items, places, results):
+        for dt, arch in where:
+            per.setdefault((fam.name, dt, arch), (fam, []))[1].append(res)
+    order = {name: i for i, name in enumerate(_modules.families())}
     rows = []
-    for (fam, dt, arch), res in zip(items, results):
+    for (_, dt, arch), (fam, parts) in sorted(
+            per.items(), key=lambda kv: (order.get(kv[0][0], len(order)),
+                                         kv[1][0].dtypes.index(kv[0][1]), kv[0][2])):
+        res = merge_results(parts)
         for name in fam.expressions_for(dt):
             st = res.kernels.get(name)
             if st is None:
