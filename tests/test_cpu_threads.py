@@ -460,6 +460,39 @@ def test_a_layout_runs_the_way_that_has_been_faster(monkeypatch, threads_win):
         T.set_num_threads(None)
 
 
+@pytest.mark.parametrize("threads_win", [True, False])
+def test_a_settled_layout_times_one_call_in_four(monkeypatch, threads_win):
+    """Once both ways are known, a timed call of the way chosen is followed by CHOICE_UNTIMED
+    calls that read no clock (a large call's own cost has a goal of 1.5 µs; a timed call's
+    clock and bookkeeping are about 0.5 µs), run the way chosen (one thread: the cap set for
+    the call and lifted after it) and count towards the next probe."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: (1.0 if threads_win else 3.0)
+                                     if n > 1 else 2.0)
+        fake = T._perf
+        reads = [0]
+
+        def counted():
+            reads[0] += 1
+            return fake()
+        monkeypatch.setattr(T, "_perf", counted)
+        for _ in range(40):
+            entry(None, None)
+        reads[0], given[:] = 0, []
+        for _ in range(400):
+            entry(None, None)
+            assert not T._state.chosen_one
+        probes = sum(1 for i, n in enumerate(given) if (n > 1) != threads_win)
+        assert probes <= 2 * 4                    # (every 64 calls, two calls each)
+        # two reads a timed call: one call in CHOICE_UNTIMED + 1, and the probes' calls
+        timed = 400 / (T.CHOICE_UNTIMED + 1) + 2 * probes
+        assert 0 < reads[0] <= 2 * timed + 8, reads[0]
+        assert given.count(2 if threads_win else 1) >= 400 - probes
+    finally:
+        T.set_num_threads(None)
+
+
 def test_a_layout_follows_the_machine(monkeypatch):
     """Threads fast, then (another job takes a core) slow: the layout turns to one thread
     within a few calls; back again once a probe finds the threads fast."""

@@ -34,8 +34,10 @@ depends on the number of threads.
   :data:`CHOICE_PROBE_SECONDS` nor in 400 times its cost; a probe is two calls, the second
   timed), and runs each call
   the way that has been faster (exponential averages of its seconds; a probe of the slower
-  way replaces that way's stale average; the threads must win by :data:`CHOICE_MARGIN`). A
-  call is never slower than one thread but for the odd probe.
+  way replaces that way's stale average; the threads must win by :data:`CHOICE_MARGIN`). Once
+  both ways are known, only one call in :data:`CHOICE_UNTIMED` + 1 of the way chosen is timed
+  (the others skip the clock and the bookkeeping, about 0.5 µs a call). A call is never
+  slower than one thread but for the odd probe.
 """
 from __future__ import annotations
 
@@ -69,6 +71,12 @@ THREADS_PER_CORE = 4
 _ENV = "CUPYOPS_NUM_THREADS"
 
 
+class _Local(threading.local):
+    """Per thread: the depth of :func:`single_thread` blocks (a class default, so that a
+    thread that never entered one reads 0 without a failed lookup: a large call asks)."""
+    single = 0
+
+
 class _State:
     """The process's thread setting and pool (one object, replaced after a fork)."""
 
@@ -82,7 +90,7 @@ class _State:
         self.chosen_one = False      # a Choice runs this call on one thread
         self.lock = threading.Lock()     # held while the pool runs one call's parts
         self.main = threading.main_thread().ident
-        self.local = threading.local()
+        self.local = _Local()
 
 
 _state = _State()
@@ -152,7 +160,7 @@ def _setting() -> int:
 
 def _here_single() -> bool:
     """Whether calls from this thread run on one thread (see the module docstring)."""
-    return threading.get_ident() != _state.main or getattr(_state.local, "single", 0) > 0
+    return threading.get_ident() != _state.main or _state.local.single > 0
 
 
 def get_num_threads() -> int:
@@ -191,12 +199,14 @@ def threads_for(nbytes: int) -> int:
         n = state.env_value
         if n is None:
             n = state.cores or _usable_cores()
-    if n <= 1 or state.chosen_one or _get_ident() != state.main or \
-            getattr(state.local, "single", 0):
+    if n <= 1 or state.chosen_one or _get_ident() != state.main or state.local.single:
         return 1
     if state.busy_until and _monotonic() < state.busy_until:
         return 1
-    return max(1, min(n, nbytes // PART_BYTES))
+    parts = nbytes // PART_BYTES
+    if n < parts:
+        return n
+    return parts if parts > 1 else 1
 
 
 _get_ident = threading.get_ident
@@ -218,6 +228,10 @@ CHOICE_PROBE_SECONDS = 0.1
 CHOICE_PROBE_SHARE = 400
 #: the threads must be this much faster than one thread to be taken (in doubt: one thread)
 CHOICE_MARGIN = 0.05
+#: once both ways are known, a timed call of the way chosen is followed by this many untimed
+#: ones (the clock reads and bookkeeping of a timed call cost about 0.5 µs; a large call's
+#: own cost above NumPy's routine has a goal of 1.5 µs)
+CHOICE_UNTIMED = 3
 
 
 class Choice:
@@ -229,7 +243,7 @@ class Choice:
     other core's L2). So a probe of the other way is two calls, the second's seconds replacing
     that way's stale average."""
 
-    __slots__ = ("many", "one", "since", "every", "probed", "alone", "before", "probe")
+    __slots__ = ("many", "one", "since", "every", "probed", "alone", "before", "probe", "quiet")
 
     def __init__(self):
         self.many = self.one = 0.0       # average seconds on the threads, on one (0: unknown)
@@ -238,6 +252,7 @@ class Choice:
         self.alone = False               # this call runs on one thread
         self.before = None               # ... the call before did (None: no call yet)
         self.probe = 0                   # 1: a probe's first call, 2: its second
+        self.quiet = 0                   # calls to run the way chosen, untimed
 
     def _alone(self, now) -> bool:
         if self.probe == 1:              # the probe's second call, the same way
@@ -253,7 +268,7 @@ class Choice:
         gap = max(CHOICE_PROBE_SECONDS, CHOICE_PROBE_SHARE * abs(self.many - self.one))
         if self.since >= self.every and now - self.probed >= gap:
             # now and then the other way: the machine changes
-            self.since, self.probed = 0, now
+            self.since, self.probed, self.quiet = 0, now, 0
             self.every = min(2 * self.every, CHOICE_PROBE_MOST)
             self.probe = 1
             return not best
@@ -284,10 +299,26 @@ class Choice:
             self.one = dt if not self.one else self.one + w * (dt - self.one)
         else:
             self.many = dt if not self.many else self.many + w * (dt - self.many)
+        if not self.probe and self.one and self.many and \
+                (self.many >= self.one * (1.0 - CHOICE_MARGIN)) == self.alone:
+            self.quiet = CHOICE_UNTIMED       # settled, this way still the best: untimed next
 
 
 def _measured_call(state, x, workspace):
     choice, nbytes, entry, alone = state
+    if choice.quiet and MEASURE:
+        # settled (Choice.quiet): the way chosen, untimed, as the timed road would run it
+        choice.quiet -= 1
+        choice.since += 1
+        if not choice.alone:
+            return (entry if threads_for(nbytes) > 1 else alone)(x, workspace)
+        if alone is not entry:
+            return alone(x, workspace)
+        _state.chosen_one = True
+        try:
+            return alone(x, workspace)
+        finally:
+            _state.chosen_one = False
     t0 = choice.start(nbytes)
     if t0 is None:
         return alone(x, workspace)
@@ -300,6 +331,18 @@ def _measured_call(state, x, workspace):
 def _measured_call_args(state, x, workspace, *args):
     """:func:`_measured_call` for entries that take more arrays (segment offsets)."""
     choice, nbytes, entry, alone = state
+    if choice.quiet and MEASURE:
+        choice.quiet -= 1
+        choice.since += 1
+        if not choice.alone:
+            return (entry if threads_for(nbytes) > 1 else alone)(x, workspace, *args)
+        if alone is not entry:
+            return alone(x, workspace, *args)
+        _state.chosen_one = True
+        try:
+            return alone(x, workspace, *args)
+        finally:
+            _state.chosen_one = False
     t0 = choice.start(nbytes)
     if t0 is None:
         return alone(x, workspace, *args)
@@ -351,7 +394,7 @@ def using(n: int | None):
 def single_thread():
     """Calls in this block (in this thread) run on one thread."""
     local = _state.local
-    local.single = getattr(local, "single", 0) + 1
+    local.single += 1
     try:
         yield
     finally:
