@@ -316,6 +316,7 @@ struct SgCtx {
     // simt's alignment check, as a GPU would, wants aligned; NVRTC keeps it in registers)
     alignas(16) Ex ex;
     bool last;
+    bool flat;               // sg_flat_rows, held where registers allow (32-bit indexing)
     SgShared<T, I, VAL> sh;
     SgWalk<I> w;
     SgThread<I> t;
@@ -551,9 +552,10 @@ __device__ __forceinline__ U sg_in_off(long long col, const SegParams& p)
     return od.off;
 }
 
-// Rows of exactly CW columns, contiguous: the steps' data is one flat range. (Read from the
-// parameters where used, not held through the walk: a register fewer, which the 64-bit
-// instantiations need for 0 spills.)
+// Rows of exactly CW columns, contiguous: the steps' data is one flat range. (The 64-bit
+// instantiations read it from the parameters where used, a register fewer, which they need
+// for 0 spills; the 32-bit ones hold it in cx.flat: 4 registers fewer, and 5 blocks an SM
+// instead of 4 for the 1-byte types and complex64 on sm_90.)
 template <class T>
 __device__ __forceinline__ bool sg_flat_rows(const SegParams& p)
 {
@@ -573,7 +575,7 @@ __device__ __forceinline__ void sg_stage(SgCtx<T, I, VAL>& cx, I rows)
     const SegParams& p = *cx.p;
     const I total = rows << p.cw_log2;
     const bool narrow = p.narrow != 0;
-    if (sg_flat_rows<T>(p)) {
+    if (sizeof(I) == 4 ? cx.flat : sg_flat_rows<T>(p)) {
         // the step's elements are one contiguous range: its loads start `lead` elements early,
         // so that each warp's 32 loads are one aligned 128-byte line, not two partial ones
         const U first = (U)cx.w.j << p.cw_log2;
@@ -1075,6 +1077,7 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.t.part = (int)threadIdx.x >> p.cw_log2;
     cx.t.parts = SG_THREADS >> p.cw_log2;
     cx.t.col_ok = (long long)blockIdx.y * cw + cx.t.c < p.ncols;
+    cx.flat = sg_flat_rows<T>(p);
     sg_setup(cx);
     while (cx.w.D < cx.w.D1) sg_step(cx);
     sg_chains(cx);

@@ -428,6 +428,7 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     cx.t.part = (int)threadIdx.x;
     cx.t.parts = SG_THREADS;
     cx.t.col_ok = true;
+    cx.flat = true;
     sg_setup(cx);
     if (p.is_min) {
         if (p.last) sgf_tiles<T, I, true, true>(cx, s);
