@@ -1,6 +1,7 @@
 // segment_flat.cu - the flat fast path of segment_argmax / segment_argmin (family
 // "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a 4-byte value type
-// (float, int, unsigned int) in index mode, entry point segment_reduce_flat<T, I>. It reuses
+// (float, int, unsigned int) in index mode, entry point segment_reduce_flat<T, I, LAST> (a
+// kernel per tie, so that a first call compiles two of the four walks). It reuses
 // segment.cu's contract, parameters (SegParams), block split, setup, chain tickets and
 // last-block check and fill, included here; a family of its own, so that segment.cu's modules
 // (and their PTX and ptxas results) are those of segment.cu alone.
@@ -8,7 +9,7 @@
 
 // ------------------------------------------------------------------------------------------
 // The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int),
-// index mode (segment_reduce_flat<T, I>, planned by plan.py for that layout only; every other
+// index mode (segment_reduce_flat<T, I, LAST>, planned by plan.py for that layout only; every other
 // layout runs segment_reduce above, whose code this path does not touch).
 //
 // Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
@@ -386,7 +387,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     __syncthreads();
 }
 
-template <class T, class I>
+template <class T, class I, bool LAST>
 __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* out, void* pkey,
                                         void* pidx, long long* cons, unsigned int* zw,
                                         const SegParams& p)
@@ -430,13 +431,8 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     cx.t.col_ok = true;
     cx.flat = true;
     sg_setup(cx);
-    if (p.is_min) {
-        if (p.last) sgf_tiles<T, I, true, true>(cx, s);
-        else sgf_tiles<T, I, true, false>(cx, s);
-    } else {
-        if (p.last) sgf_tiles<T, I, false, true>(cx, s);
-        else sgf_tiles<T, I, false, false>(cx, s);
-    }
+    if (p.is_min) sgf_tiles<T, I, true, LAST>(cx, s);
+    else sgf_tiles<T, I, false, LAST>(cx, s);
     sg_chains(cx);
     sg_finish(cx);
 }
@@ -444,11 +440,14 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
 // The flat fast path's entry point (same arguments as segment_reduce; p.cw_log2 == 0,
 // p.ncols == 1, x contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory: the
 // parts of SgShared up to the carry, plan.py's flat shared bytes).
-template <class T, class I>
+// LAST is p.last (the host names the instantiation of its parameters): the walks of one tie a
+// kernel, about half the NVRTC time of the four in one (issue 33). The extreme stays a branch
+// on p.is_min: a kernel per walk compiled its loop with a fifth more instructions.
+template <class T, class I, bool LAST>
 __global__ void __launch_bounds__(256, 4)
 segment_reduce_flat(const T* __restrict__ x, const void* __restrict__ offsets,
                     void* __restrict__ out, void* pkey, void* pidx, long long* cons,
                     unsigned int* zw, SegParams p)
 {
-    sgf_run<T, I>(x, offsets, out, pkey, pidx, cons, zw, p);
+    sgf_run<T, I, LAST>(x, offsets, out, pkey, pidx, cons, zw, p);
 }

@@ -143,9 +143,12 @@ def test_flat_expressions_are_declared():
                    for e in seg_family.FAMILY_DEF.expressions_for(dt))
     for dt in seg_family.FLAT_DTYPES:
         exprs = fam.expressions_for(dt)
-        e = seg_family.flat_expression(dt, False)          # (32-bit indexing only)
-        assert exprs == (e,) and (e,) in fam.modules_for(dt)
-        assert any(e in c.exprs for c in fam.first_calls_for(dt))
+        # (32-bit indexing only; a kernel per tie, each a module and a first call)
+        want = [seg_family.flat_expression(dt, False, t) for t in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == 2
+        for e in want:
+            assert (e,) in fam.modules_for(dt)
+            assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
     assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=False)
     assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)

@@ -11,7 +11,7 @@ int64. No other module names these entry points.
 
 The flat fast path of contiguous R = 1 x in index mode (float32, int32, uint32: FLAT_DTYPES) is
 the family ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
-``segment_reduce_flat<T, int>`` (32-bit indexing; 64-bit plans take segment_reduce). A family of its own so that segment.cu's
+``segment_reduce_flat<T, int, LAST>`` (a kernel per tie) (32-bit indexing; 64-bit plans take segment_reduce). A family of its own so that segment.cu's
 modules stay exactly what they were (ptxas allocates a kernel's registers differently beside
 other kernels in one module).
 """
@@ -63,13 +63,17 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
     return expr
 
 
-def flat_expression(dtype, use_64bit: bool) -> str:
-    """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES)."""
-    key = ("flat", np.dtype(dtype), bool(use_64bit))
+def flat_expression(dtype, use_64bit: bool, last: bool) -> str:
+    """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
+    (``last``): a kernel each, so that a first call compiles two of the four walks (max and
+    min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
+    stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
+    instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
+    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last))
     expr = _EXPRS.get(key)
     if expr is None:
         expr = _EXPRS[key] = _modules.name_expression(
-            REDUCE_FLAT, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)])
+            REDUCE_FLAT, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
     return expr
 
 
@@ -81,7 +85,7 @@ def flat_expressions(dtype) -> tuple:
     # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
     # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
     # merge-path kernel
-    return (flat_expression(dtype, False),)
+    return tuple(flat_expression(dtype, False, t) for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -140,9 +144,12 @@ def first_calls(dtype) -> tuple:
 
 
 def flat_first_calls(dtype) -> tuple:
-    """The flat path's first call: contiguous R = 1 x, index mode, 32-bit indexing."""
-    return (_modules.FirstCall("segment_argmax / segment_argmin", "flat R = 1", False,
-                               (flat_expression(dtype, False),)),)
+    """The flat path's first call: contiguous R = 1 x, index mode, 32-bit indexing; a kernel
+    per tie."""
+    return tuple(_modules.FirstCall("segment_argmax / segment_argmin",
+                                    f"flat R = 1, tie {'last' if t else 'first'}", False,
+                                    (flat_expression(dtype, False, t),))
+                 for t in (False, True))
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
