@@ -422,6 +422,8 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     cx.cons = cons;
     cx.zw = zw;
     cx.p = &p;
+    // (p.last, which the host sets from the tie it names LAST by: a constant LAST here gave
+    // ptxas's allocation of the walk's loop a quarter more instructions, issue-rate model)
     cx.last = p.last != 0;
     cx.ex = ar_wire<T, I, false>(p.is_min ? ~K() : K());
     cx.sh.carve(p.wcap, 0);

@@ -671,21 +671,23 @@ def _family_job(job):
     _nvrtc.load_family_modules()
     fam = _modules.get_family(family_name)
     dt = _dtype_from_str(dtype_str)
-    _, (source, arch, options, exprs) = _nvrtc.job_for(fam, dt, arch)
-    try:
-        sass, lowered = sass_for(source, arch, options, exprs, cache_dir=cache_dir,
-                                 filename="module.cu")
-    except Exception as e:
-        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    funcs = parse_sass(sass)
     rows = []
-    for e in exprs:
-        if e.split("<", 1)[0] in NON_INPUT_KERNELS:
-            m = {"kind": "none"}
-        else:
-            m = model_function(funcs.get(lowered[e], []), dt.itemsize, device=device)
-        rows.append({"family": family_name, "dtype": str(dt), "arch": arch, "kernel": e,
-                     "itemsize": dt.itemsize, **m})
+    # each module the library compiles (a kernel's SASS depends on the kernels beside it)
+    for _, _, group in _nvrtc.runtime_modules([fam], [dt]):
+        _, (source, arch, options, exprs) = _nvrtc.job_for(fam, dt, arch, exprs=group)
+        try:
+            sass, lowered = sass_for(source, arch, options, exprs, cache_dir=cache_dir,
+                                     filename="module.cu")
+        except Exception as e:
+            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        funcs = parse_sass(sass)
+        for e in exprs:
+            if e.split("<", 1)[0] in NON_INPUT_KERNELS:
+                m = {"kind": "none"}
+            else:
+                m = model_function(funcs.get(lowered[e], []), dt.itemsize, device=device)
+            rows.append({"family": family_name, "dtype": str(dt), "arch": arch, "kernel": e,
+                         "itemsize": dt.itemsize, **m})
     return {"ok": True, "rows": rows}
 
 
@@ -1009,22 +1011,24 @@ class KernelModels:
         from cupyops.core import modules as _modules
         from cupyops.tools import nvrtc as _nvrtc
         _nvrtc.load_family_modules()
-        self.owner = {}                 # name expression -> (family name, dtype)
+        self.owner = {}                 # name expression -> (family name, dtype, its module)
         for fam in _modules.families().values():
             for dt in fam.dtypes:
-                for e in fam.expressions_for(dt):
-                    self.owner.setdefault(e, (fam.name, dt))
+                for group in fam.modules_for(dt):
+                    for e in group:
+                        self.owner.setdefault(e, (fam.name, dt, tuple(group)))
         self._modules = {}
         self._paths = {}
 
-    def module(self, family: str, dtype, arch: int):
-        key = (family, str(dtype), arch)
+    def module(self, family: str, dtype, arch: int, group: tuple):
+        """SASS, lowered names and resources of the module holding ``group`` (the library's)."""
+        key = (family, str(dtype), arch, group)
         m = self._modules.get(key)
         if m is None:
             from cupyops.tools import nvrtc as _nvrtc
-            _, (source, arch_, options, exprs) = _nvrtc.job_for(family, dtype, arch)
+            _, (source, arch_, options, exprs) = _nvrtc.job_for(family, dtype, arch, exprs=group)
             sass, lowered = sass_for(source, arch_, options, exprs, filename="module.cu")
-            stats = _nvrtc.compile_many([(family, dtype, arch)])[0].kernels
+            stats = _nvrtc.compile_many([(family, dtype, arch, group)])[0].kernels
             m = self._modules[key] = (parse_sass(sass), lowered, stats)
         return m
 
@@ -1034,8 +1038,8 @@ class KernelModels:
         key = (expr, arch, width)
         p = self._paths.get(key)
         if p is None:
-            family, dt = self.owner[expr]
-            funcs, lowered, stats = self.module(family, dt, arch)
+            family, dt, group = self.owner[expr]
+            funcs, lowered, stats = self.module(family, dt, arch, group)
             instrs = funcs.get(lowered[expr], [])
             if expr.split("<", 1)[0] in NON_INPUT_KERNELS:
                 m = {"kind": "none"}
