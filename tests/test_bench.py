@@ -686,6 +686,19 @@ def test_threads_are_reported_and_set(tmp_path, capsys, monkeypatch):
     assert "--threads" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_threads_check_orders_are_balanced(n):
+    """Each callable follows every other equally often (a rotation gave the library's call the
+    2-thread limit as its predecessor in every round), and each order is a permutation."""
+    from collections import Counter
+
+    from cupyops.bench import threads_check
+    orders = threads_check.balanced_orders(n)
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    pairs = Counter((o[k], o[k + 1]) for o in orders for k in range(n - 1))
+    assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1
+
+
 def test_threads_check_runs(tmp_path, capsys):
     """python -m cupyops.bench.threads_check: every case of the size set (--cases narrows
     them), each against one thread, NumPy and the 2-thread limit, with the run's noise; the

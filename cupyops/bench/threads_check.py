@@ -1,12 +1,12 @@
 """The NumPy path's threads against one thread and the memory's limit (issues 27, 36), in one
 process.
 
-    python -m cupyops.bench.threads_check [--sizes full] [--rounds 7] [--cases REGEX]
+    python -m cupyops.bench.threads_check [--sizes full] [--rounds 8] [--cases REGEX]
                                           [--dtypes float32,...] [--goals-only] [--json PATH]
 
 Every case of the benchmark's size set (cupyops.bench.cases, default dtypes, the decode cases
 too; 4096 x 4096 at the full sizes), each callable timed in interleaved rounds (each round
-starts with the next callable), the best round kept:
+in an order where each callable follows every other equally often), the best round kept:
 
 * ``cupyops``: the call on the library's threads (``--threads``, default its setting);
 * ``1 thread``: the same call with ``cupyops.set_num_threads(1)``;
@@ -66,10 +66,27 @@ def _one_thread(call):
     return run
 
 
+def balanced_orders(n: int) -> list:
+    """Orders of ``n`` callables in which each follows every other equally often (a Williams
+    design: ``n`` orders for even ``n``, ``2n`` for odd). A plain rotation (each round
+    starting with the next callable) gives each callable the same predecessor in every round:
+    here the library's call always ran right after the 2-thread ``np.max`` limit, and the
+    one-thread call always after the library's, on the data it had just read."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    orders = [[(v + i) % n for v in first] for i in range(n)]
+    return orders + [o[::-1] for o in orders] if n % 2 else orders
+
+
 def time_rounds(fns, rounds):
     """``(best, rounds)``: the best seconds per call of each callable and every round's
-    seconds, batches of at least 20 ms, interleaved, each round starting with the next
-    callable."""
+    seconds, batches of at least 20 ms, interleaved, the rounds in the orders of
+    :func:`balanced_orders`."""
     batch = []
     for f in fns:
         f()
@@ -80,9 +97,9 @@ def time_rounds(fns, rounds):
     gc_was = gc.isenabled()
     gc.disable()
     try:
+        orders = balanced_orders(len(fns))
         for r in range(rounds):
-            for j in range(len(fns)):
-                i = (j + r) % len(fns)
+            for i in orders[r % len(orders)]:
                 t0 = time.perf_counter()
                 for _ in range(batch[i]):
                     fns[i]()
@@ -160,7 +177,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m cupyops.bench.threads_check",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="full", choices=tuple(bench.SIZES))
-    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=8)   # (each order of 4 callables twice)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cases", default=None, help="regex on the case id op/case/dtype")
     p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: the "
