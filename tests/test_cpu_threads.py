@@ -493,6 +493,25 @@ def test_a_settled_layout_times_one_call_in_four(monkeypatch, threads_win):
         T.set_num_threads(None)
 
 
+def test_a_busy_machine_skips_the_choice(monkeypatch):
+    """While the workers found no core (busy_until ahead: after a probe of slow threads, for
+    BUSY_SECONDS), a large call runs on one thread without asking its Choice (no clock read,
+    no thread question: about 0.17 us a call)."""
+    T.set_num_threads(2)
+    try:
+        entry, given = _timed_layout(monkeypatch, lambda n: 1.0)
+        monkeypatch.setattr(T._state, "busy_until", T._monotonic() + 3600.0)
+
+        def no_start(self, nbytes):
+            raise AssertionError("the Choice was asked on a busy machine")
+        monkeypatch.setattr(T.Choice, "start", no_start)
+        for _ in range(5):
+            entry(None, None)
+        assert given == [1] * 5 and not T._state.chosen_one
+    finally:
+        T.set_num_threads(None)
+
+
 def test_a_layout_follows_the_machine(monkeypatch):
     """Threads fast, then (another job takes a core) slow: the layout turns to one thread
     within a few calls; back again once a probe finds the threads fast."""

@@ -319,6 +319,11 @@ def _measured_call(state, x, workspace):
             return alone(x, workspace)
         finally:
             _state.chosen_one = False
+    busy = _state.busy_until
+    if busy and _monotonic() < busy:
+        # the cores are taken (threads_for's answer: one thread; nothing to time), asked
+        # first: after a probe of slow threads this holds for BUSY_SECONDS of calls
+        return alone(x, workspace)
     t0 = choice.start(nbytes)
     if t0 is None:
         return alone(x, workspace)
@@ -343,6 +348,9 @@ def _measured_call_args(state, x, workspace, *args):
             return alone(x, workspace, *args)
         finally:
             _state.chosen_one = False
+    busy = _state.busy_until
+    if busy and _monotonic() < busy:
+        return alone(x, workspace, *args)
     t0 = choice.start(nbytes)
     if t0 is None:
         return alone(x, workspace, *args)
