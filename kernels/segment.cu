@@ -1052,14 +1052,16 @@ __device__ __forceinline__ void sg_finish(SgCtx<T, I, VAL>& cx)
 // Entry points
 // ------------------------------------------------------------------------------------------
 
+// What every entry point (sg_run, segment_flat.cu's sgf_run) sets alike in a block's context:
+// its arrays, the parameters, the tie (p.last), the wire and the shared memory's carve for
+// strips of 2**cw_log2 columns (the flat path's 0).
 template <class T, class I, bool VAL>
-__device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* out, void* vout,
-                                       void* pkey, void* pidx, long long* cons,
-                                       unsigned int* zw, const SegParams& p)
+__device__ __forceinline__ void sg_ctx_init(SgCtx<T, I, VAL>& cx, const T* x, const void* offsets,
+                                            void* out, void* vout, void* pkey, void* pidx,
+                                            long long* cons, unsigned int* zw,
+                                            const SegParams& p, int cw_log2)
 {
-    typedef typename cuo::unsigned_of<I>::type U;
     typedef typename ArType<T>::key K;
-    SgCtx<T, I, VAL> cx;
     cx.x = reinterpret_cast<const unsigned char*>(x);
     cx.offs = offsets;
     cx.out = out;
@@ -1071,7 +1073,16 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
     cx.p = &p;
     cx.last = p.last != 0;
     cx.ex = ar_wire<T, I, VAL>(p.is_min ? ~K() : K());
-    cx.sh.carve(p.wcap, p.cw_log2);
+    cx.sh.carve(p.wcap, cw_log2);
+}
+
+template <class T, class I, bool VAL>
+__device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* out, void* vout,
+                                       void* pkey, void* pidx, long long* cons,
+                                       unsigned int* zw, const SegParams& p)
+{
+    SgCtx<T, I, VAL> cx;
+    sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, p.cw_log2);
     const int cw = 1 << p.cw_log2;
     cx.t.c = (int)threadIdx.x & (cw - 1);
     cx.t.part = (int)threadIdx.x >> p.cw_log2;

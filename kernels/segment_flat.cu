@@ -392,7 +392,6 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
                                         void* pidx, long long* cons, unsigned int* zw,
                                         const SegParams& p)
 {
-    typedef typename ArType<T>::key K;
     // dynamic shared memory (plan.py's flat shared bytes, family.flat_shared_bytes): from
     // SG_STAGE_FRONT, the staged rows (SGF_PITCH x 16 bytes a thread), s_loc, s_head, the
     // flags and the ring. It overlaps SgShared's parts, which only sg_setup (the carries,
@@ -413,20 +412,9 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
                             reinterpret_cast<I*>(dyn + O_RING),
                             sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
     SgCtx<T, I, false> cx;
-    cx.x = reinterpret_cast<const unsigned char*>(x);
-    cx.offs = offsets;
-    cx.out = out;
-    cx.vout = nullptr;
-    cx.pkey = reinterpret_cast<K*>(pkey);
-    cx.pidx = reinterpret_cast<I*>(pidx);
-    cx.cons = cons;
-    cx.zw = zw;
-    cx.p = &p;
-    // (p.last, which the host sets from the tie it names LAST by: a constant LAST here gave
-    // ptxas's allocation of the walk's loop a quarter more instructions, issue-rate model)
-    cx.last = p.last != 0;
-    cx.ex = ar_wire<T, I, false>(p.is_min ? ~K() : K());
-    cx.sh.carve(p.wcap, 0);
+    // (cx.last from p.last, which the host sets from the tie it names LAST by: a constant LAST
+    // here gave ptxas's allocation of the walk's loop a quarter more instructions)
+    sg_ctx_init(cx, x, offsets, out, nullptr, pkey, pidx, cons, zw, p, 0);
     cx.t.c = 0;
     cx.t.part = (int)threadIdx.x;
     cx.t.parts = SG_THREADS;
