@@ -22,24 +22,10 @@ from cupyops.core import trace as _trace
 from cupyops.ops.argreduce import launch as _arg_launch
 from cupyops.ops.nonzero import launch as _nz_launch
 from cupyops.testing import dry_run
+from _fake_modules import FakeCompileError, OneKernelModule, registered_factory
 
 EXPRS = m.SELFTEST_FAMILY.expressions_for(np.float32)
 MODULES = [("selftest", (e,)) for e in EXPRS]          # three modules, one kernel each
-
-
-class FakeModule:
-    def __init__(self, exprs):
-        self.exprs = exprs
-
-    def get_function(self, expr):
-        assert expr in self.exprs
-        return ("fn", expr)
-
-
-class FakeCompileError(Exception):
-    def __init__(self, log):
-        super().__init__("compile failed")
-        self.log = log
 
 
 @pytest.fixture
@@ -60,16 +46,13 @@ def fake(selftest_family):
             time.sleep(state["delay"])
             if state["fail"] in exprs:
                 raise FakeCompileError(f"module.cu(3): error: {state['fail']} is broken")
-            return FakeModule(exprs)
+            return OneKernelModule(exprs)
         finally:
             with lock:
                 state["now"] -= 1
 
-    m.register_module_factory("fake", factory)
-    m.clear_cache()
-    yield state
-    m.register_module_factory("fake", None)
-    m.clear_cache()
+    with registered_factory("fake", factory):
+        yield state
 
 
 def test_modules_build_at_once_each_once(fake):
@@ -155,7 +138,7 @@ def test_an_interrupt_of_the_caller_is_raised_at_once(fake):
         if threading.current_thread() is caller:
             raise KeyboardInterrupt
         release.wait(20)
-        return FakeModule(exprs)
+        return OneKernelModule(exprs)
     m.register_module_factory("fake", factory)
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cupyops.core import modules as m
+from _fake_modules import FakeCompileError, registered_factory
 
 
 # ------------------------------------------------------------------------------------------
@@ -175,12 +176,6 @@ def dataclass_replace(obj, **kw):
 # Module cache with a fake backend
 # ------------------------------------------------------------------------------------------
 
-class FakeCompileError(Exception):
-    def __init__(self, log):
-        super().__init__("compile failed")
-        self.log = log
-
-
 class FakeModule:
     def __init__(self, source, options, exprs, device_id):
         self.source, self.options, self.exprs, self.device_id = source, options, exprs, device_id
@@ -203,11 +198,8 @@ def fake_backend(selftest_family):
             raise FakeCompileError(state["fail"])
         return FakeModule(source, options, exprs, device_id)
 
-    m.register_module_factory("fake", factory)
-    m.clear_cache()
-    yield state
-    m.register_module_factory("fake", None)
-    m.clear_cache()
+    with registered_factory("fake", factory):
+        yield state
 
 
 def test_get_module_cached(fake_backend):

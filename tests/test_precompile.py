@@ -13,15 +13,7 @@ from cupyops import __main__ as cli
 from cupyops.core import backend as _backend
 from cupyops.core import modules as m
 from cupyops.core import progress as _progress
-
-
-class _Module:
-    def __init__(self, exprs):
-        self.exprs = exprs
-
-    def get_function(self, expr):
-        assert expr in self.exprs
-        return ("fn", expr)
+from _fake_modules import OneKernelModule
 
 
 @pytest.fixture
@@ -30,7 +22,7 @@ def fake_simt(monkeypatch):
 
     def factory(source, options, exprs, device_id):
         built.append(exprs)
-        return _Module(exprs)
+        return OneKernelModule(exprs)
     monkeypatch.setitem(m._factories, "simt", factory)
     monkeypatch.setattr(_backend, "_backends", {})
     m.clear_cache()
