@@ -1,16 +1,18 @@
-// segment_flat.cu - the flat fast path of segment_argmax / segment_argmin (family
-// "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a 4-byte value type
-// (float, int, unsigned int) in index mode, entry point segment_reduce_flat<T, I, LAST> (a
-// kernel per tie, so that a first call compiles two of the four walks). It reuses
-// segment.cu's contract, parameters (SegParams), block split, setup, chain tickets and
-// last-block check and fill, included here; a family of its own, so that segment.cu's modules
-// (and their PTX and ptxas results) are those of segment.cu alone.
+// segment_flat.cu - the flat fast path of segment_argmax / segment_argmin and their values
+// forms (family "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a 4-byte
+// value type (float, int, unsigned int), entry points segment_reduce_flat<T, I, LAST> (indices)
+// and segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values), a kernel per
+// tie, so that a first call compiles two of the four walks. It reuses segment.cu's contract,
+// parameters (SegParams), block split, setup, chain tickets and last-block check and fill,
+// included here; a family of its own, so that segment.cu's modules (and their PTX and ptxas
+// results) are those of segment.cu alone.
 #include "segment.cu"
 
 // ------------------------------------------------------------------------------------------
-// The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int),
-// index mode (segment_reduce_flat<T, I, LAST>, planned by plan.py for that layout only; every other
-// layout runs segment_reduce above, whose code this path does not touch).
+// The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int)
+// (segment_reduce_flat<T, I, LAST>, and segment_reduce_flat_values for the values forms,
+// planned by plan.py for that layout only; every other layout runs segment_reduce(_values)
+// above, whose code this path does not touch).
 //
 // Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
 // (sg_finish) as segment_reduce; only the walk differs. A block walks its rows [j0, j1) in
@@ -38,7 +40,10 @@
 //   5. one thread per end of the tile stores its segment's result (coalesced, rotated as
 //      sg_store_step): an empty segment (offsets[e] == offsets[e + 1]) empty_index; the
 //      block's first end, when its segment is open at the block's start (b > 0), deposits the
-//      left chain partial instead, as segment_reduce's scan does.
+//      left chain partial instead, as segment_reduce's scan does. Values mode stores the
+//      winner's bits beside its index, read from the staged rows (the carried run's winner,
+//      from an earlier tile: one load of x), the empty value for an empty segment; its chain
+//      partials and carry are the winners' bits (ArWire).
 // After the last tile the block leaves the state sg_chains / sg_finish read (w.k: the ends it
 // consumed; the carry, its right or whole-block partial, in ck / ci; sg_head[SG_HEAD_PREV]).
 // Bad offsets can make the tiles consume fewer ends than the block holds: the consumed ranges
@@ -92,8 +97,17 @@ __device__ __forceinline__ I sgf_end_at(const SgfShared<I>& s, I e, I kw, const 
     return e >= kw - SGF_RING ? s.ring[e & (SGF_RING - 1)] : sg_end<I>(offs, e, p);
 }
 
-template <class T, class I, bool IS_MIN, bool LAST>
-__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShared<I>& s)
+// Row `row` of the tile (from r0) as staged: thread row / SGF_K's chunks, in its warp's part.
+template <class B>
+__device__ __forceinline__ B sgf_staged(const cuo::vec_bytes<16>* xs, int row)
+{
+    const int t = row / SGF_K, i = row % SGF_K;
+    return reinterpret_cast<const B*>(xs + (t >> 5) * 32 * SGF_PITCH +
+                                      sgf_chunk(t & 31, i >> 2))[i & 3];
+}
+
+template <class T, class I, bool IS_MIN, bool LAST, bool VAL>
+__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<I>& s)
 {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
@@ -341,9 +355,11 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
             const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
             if (e == kL && blockIdx.x > 0) {
                 // the block's first segment, open at its start: its left chain partial
-                typename SgCtx<T, I, false>::Best b;
-                b.k = r == empty ? K() : ar_key<T>(__ldg(x + r), FLIP, ~K());
+                typename SgCtx<T, I, VAL>::Best b;
+                const B v = r == empty ? B() : __ldg(x + r);
+                b.k = r == empty ? K() : ar_key<T>(v, FLIP, ~K());
                 b.i = r;
+                if constexpr (VAL) b.v = v;
                 sg_deposit(cx, 0, b);
             } else {
                 // one writer per output element whatever the offsets hold (sg_store_slot's
@@ -358,6 +374,14 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
                                               emp ? p.empty_index
                                                   : (long long)(p.relative ? r - ps : r),
                                               p.out_width);
+                    // values mode: the winner's bits from the tile's staged rows (no load of
+                    // x), or the carried run's (one load a tile at most); one store for every
+                    // lane (a warp-wide instruction: coalesced)
+                    if constexpr (VAL) {
+                        B v = sg_empty_bits<T>(p);
+                        if (!emp) v = rr == RCARRY ? __ldg(x + ci) : sgf_staged<B>(s.xs, rr);
+                        ar_store_value<T>(cx.vout, (long long)e, v);
+                    }
                 }
             }
         }
@@ -376,7 +400,9 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
     // the state sg_chains and sg_finish read
     if (tid == 0) {
-        cx.sh.ck()[0] = ck;
+        // (values mode: the wire word is the carried element's bits, ArWire)
+        if constexpr (VAL) cx.sh.ck()[0] = ci == empty ? K() : (K)__ldg(x + ci);
+        else cx.sh.ck()[0] = ck;
         cx.sh.ci()[0] = ci;
         sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s, k - 1, kw, cx.offs, p) : start_l;
     }
@@ -387,10 +413,10 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, false>& cx, const SgfShare
     __syncthreads();
 }
 
-template <class T, class I, bool LAST>
-__device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* out, void* pkey,
-                                        void* pidx, long long* cons, unsigned int* zw,
-                                        const SegParams& p)
+template <class T, class I, bool LAST, bool VAL>
+__device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* out, void* vout,
+                                        void* pkey, void* pidx, long long* cons,
+                                        unsigned int* zw, const SegParams& p)
 {
     // dynamic shared memory (plan.py's flat shared bytes, family.flat_shared_bytes): from
     // SG_STAGE_FRONT, the staged rows (SGF_PITCH x 16 bytes a thread), s_loc, s_head, the
@@ -398,7 +424,7 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
     // rewritten after the tiles), sg_chains and sg_finish use, before and after the tiles.
     constexpr unsigned O_LOC = SG_THREADS * SGF_PITCH * 16, O_HEAD = O_LOC + SGF_TILE,
                        O_FLAG = O_HEAD + SG_THREADS * 4, O_RING = O_FLAG + 16 * ((4 * (SGF_FWORDS + 1) + 15) / 16);
-    static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >= SgShared<T, I, false>::O_CK + 32,
+    static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >= SgShared<T, I, VAL>::O_CK + 32,
                   "the flat path's shared memory holds SgShared's fixed parts and the carry");
     unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
     __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
@@ -411,18 +437,18 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
                             reinterpret_cast<cuo::vec_bytes<16>*>(dyn),
                             reinterpret_cast<I*>(dyn + O_RING),
                             sgf_wk, sgf_wi, sgf_wf, &sgf_ck, &sgf_ci};
-    SgCtx<T, I, false> cx;
+    SgCtx<T, I, VAL> cx;
     // (cx.last from p.last, which the host sets from the tie it names LAST by: a constant LAST
     // here gave ptxas's allocation of the walk's loop a quarter more instructions)
-    sg_ctx_init(cx, x, offsets, out, nullptr, pkey, pidx, cons, zw, p, 0);
+    sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, 0);
     cx.t.c = 0;
     cx.t.part = (int)threadIdx.x;
     cx.t.parts = SG_THREADS;
     cx.t.col_ok = true;
     cx.flat = true;
     sg_setup(cx);
-    if (p.is_min) sgf_tiles<T, I, true, LAST>(cx, s);
-    else sgf_tiles<T, I, false, LAST>(cx, s);
+    if (p.is_min) sgf_tiles<T, I, true, LAST, VAL>(cx, s);
+    else sgf_tiles<T, I, false, LAST, VAL>(cx, s);
     sg_chains(cx);
     sg_finish(cx);
 }
@@ -439,5 +465,16 @@ segment_reduce_flat(const T* __restrict__ x, const void* __restrict__ offsets,
                     void* __restrict__ out, void* pkey, void* pidx, long long* cons,
                     unsigned int* zw, SegParams p)
 {
-    sgf_run<T, I, LAST>(x, offsets, out, pkey, pidx, cons, zw, p);
+    sgf_run<T, I, LAST, false>(x, offsets, out, nullptr, pkey, pidx, cons, zw, p);
+}
+
+// The values form (max_and_argmax / min_and_argmin; segment_reduce_values' arguments): the
+// same walk, each result's value read from the tile's staged rows where its index is stored.
+template <class T, class I, bool LAST>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ offsets,
+                           void* __restrict__ out, void* __restrict__ vout, void* pkey,
+                           void* pidx, long long* cons, unsigned int* zw, SegParams p)
+{
+    sgf_run<T, I, LAST, true>(x, offsets, out, vout, pkey, pidx, cons, zw, p);
 }

@@ -1,5 +1,6 @@
-"""The flat fast path of the segment kernels (kernels/segment.cu, segment_reduce_flat): contiguous
-R = 1 x of float32 / int32 / uint32 in index mode, on simt, against the NumPy path.
+"""The flat fast path of the segment kernels (kernels/segment_flat.cu, segment_reduce_flat and
+segment_reduce_flat_values): contiguous R = 1 x of float32 / int32 / uint32, indices and the values
+forms (values compared bit for bit), on simt, against the NumPy path.
 
 Which kernel a layout takes (the launched name expression); tiles of SGF_TILE = 4,096 rows: ends
 exactly at tile boundaries, at a tile's first rows, runs of empty segments at tile edges, tiles
@@ -29,6 +30,7 @@ from _devices import KERNEL_DEVICES, ops
 TILE = 4096          # SGF_TILE of kernels/segment.cu
 CAP = 512            # SGF_CAP
 FLAT = seg_family.REDUCE_FLAT
+FLAT_V = seg_family.REDUCE_FLAT_V
 
 
 def tiny_values(rng, n, dtype, pad=0):
@@ -44,34 +46,47 @@ def tiny_values(rng, n, dtype, pad=0):
 
 
 def direct(x, o, kind, tie, *, relative=False, index_dtype=np.int64, empty_index=-7,
-           force_64bit=False, checked=True):
+           force_64bit=False, checked=True, values=False):
     """The launch code called as the API calls it (a fresh plan: FLAT_BLOCK_BYTES as patched).
-    The result and the launched kernels."""
+    The indices (``values``: the pair (values, indices)) and the launched kernels."""
     be = core_backend.get_backend("simt")
     call = SegmentCall(f"segment_arg{kind}", len(o) - 1, (len(o) - 1,) + x.shape[1:],
                        np.dtype(index_dtype), empty_index, relative, None, None)
     o = seg_launch.kernel_offsets(o)
     with _trace.recording() as t:
-        run = seg_launch.runner(be, x, o, call, kind=kind, tie=tie, values=False,
+        run = seg_launch.runner(be, x, o, call, kind=kind, tie=tie, values=values,
                                 force_64bit=force_64bit)
         r = run(x, o, None, None, checked=checked)
-    return np.asarray(r), [l[0] for l in t.launches]
+    r = tuple(np.asarray(a) for a in r) if values else np.asarray(r)
+    return r, [l[0] for l in t.launches]
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
-               kinds=("max", "min"), ties=("first", "last")):
+               kinds=("max", "min"), ties=("first", "last"), modes=(False, True)):
+    """Each kind x tie x mode (``modes``: False indices, True the values form) against the
+    NumPy path; the values bit for bit (NaN payloads, -0.0)."""
     empty = -7 if np.dtype(index_dtype).kind == "i" else 65000
-    for kind in kinds:
-        for tie in ties:
-            got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
-                                force_64bit=force_64bit, empty_index=empty)
-            assert len(names) == 1 and names[0].startswith(FLAT + "<"), names
-            want = getattr(cupyops, f"segment_arg{kind}")(
-                x, o, tie=tie, relative=relative, empty_index=empty, dtype=index_dtype,
-                device="cpu")
-            where = (kind, tie, x.dtype, len(x), len(o), o.dtype, relative)
-            assert got.dtype == want.dtype and np.array_equal(got, want), \
-                (where, np.nonzero(got != want)[0][:10])
+    for values in modes:
+        for kind in kinds:
+            for tie in ties:
+                got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
+                                    force_64bit=force_64bit, empty_index=empty, values=values)
+                name = FLAT_V if values else FLAT
+                assert len(names) == 1 and names[0].startswith(name + "<"), names
+                fn = f"segment_{kind}_and_arg{kind}" if values else f"segment_arg{kind}"
+                want = getattr(cupyops, fn)(x, o, tie=tie, relative=relative, empty_index=empty,
+                                            dtype=index_dtype, device="cpu")
+                where = (fn, tie, x.dtype, len(x), len(o), o.dtype, relative)
+                if values:
+                    (gv, got), (wv, want) = got, want
+                    assert same_bits(gv, wv), (where, np.nonzero(gv.view(np.uint32) !=
+                                                                 wv.view(np.uint32))[0][:10])
+                assert got.dtype == want.dtype and np.array_equal(got, want), \
+                    (where, np.nonzero(got != want)[0][:10])
 
 
 def edge_offsets(n):
@@ -111,8 +126,9 @@ def mixed_offsets(rng, n):
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_the_flat_path_runs_for_contiguous_r1_only(device):
-    """Contiguous R = 1 x (1-D or trailing size 1) of float32 / int32 / uint32 in index mode
-    launches segment_reduce_flat; every other layout, dtype and mode segment_reduce(_values)."""
+    """Contiguous R = 1 x (1-D or trailing size 1) of float32 / int32 / uint32 launches
+    segment_reduce_flat (values forms: segment_reduce_flat_values); every other layout and
+    dtype segment_reduce(_values)."""
     rng = np.random.default_rng(3)
     n = 3000
     o = np.array([0, 10, 10, 2000, n], np.int64)
@@ -131,27 +147,34 @@ def test_the_flat_path_runs_for_contiguous_r1_only(device):
             (x.dtype, x.shape, x.strides, names)
         assert np.array_equal(got, cupyops.segment_argmax(x, o, device="cpu"))
         with _trace.recording() as t:
-            ops(device).segment_max_and_argmax(x, o)
-        assert not t.launches[0][0].startswith(FLAT), t.launches   # values mode: not flat
+            gv, gi = ops(device).segment_min_and_argmin(x, o)
+        names = [l[0] for l in t.launches]
+        assert len(names) == 1 and names[0].startswith(FLAT_V + "<") == want_flat, \
+            (x.dtype, x.shape, x.strides, names)
+        wv, wi = cupyops.segment_min_and_argmin(x, o, device="cpu")
+        assert np.array_equal(np.asarray(gi), wi) and same_bits(np.asarray(gv), wv)
 
 
 def test_flat_expressions_are_declared():
     """The flat entry points are modules of the family (precompile, NVRTC checks, simt) and
-    first calls, at both index widths, for its dtypes only."""
+    first calls, for its dtypes only."""
     fam = seg_family.FLAT_FAMILY_DEF
     assert not any(e.startswith(FLAT) for dt in seg_family.DTYPES
                    for e in seg_family.FAMILY_DEF.expressions_for(dt))
     for dt in seg_family.FLAT_DTYPES:
         exprs = fam.expressions_for(dt)
-        # (32-bit indexing only; a kernel per tie, each a module and a first call)
-        want = [seg_family.flat_expression(dt, False, t) for t in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == 2
+        # (32-bit indexing only; a kernel per tie and mode, each a module and a first call)
+        want = [seg_family.flat_expression(dt, False, t, v) for t in (False, True)
+                for v in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == 4
+        assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
     assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
-    p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=False)
-    assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
+    for values in (False, True):
+        p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=values)
+        assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)
     assert not p.flat                                  # x not 4-byte aligned
 
@@ -279,17 +302,20 @@ def test_bad_device_offsets_on_the_flat_path(block_bytes, monkeypatch):
     cases = [(len(good) // 2, -5, "is negative"), (7, 10**6, "is past the end"),
              (len(good) - 3, 0, "is smaller than"), (0, n + 1, "is past the end"),
              (len(good) - 1, n + 1, "is past the end"), (CAP + 3, 1, "is smaller than")]
-    for pos, val, what in cases:
+    for (pos, val, what), values in zip(cases, [False, True] * 3):
         bad = good.copy()
         bad[pos] = val
-        r, names = direct(x, bad, "max", "first", checked=False)
-        assert names[0].startswith(FLAT), names
+        r, names = direct(x, bad, "max", "first", checked=False, values=values)
+        assert names[0].startswith(FLAT_V if values else FLAT), names
         try:
             core_backend.check_device_errors()
             err = None
         except ValueError as exc:
             err = str(exc)
         assert err is not None and f"offsets[{pos}] {what}" in err, (pos, err)
+        if values:                            # the values the empty value: -inf for max
+            v, r = r
+            assert (v == -np.inf).all()
         assert (r == -7).all()
     # many values wrong at once (a spike, shuffled offsets): the blocks' ranges of ends then
     # overlap, and each output still has one writer (review: two blocks stored the same end,

@@ -18,7 +18,7 @@ from cupyops.ops.segment.rules import ValuesIndices
 __all__ = ["OPERATORS", "ValuesIndices", "FAMILIES"]
 
 #: the kernel families of the kernel path (cupyops.ops.segment.family)
-FAMILIES = ("segment",)
+FAMILIES = ("segment", "segment_flat")
 
 
 def segment_argmax(x: ArrayT, offsets: ArrayT, /, *, tie: Tie = "first", relative: bool = False,
@@ -64,9 +64,8 @@ def segment_min_and_argmin(x: ArrayT, offsets: ArrayT, /, *, tie: Tie = "first",
 
 
 def _segment(spec, kind, values):
-    # (index mode: also the flat fast path's family, kernels/segment_flat.cu)
-    fams = FAMILIES if values else FAMILIES + ("segment_flat",)
-    return Operator(spec, functools.partial(segment_call, kind, values), families=fams,
+    # (FAMILIES: with the flat fast path's family, kernels/segment_flat.cu)
+    return Operator(spec, functools.partial(segment_call, kind, values), families=FAMILIES,
                     dask=functools.partial(_dask.segment, kind, values),
                     selftest=functools.partial(_checks.segment_calls, kind, values),
                     bench=_bench.segment_bench(kind, values),

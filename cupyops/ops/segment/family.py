@@ -9,11 +9,12 @@ width), so it adds no instantiation. datetime64 and timedelta64 of every unit ru
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
 int64. No other module names these entry points.
 
-The flat fast path of contiguous R = 1 x in index mode (float32, int32, uint32: FLAT_DTYPES) is
-the family ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
-``segment_reduce_flat<T, int, LAST>`` (a kernel per tie) (32-bit indexing; 64-bit plans take segment_reduce). A family of its own so that segment.cu's
-modules stay exactly what they were (ptxas allocates a kernel's registers differently beside
-other kernels in one module).
+The flat fast path of contiguous R = 1 x (float32, int32, uint32: FLAT_DTYPES) is the family
+``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
+``segment_reduce_flat<T, int, LAST>`` and its values form ``segment_reduce_flat_values`` (a
+kernel per tie; 32-bit indexing, 64-bit plans take segment_reduce(_values)). A family of its own
+so that segment.cu's modules stay exactly what they were (ptxas allocates a kernel's registers
+differently beside other kernels in one module).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
-           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "FLAT_DTYPES", "expression", "flat_expression",
+           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "FLAT_DTYPES", "expression", "flat_expression",
            "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
 FAMILY = "segment"
@@ -33,9 +34,9 @@ DTYPES = _dtypes.VALUE_DTYPES + (DATETIME,)
 if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
     DTYPES += (_dtypes.dtype(),)
 REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
-#: the flat fast path (kernels/segment.cu, segment_reduce_flat): contiguous R = 1 x of these
-#: 4-byte value types, index mode
-REDUCE_FLAT = "segment_reduce_flat"
+#: the flat fast path (kernels/segment_flat.cu): contiguous R = 1 x of these 4-byte value
+#: types, indices (segment_reduce_flat) and values forms (segment_reduce_flat_values)
+REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
 FLAT_FAMILY = "segment_flat"
 FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
 #: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
@@ -63,17 +64,18 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
     return expr
 
 
-def flat_expression(dtype, use_64bit: bool, last: bool) -> str:
+def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False) -> str:
     """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
-    (``last``): a kernel each, so that a first call compiles two of the four walks (max and
+    (``last``) and mode (``values``): a kernel each, so that a first call compiles two of the four walks (max and
     min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
     stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
     instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
-    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last))
+    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values))
     expr = _EXPRS.get(key)
     if expr is None:
         expr = _EXPRS[key] = _modules.name_expression(
-            REDUCE_FLAT, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
+            REDUCE_FLAT_V if values else REDUCE_FLAT, np.dtype(dtype),
+            INDEX_CTYPES[bool(use_64bit)], bool(last))
     return expr
 
 
@@ -85,7 +87,7 @@ def flat_expressions(dtype) -> tuple:
     # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
     # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
     # merge-path kernel
-    return tuple(flat_expression(dtype, False, t) for t in (False, True))
+    return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -144,12 +146,12 @@ def first_calls(dtype) -> tuple:
 
 
 def flat_first_calls(dtype) -> tuple:
-    """The flat path's first call: contiguous R = 1 x, index mode, 32-bit indexing; a kernel
-    per tie."""
-    return tuple(_modules.FirstCall("segment_argmax / segment_argmin",
-                                    f"flat R = 1, tie {'last' if t else 'first'}", False,
-                                    (flat_expression(dtype, False, t),))
-                 for t in (False, True))
+    """The flat path's first call: contiguous R = 1 x, 32-bit indexing; a kernel per tie and
+    mode."""
+    return tuple(_modules.FirstCall(
+        "segment_*_and_arg*" if v else "segment_argmax / segment_argmin",
+        f"flat R = 1, tie {'last' if t else 'first'}", False, (flat_expression(dtype, False, t, v),))
+        for v in (False, True) for t in (False, True))
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:

@@ -13,8 +13,9 @@ layout, everything a launch needs that the host can know without reading the off
   :data:`BLOCK_BYTES` of x a block, at most :data:`MAX_CHAINS` blocks in all (the chain tickets
   the zeroed words hold) and no more than items.
 * ``flat``: contiguous R = 1 x (row stride == itemsize, 4-byte aligned) of a 4-byte value type
-  of ``family.FLAT_DTYPES`` in index mode with 32-bit indexing runs the flat fast path (segment_reduce_flat of
-  kernels/segment.cu); every other layout the merge-path kernel segment_reduce. The flat path
+  of ``family.FLAT_DTYPES`` with 32-bit indexing runs the flat fast path (segment_reduce_flat and
+  segment_reduce_flat_values of kernels/segment_flat.cu); every other layout the merge-path
+  kernel segment_reduce(_values). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
@@ -136,7 +137,7 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     narrow = dt.kind == "c" and (data_ptr % isz != 0 or any(
         s % isz for m, s in zip(shape, strides) if m > 1))
     wcap = _family.wcap_for(isz, index_size, values, cw_log2)
-    flat = (FLAT and not values and not use_64bit and ncols == 1 and
+    flat = (FLAT and not use_64bit and ncols == 1 and
             dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
             data_ptr % 4 == 0)
     if flat:
