@@ -180,11 +180,26 @@ def test_flat_expressions_are_declared():
 
 
 def test_the_flat_path_can_be_turned_off(monkeypatch):
-    """CUPYOPS_SEGMENT_FLAT=0 (plan.FLAT, read at import) plans the merge-path kernel."""
+    """CUPYOPS_SEGMENT_FLAT=0 (plan.FLAT, read at import) plans the merge-path kernel, whose
+    results for the flat layouts are right in both modes (the way back if the flat path
+    misbehaves on a GPU)."""
     args = ((5000,), (4,), np.float32, 256, 7, np.int64, 1)
     assert seg_plan.plan_for(*args, values=False).flat
     monkeypatch.setattr(seg_plan, "FLAT", False)
     assert not seg_plan.plan_for(*args, values=False).flat
+    assert not seg_plan.plan_for(*args, values=True).flat
+    rng = np.random.default_rng(12)
+    n = 2 * TILE + 33
+    x, o = tiny_values(rng, n, np.float32), mixed_offsets(rng, n)
+    for values in (False, True):
+        got, names = direct(x, o, "min", "last", values=values)
+        assert names == [seg_family.expression(values, np.float32, False)], names
+        fn = "segment_min_and_argmin" if values else "segment_argmin"
+        want = getattr(cupyops, fn)(x, o, tie="last", empty_index=-7, device="cpu")
+        if values:
+            assert same_bits(got[0], want[0])
+            got, want = got[1], want[1]
+        assert np.array_equal(got, want)
     code = ("import cupyops.ops.segment.plan as p; import sys; sys.exit(0 if p.FLAT else 3)")
     env = dict(os.environ, CUPYOPS_SEGMENT_FLAT="0")
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 3
@@ -329,11 +344,15 @@ def test_bad_device_offsets_on_the_flat_path(block_bytes, monkeypatch):
     shuffled[600:] = rng.permutation(shuffled[600:])
     monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 3000)      # 14 blocks
     for bad in (spiked, shuffled):
-        r, names = direct(xs, bad, "max", "first", checked=False)
-        assert names[0].startswith(FLAT), names
-        with pytest.raises(ValueError, match="offsets on the GPU break the rules"):
-            core_backend.check_device_errors()
-        assert (r == -7).all()
+        for values in (False, True):
+            r, names = direct(xs, bad, "max", "first", checked=False, values=values)
+            assert names[0].startswith(FLAT_V if values else FLAT), names
+            with pytest.raises(ValueError, match="offsets on the GPU break the rules"):
+                core_backend.check_device_errors()
+            if values:
+                v, r = r
+                assert (v == -np.inf).all()
+            assert (r == -7).all()
     monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", block_bytes)
     r, _ = direct(x, good, "max", "first", checked=False)
     core_backend.check_device_errors()
