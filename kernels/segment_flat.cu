@@ -91,10 +91,56 @@ __device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * SGF_PI
 // Clamped end of segment e (offsets[e + 1]): from the ring while it still holds it, else read
 // again (a tile with more than SGF_RING - 256 ends).
 template <class I>
-__device__ __forceinline__ I sgf_end_at(const SgfShared<I>& s, I e, I kw, const void* offs,
+__device__ __forceinline__ I sgf_end_at(const I* ring, I e, I kw, const void* offs,
                                         const SegParams& p)
 {
-    return e >= kw - SGF_RING ? s.ring[e & (SGF_RING - 1)] : sg_end<I>(offs, e, p);
+    return e >= kw - SGF_RING ? ring[e & (SGF_RING - 1)] : sg_end<I>(offs, e, p);
+}
+
+// A tile's ends -> head flags (its flag words zeroed before the barrier ahead of this call):
+// every end from k on whose clamped row pc <= tend, at most SGF_CAP of them, sets bit pc - r0
+// (row pc starts a new run); ends are loaded into the ring 256 at a time (each once,
+// coalesced: lanes shifted so that each warp reads whole aligned lines; kw: loaded so far)
+// and checked as loaded (bad: < 0, > n, or below its predecessor). Returns the ends flagged
+// so far. Every thread of the block calls it (block-uniform loops).
+template <class I>
+__device__ __forceinline__ I sgf_flag_ends(unsigned int* flag, I* ring, I k, I& kw, int& bad,
+                                           I kL, I kR, I start_l, I r0, I tend,
+                                           const void* offs, unsigned long long oaddr,
+                                           const SegParams& p)
+{
+    const int tid = threadIdx.x;
+    const I kt = k;
+    while (true) {
+        while (k + SG_THREADS > kw && kw < kR) {    // (block-uniform)
+            const int lead = p.off_stride == 1 ? (int)((oaddr + (unsigned long long)kw + 1) & 31) : 0;
+            const I e = kw - (I)lead + (I)tid;
+            I g = e < kR ? e : kR - 1;
+            g = g < kw ? kw : g;
+            const long long raw = sg_offset_raw(offs, (long long)g + 1, p);
+            const I pc = sg_clamp<I>(raw, 0, p.n);
+            const bool mine = e >= kw && e < kR;
+            if (mine) ring[e & (SGF_RING - 1)] = pc;
+            __syncthreads();
+            if (mine) {
+                const I prev = e == kL ? start_l : ring[(e - 1) & (SGF_RING - 1)];
+                bad |= raw < 0 || raw > p.n || pc < prev;
+            }
+            kw = kw - (I)lead + SG_THREADS < kR ? kw - (I)lead + SG_THREADS : kR;
+        }
+        const I e = k + (I)tid;
+        const bool has = e < kw && e - kt < (I)SGF_CAP;
+        const I pc = has ? ring[e & (SGF_RING - 1)] : (I)0;
+        const bool in = has && pc <= tend;
+        if (in) {
+            I slot = pc - r0;
+            slot = slot < 0 ? (I)0 : slot;
+            atomicOr(&flag[slot >> 5], 1u << (slot & 31));
+        }
+        const int cnt = __syncthreads_count(in);
+        k += (I)cnt;
+        if (cnt < SG_THREADS) return k;
+    }
 }
 
 // Row `row` of the tile (from r0) as staged: thread row / SGF_K's chunks, in its warp's part.
@@ -155,42 +201,11 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
         const I tend = r0 + SGF_TILE;
         const I base = r0 + (I)tid * SGF_K;
         const I wbase = r0 + (I)(wid * 32 * SGF_K);
-        // (1) the tile's ends -> head flags; ends loaded into the ring 256 at a time (each once,
-        // coalesced: lanes shifted so that each warp reads whole aligned lines) and checked as
-        // loaded
+        // (1) the tile's ends -> head flags
         if (tid <= SGF_FWORDS) s.flag[tid] = 0u;
         __syncthreads();
         const I kt = k;
-        while (true) {
-            while (k + SG_THREADS > kw && kw < kR) {    // (block-uniform)
-                const int lead = p.off_stride == 1 ? (int)((oaddr + (unsigned long long)kw + 1) & 31) : 0;
-                const I e = kw - (I)lead + (I)tid;
-                I g = e < kR ? e : kR - 1;
-                g = g < kw ? kw : g;
-                const long long raw = sg_offset_raw(cx.offs, (long long)g + 1, p);
-                const I pc = sg_clamp<I>(raw, 0, p.n);
-                const bool mine = e >= kw && e < kR;
-                if (mine) s.ring[e & (SGF_RING - 1)] = pc;
-                __syncthreads();
-                if (mine) {
-                    const I prev = e == kL ? start_l : s.ring[(e - 1) & (SGF_RING - 1)];
-                    bad |= raw < 0 || raw > p.n || pc < prev;
-                }
-                kw = kw - (I)lead + SG_THREADS < kR ? kw - (I)lead + SG_THREADS : kR;
-            }
-            const I e = k + (I)tid;
-            const bool has = e < kw && e - kt < (I)SGF_CAP;
-            const I pc = has ? s.ring[e & (SGF_RING - 1)] : (I)0;
-            const bool in = has && pc <= tend;
-            if (in) {
-                I slot = pc - r0;
-                slot = slot < 0 ? (I)0 : slot;
-                atomicOr(&s.flag[slot >> 5], 1u << (slot & 31));
-            }
-            const int cnt = __syncthreads_count(in);
-            k += (I)cnt;
-            if (cnt < SG_THREADS) break;
-        }
+        k = sgf_flag_ends(s.flag, s.ring, k, kw, bad, kL, kR, start_l, r0, tend, cx.offs, oaddr, p);
         // capped: the tile stops at the first end it could not take (its rows go to the next
         // tile, where that end closes the carried run at slot rs - r0)
         I re = tend < j1 ? tend : j1;
@@ -338,8 +353,8 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
         // (6) a thread per end of the tile: its result (or the left chain partial), coalesced
         for (I e = kt + (I)(((int)tid - (int)(((I)aout + kt) & (SG_THREADS - 1))) & (SG_THREADS - 1));
              e < k; e += SG_THREADS) {
-            const I pe = sgf_end_at(s, e, kw, cx.offs, p);
-            const I ps = e == kL ? start_l : sgf_end_at(s, e - 1, kw, cx.offs, p);
+            const I pe = sgf_end_at(s.ring, e, kw, cx.offs, p);
+            const I ps = e == kL ? start_l : sgf_end_at(s.ring, e - 1, kw, cx.offs, p);
             I slot = pe - r0;
             slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
             int rr;
@@ -404,7 +419,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
         if constexpr (VAL) cx.sh.ck()[0] = ci == empty ? K() : (K)__ldg(x + ci);
         else cx.sh.ck()[0] = ck;
         cx.sh.ci()[0] = ci;
-        sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s, k - 1, kw, cx.offs, p) : start_l;
+        sg_head[SG_HEAD_PREV] = k > kL ? sgf_end_at(s.ring, k - 1, kw, cx.offs, p) : start_l;
     }
     w.k = k;
     w.j = j1;
@@ -477,4 +492,271 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
                            void* pidx, long long* cons, unsigned int* zw, SegParams p)
 {
     sgf_run<T, I, LAST, true>(x, offsets, out, vout, pkey, pidx, cons, zw, p);
+}
+
+// ------------------------------------------------------------------------------------------
+// The flat path of rows: contiguous x of R = 16 .. 256 trailing positions (rows of R values of
+// a 4-byte type, one after another: row stride R x 4 bytes), index mode
+// (segment_reduce_flat_cols<T, I, LAST>). A thread is column c of partition `part` (CW =
+// 2**cw_log2 >= 32 columns, P = 256 / CW partitions: a warp is 32 columns of one partition).
+// Same block split, setup, chains and finish as segment_reduce (columns as its strip's); the
+// walk is the flat path's, by tiles of P x SGFC_K rows [r0, r0 + P SGFC_K) (r0 = rs):
+//   1. ends -> head flags (sgf_flag_ends, as the flat path);
+//   2. each thread loads its column of the partition's SGFC_K consecutive rows (a warp's
+//      loads: one row's 32 consecutive columns, coalesced) and reduces them by key, a flag
+//      closing the current run: the run's winner (its local row) goes to s_loc, the first
+//      closed run's (the head's) key and row stay in registers;
+//   3. the partitions' tails (key, row, "closed a run") in shared memory; each thread's
+//      exclusive prefix walks the partitions before it in its column back to one that closed
+//      a run (at most P - 1 <= 7), then the tile's carry-in; the head run completed with it
+//      (s_head), the last partition's inclusive value the column's carry-out;
+//   4. the results of the tile's ends: thread (part, c) stores column c of the ends kt + part,
+//      kt + part + P, ... (a warp's stores: one segment's 32 consecutive columns); an empty
+//      segment empty_index; the block's first end, open at its start (b > 0), deposits the
+//      left chain partial of each column instead.
+// ------------------------------------------------------------------------------------------
+
+#define SGFC_K 16                              // rows a thread per tile
+#define SGFC_ROWS_MAX (SG_THREADS / 32 * SGFC_K)   // rows a tile at most (CW = 32)
+#define SGFC_FWORDS (SGFC_ROWS_MAX / 32)       // flag words (+1: the tile-end bit)
+
+template <class I>
+struct SgfcShared {
+    unsigned int* flag;                        // SGFC_FWORDS + 1 words
+    unsigned char* loc;                        // SGFC_K a thread: its closed runs' winners
+    int* head;                                 // a thread: its head run, completed
+    cuo::u32* tk;                              // a thread: its tail (key, row, closed)
+    int* ti;
+    int* tf;
+    cuo::u32* ck;                              // a column: the tile's carry-out
+    int* ci;
+    I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
+};
+
+template <class T, class I, bool IS_MIN, bool LAST>
+__device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcShared<I>& s)
+{
+    typedef typename ArType<T>::bits B;
+    typedef typename ArType<T>::key K;
+    static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
+    constexpr K FLIP = IS_MIN ? ~K() : K();
+    const SegParams& p = *cx.p;
+    SgWalk<I>& w = cx.w;
+    const B* x = reinterpret_cast<const B*>(cx.x);
+    const int tid = threadIdx.x, cwl = p.cw_log2;
+    const int c = cx.t.c, part = cx.t.part, parts = cx.t.parts;
+    const int R = (int)p.ncols;
+    const int rows = parts * SGFC_K;           // a tile's rows
+    const I empty = LAST ? (I)-1 : cuo::index_max<I>();
+    // within a tile, rows are ints from r0 (as the flat path's)
+    constexpr int RSENT = LAST ? (int)0x80000000 : 0x7fffffff;
+    constexpr int RCARRY = LAST ? (int)0x80000001 : -1;
+    const I n = (I)p.n;
+    const I kL = w.k, kR = (I)sg_head[SG_HEAD_KR];
+    const I start_l = (I)sg_head[SG_HEAD_START_L];
+    I j0 = w.j;
+    j0 = j0 < 0 ? (I)0 : (j0 > n ? n : j0);
+    I j1 = j0 + ((w.D1 - w.D) - (kR - kL));
+    j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
+    K ck = K();
+    I ci = empty;                              // the column's carry into the tile
+    I k = kL, kw = kL, rs = j0;
+    int bad = 0;
+    const bool report = blockIdx.y == 0;
+    const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) /
+                                     (unsigned)p.off_width;
+    const int col = cx.t.col_ok ? c : 0;       // (idle columns load column 0, unused)
+    bool more = true;
+    while (more) {
+        const I r0 = rs;
+        const I tend = r0 + (I)rows;
+        // (1) the tile's ends -> head flags
+        if (tid <= SGFC_FWORDS) s.flag[tid] = 0u;
+        __syncthreads();
+        const I kt = k;
+        k = sgf_flag_ends(s.flag, s.ring, k, kw, bad, kL, kR, start_l, r0, tend, cx.offs, oaddr, p);
+        I re = tend < j1 ? tend : j1;
+        more = re < j1;
+        if (k - kt == (I)SGF_CAP && k < kw) {
+            const I nx = s.ring[k & (SGF_RING - 1)];
+            if (nx <= tend) {
+                re = nx < rs ? rs : (nx > re ? re : nx);
+                more = true;
+            }
+        }
+        re = re < rs ? rs : re;
+        // (2) the thread's rows [r0 + fb, r0 + fb + SGFC_K) of column c, inside [rs, re)
+        const int fb = part * SGFC_K;
+        const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGFC_K) - 1u);
+        const I rem = re - (r0 + (I)fb);
+        const int hi = rem < 0 ? 0 : (rem > SGFC_K ? SGFC_K : (int)rem);
+        const B* xr = x + (long long)(r0 + (I)fb) * R + col;
+        B v[SGFC_K];
+#pragma unroll
+        for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? __ldg(xr + i * R) : B();
+        K bk = K(), hk = K();
+        int bl = -1, hl = -1;
+        bool seen = false;
+#pragma unroll
+        for (int i = 0; i < SGFC_K; ++i) {
+            const K key = ar_key<T>(v[i], FLIP, ~K());
+            if ((fm >> i) & 1u) {
+                s.loc[tid * SGFC_K + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
+                if (!seen) {
+                    hk = bk;
+                    hl = bl;
+                    seen = true;
+                }
+                bl = -1;
+                bk = K();
+            }
+            if (i < hi && (bl < 0 || (LAST ? key >= bk : key > bk))) {
+                bk = key;
+                bl = i;
+            }
+        }
+        const int bi = bl < 0 ? RSENT : fb + bl;
+        // (3) the partitions' tails; the exclusive prefix of the column
+        const int sf = fm != 0u;
+        s.tk[tid] = bk;
+        s.ti[tid] = bi;
+        s.tf[tid] = sf;
+        __syncthreads();
+        K pk = K();
+        int pi = RSENT, pf = 0;
+        for (int q = part - 1; q >= 0 && !pf; --q) {
+            const int t2 = (q << cwl) + c;
+            sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
+            pf = s.tf[t2];
+        }
+        if (!pf) sgf_take<LAST>(pk, pi, ck, ci == empty ? RSENT : RCARRY);
+        if (fm) {
+            int hi2 = hl < 0 ? RSENT : fb + hl;
+            if (hl < 0) hk = K();
+            sgf_take<LAST>(hk, hi2, pk, pi);
+            s.head[tid] = hi2;
+        }
+        if (part == parts - 1) {
+            K sk = bk;
+            int si = bi;
+            if (!sf) sgf_take<LAST>(sk, si, pk, pi);
+            s.ck[c] = sk;
+            s.ci[c] = si;
+        }
+        __syncthreads();
+        // (4) column c of the ends kt + part, kt + part + P, ...: results (or left partials)
+        if (cx.t.col_ok) {
+            for (I e = kt + (I)part; e < k; e += (I)parts) {
+                const I pe = sgf_end_at(s.ring, e, kw, cx.offs, p);
+                const I ps = e == kL ? start_l : sgf_end_at(s.ring, e - 1, kw, cx.offs, p);
+                I slot = pe - r0;
+                slot = slot < 0 ? (I)0 : (slot > (I)rows ? (I)rows : slot);
+                int rr;
+                if (slot == (I)rows) {
+                    rr = s.ci[c];
+                } else {
+                    const int p2 = (int)slot / SGFC_K, i2 = (int)slot % SGFC_K;
+                    const int t2 = (p2 << cwl) + c;
+                    const unsigned int fw = s.flag[(p2 * SGFC_K) >> 5] >> ((p2 * SGFC_K) & 31);
+                    const unsigned int li = s.loc[t2 * SGFC_K + i2];
+                    rr = (fw & ((1u << i2) - 1u)) == 0u
+                             ? s.head[t2] : (li == 0xffu ? RSENT : p2 * SGFC_K + (int)li);
+                }
+                const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
+                if (e == kL && blockIdx.x > 0) {
+                    typename SgCtx<T, I, false>::Best b;
+                    b.k = r == empty ? K() : ar_key<T>(__ldg(x + (long long)r * R + c), FLIP, ~K());
+                    b.i = r;
+                    sg_deposit(cx, 0, b);
+                } else {
+                    // one writer per output element whatever the offsets hold (as the flat path)
+                    I mps, mpe;
+                    sg_span<I>(w, e, ps, pe, mps, mpe);
+                    const I D0 = (I)sg_head[SG_HEAD_D0];
+                    if ((blockIdx.x == 0 || mps > D0) && mpe >= D0 && mpe < w.D1) {
+                        const bool emp = pe == ps || r == empty;
+                        ar_store_index<long long>(cx.out, (long long)e * R + c,
+                                                  emp ? p.empty_index
+                                                      : (long long)(p.relative ? r - ps : r),
+                                                  p.out_width);
+                    }
+                }
+            }
+        }
+        // the next tile's carry-in: the open run, or nothing when a segment closed at the end
+        if ((s.flag[rows >> 5] >> (rows & 31)) & 1u) {
+            ck = K();
+            ci = empty;
+        } else {
+            const int rr = s.ci[c];
+            ck = s.ck[c];
+            ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
+        }
+        rs = re;
+        __syncthreads();
+    }
+    // the state sg_chains and sg_finish read (the last end read before the barrier: the ring
+    // overlaps the carries the columns write after it)
+    const I prev = tid == 0 && k > kL ? sgf_end_at(s.ring, k - 1, kw, cx.offs, p) : start_l;
+    if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
+    if (part == 0) {
+        cx.sh.ck()[c] = ck;
+        cx.sh.ci()[c] = ci;
+    }
+    if (tid == 0) sg_head[SG_HEAD_PREV] = prev;
+    w.k = k;
+    w.j = j1;
+    w.D = w.D1;
+    w.wn = 0;
+    __syncthreads();
+}
+
+template <class T, class I, bool LAST>
+__device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* out, void* pkey,
+                                         void* pidx, long long* cons, unsigned int* zw,
+                                         const SegParams& p)
+{
+    // dynamic shared memory (family.flat_cols_shared_bytes): from SG_STAGE_FRONT, s_loc,
+    // s_head, the tails, the carry-outs, the flags and the ring; it overlaps SgShared's parts
+    // as the flat path's does
+    constexpr unsigned O_LOC = 0, O_HEAD = O_LOC + SG_THREADS * SGFC_K,
+                       O_TK = O_HEAD + SG_THREADS * 4, O_TI = O_TK + SG_THREADS * 4,
+                       O_TF = O_TI + SG_THREADS * 4, O_CK = O_TF + SG_THREADS * 4,
+                       O_CI = O_CK + SG_THREADS * 4, O_FLAG = O_CI + SG_THREADS * 4,
+                       O_RING = O_FLAG + 16 * ((4 * (SGFC_FWORDS + 1) + 15) / 16);
+    static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >=
+                      SgShared<T, I, false>::O_CK + SG_THREADS * (4 + sizeof(I)),
+                  "the flat path's shared memory holds SgShared's fixed parts and the carries");
+    unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
+    const SgfcShared<I> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
+                             reinterpret_cast<int*>(dyn + O_HEAD),
+                             reinterpret_cast<cuo::u32*>(dyn + O_TK),
+                             reinterpret_cast<int*>(dyn + O_TI), reinterpret_cast<int*>(dyn + O_TF),
+                             reinterpret_cast<cuo::u32*>(dyn + O_CK),
+                             reinterpret_cast<int*>(dyn + O_CI), reinterpret_cast<I*>(dyn + O_RING)};
+    SgCtx<T, I, false> cx;
+    sg_ctx_init(cx, x, offsets, out, nullptr, pkey, pidx, cons, zw, p, p.cw_log2);
+    const int cw = 1 << p.cw_log2;
+    cx.t.c = (int)threadIdx.x & (cw - 1);
+    cx.t.part = (int)threadIdx.x >> p.cw_log2;
+    cx.t.parts = SG_THREADS >> p.cw_log2;
+    cx.t.col_ok = cx.t.c < p.ncols;
+    cx.flat = false;
+    sg_setup(cx);
+    if (p.is_min) sgfc_tiles<T, I, true, LAST>(cx, s);
+    else sgfc_tiles<T, I, false, LAST>(cx, s);
+    sg_chains(cx);
+    sg_finish(cx);
+}
+
+// The flat path of rows' entry point (segment_reduce's arguments; p.cw_log2 >= 5, p.ncols <=
+// 256, grid.y 1, x's rows contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory:
+// family.flat_cols_shared_bytes).
+template <class T, class I, bool LAST>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat_cols(const T* __restrict__ x, const void* __restrict__ offsets,
+                         void* __restrict__ out, void* pkey, void* pidx, long long* cons,
+                         unsigned int* zw, SegParams p)
+{
+    sgfc_run<T, I, LAST>(x, offsets, out, pkey, pidx, cons, zw, p);
 }

@@ -31,6 +31,7 @@ TILE = 4096          # SGF_TILE of kernels/segment.cu
 CAP = 512            # SGF_CAP
 FLAT = seg_family.REDUCE_FLAT
 FLAT_V = seg_family.REDUCE_FLAT_V
+FLAT_COLS = seg_family.REDUCE_FLAT_COLS
 
 
 def tiny_values(rng, n, dtype, pad=0):
@@ -66,16 +67,18 @@ def same_bits(a, b):
 
 
 def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
-               kinds=("max", "min"), ties=("first", "last"), modes=(False, True)):
-    """Each kind x tie x mode (``modes``: False indices, True the values form) against the
-    NumPy path; the values bit for bit (NaN payloads, -0.0)."""
+               kinds=("max", "min"), ties=("first", "last"), modes=None):
+    """Each kind x tie x mode (``modes``: False indices, True the values form; default both
+    for R = 1, indices for rows of R > 1, the flat path of rows) against the NumPy path; the
+    values bit for bit (NaN payloads, -0.0)."""
     empty = -7 if np.dtype(index_dtype).kind == "i" else 65000
-    for values in modes:
+    cols = x.ndim > 1 and int(np.prod(x.shape[1:])) > 1
+    for values in (modes or ((False,) if cols else (False, True))):
         for kind in kinds:
             for tie in ties:
                 got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
                                     force_64bit=force_64bit, empty_index=empty, values=values)
-                name = FLAT_V if values else FLAT
+                name = FLAT_V if values else (FLAT_COLS if cols else FLAT)
                 assert len(names) == 1 and names[0].startswith(name + "<"), names
                 fn = f"segment_{kind}_and_arg{kind}" if values else f"segment_arg{kind}"
                 want = getattr(cupyops, fn)(x, o, tie=tie, relative=relative, empty_index=empty,
@@ -163,11 +166,14 @@ def test_flat_expressions_are_declared():
                    for e in seg_family.FAMILY_DEF.expressions_for(dt))
     for dt in seg_family.FLAT_DTYPES:
         exprs = fam.expressions_for(dt)
-        # (32-bit indexing only; a kernel per tie and mode, each a module and a first call)
+        # (32-bit indexing only; a kernel per tie and mode, each a module and a first call;
+        # the flat path of rows: index mode)
         want = [seg_family.flat_expression(dt, False, t, v) for t in (False, True)
                 for v in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == 4
+        want += [seg_family.flat_expression(dt, False, t, cols=True) for t in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == 6
         assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
+        assert sum(e.startswith(FLAT_COLS + "<") for e in want) == 2
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
@@ -177,6 +183,11 @@ def test_flat_expressions_are_declared():
         assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
     p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)
     assert not p.flat                                  # x not 4-byte aligned
+    p = seg_plan.plan_for((500, 40), (160, 4), np.float32, 256, 7, np.int64, 1, values=False)
+    assert p.cols and not p.flat and p.cw_log2 == 6 and p.ny == 1
+    assert p.shared_mem == seg_family.flat_cols_shared_bytes(4)
+    p = seg_plan.plan_for((500, 16), (64, 4), np.int32, 256, 7, np.int64, 1, values=False)
+    assert p.cols and p.cw_log2 == 5                   # (a warp: 32 columns, 16 of them idle)
 
 
 def test_the_flat_path_can_be_turned_off(monkeypatch):
@@ -298,6 +309,123 @@ def test_flat_under_schedules(schedule, monkeypatch):
         check_flat(x, mixed_offsets(rng, n))
         check_flat(x, edge_offsets(n), ties=("last",))
         check_flat(x, np.array([0, n], np.int64), kinds=("min",))
+
+
+# ------------------------------------------------------------------------------------------
+# the flat path of rows (R = 16 .. 256)
+# ------------------------------------------------------------------------------------------
+
+def rows_of(rng, n, r, dtype=np.float32, pad=0):
+    """(n, r) values from a tiny range (as tiny_values), ``pad`` elements before them."""
+    return tiny_values(rng, n * r, dtype, pad=pad).reshape(n, r)
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
+    """Contiguous rows of R = 16 .. 256 float32 / int32 / uint32 in index mode launch
+    segment_reduce_flat_cols; narrower or wider rows, strided rows or columns, other dtypes and
+    the values forms the merge-path kernel."""
+    rng = np.random.default_rng(13)
+    n = 700
+    o = np.array([0, 5, 5, 300, n], np.int64)
+    cols = [rows_of(rng, n, 16), rows_of(rng, n, 64, np.int32), rows_of(rng, n, 256, np.uint32),
+            rows_of(rng, n, 33).reshape(n, 3, 11), rows_of(rng, n, 40, pad=1)]
+    other = [rows_of(rng, n, 15), rows_of(rng, n, 257), rows_of(rng, n, 64)[:, ::2],
+             rows_of(rng, 2 * n, 32)[::2], rows_of(rng, n, 64, np.float64),
+             rows_of(rng, n, 64).reshape(n, 8, 8).transpose(0, 2, 1)]
+    for x, want_cols in [(x, True) for x in cols] + [(x, False) for x in other]:
+        with _trace.recording() as t:
+            got = ops(device).segment_argmin(x, o, tie="last")
+        names = [l[0] for l in t.launches]
+        assert len(names) == 1 and names[0].startswith(FLAT_COLS + "<") == want_cols, \
+            (x.dtype, x.shape, x.strides, names)
+        assert np.array_equal(got, cupyops.segment_argmin(x, o, tie="last", device="cpu"))
+        with _trace.recording() as t:
+            ops(device).segment_max_and_argmax(x, o)
+        assert not t.launches[0][0].startswith(FLAT), t.launches   # values: the merge path
+
+
+# rows a tile: 16 x the partitions (256 / CW): 128 rows for R <= 32, 16 for R > 128
+@pytest.mark.parametrize("r", [16, 17, 32, 33, 64, 100, 256])
+def test_rows_tiles_and_blocks(r, monkeypatch):
+    """Segments ending at and around tile edges, empty ones there, runs of empty segments
+    longer than a tile's cap, segments across tiles and blocks (small blocks: chains)."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * r * 200)     # about 200 rows a block
+    rng = np.random.default_rng(r)
+    tile = 16 * (256 // max(32, 1 << (r - 1).bit_length()))
+    n = 5 * tile + 37
+    x = rows_of(rng, n, r)
+    ends = [0, 0, 1, tile - 1, tile, tile, tile + 1, 2 * tile - 1, 2 * tile + 1]
+    ends += [3 * tile] * (CAP + 20) + [3 * tile + 2, 4 * tile, n]
+    check_flat(x, np.minimum(np.array(ends, np.int64), n))
+    check_flat(x, tiny_offsets(rng, n), relative=True)
+    check_flat(x, mixed_offsets(rng, n), ties=("last",))
+    check_flat(x, np.array([0, n], np.int64), kinds=("min",))      # one segment: a chain
+    check_flat(x, np.array([3, 3, n - 2], np.int64), ties=("first",))
+
+
+def test_rows_misaligned_dtypes_and_offsets(monkeypatch):
+    """x starting 1 element past a 16-byte boundary, int32 / uint32 with their extremes,
+    offsets of other widths and strides, index dtypes, 64-bit indexing (the merge path)."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 48 * 150)
+    rng = np.random.default_rng(17)
+    n = 1000
+    x = rows_of(rng, n, 48, pad=1)
+    o = tiny_offsets(rng, n)
+    check_flat(x, o)
+    for dt in ("int32", "uint32"):
+        y = rows_of(rng, n, 20, dt)
+        y[rng.random(y.shape) < 0.01] = np.iinfo(dt).min
+        y[rng.random(y.shape) < 0.01] = np.iinfo(dt).max
+        check_flat(y, o, ties=("last",))
+    for odt in (np.int16, np.uint32):
+        check_flat(x, o.astype(odt), ties=("first",), kinds=("max",))
+    wide = np.zeros(2 * len(o), np.int64)
+    wide[::2] = o
+    check_flat(x, wide[::2], kinds=("min",))
+    check_flat(x, o, index_dtype=np.int32, relative=True, kinds=("max",))
+    check_flat(x, o, index_dtype=np.uint16, kinds=("min",), ties=("last",))
+    got, names = direct(x, o, "max", "first", force_64bit=True)
+    assert names == [seg_family.expression(False, np.float32, True)], names
+    assert np.array_equal(got, cupyops.segment_argmax(x, o, empty_index=-7, device="cpu"))
+
+
+@pytest.mark.parametrize("schedule", ["reverse", 4242])
+def test_rows_under_schedules(schedule, monkeypatch):
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 64 * 100)
+    rng = np.random.default_rng(19)
+    n = 900
+    x = rows_of(rng, n, 64)
+    with simt.schedule(schedule):
+        check_flat(x, tiny_offsets(rng, n))
+        check_flat(x, np.array([0, n], np.int64), kinds=("max",))
+
+
+def test_bad_device_offsets_on_the_flat_path_of_rows(monkeypatch):
+    """The kernel's own check and fill, as test_bad_device_offsets_on_the_flat_path's."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 32 * 120)
+    rng = np.random.default_rng(23)
+    n = 1200
+    x = rows_of(rng, n, 32)
+    good = tiny_offsets(rng, n)
+    cases = [(len(good) // 2, -5, "is negative"), (7, 10**6, "is past the end"),
+             (len(good) - 3, 0, "is smaller than"), (CAP + 3, 1, "is smaller than")]
+    spiked = good.copy()
+    spiked[len(good) // 3] = n
+    for pos, val, what in cases + [(None, None, None)]:
+        bad = spiked if pos is None else good.copy()
+        if pos is not None:
+            bad[pos] = val
+        r, names = direct(x, bad, "min", "last", checked=False)
+        assert names[0].startswith(FLAT_COLS), names
+        with pytest.raises(ValueError, match="offsets on the GPU break the rules") as err:
+            core_backend.check_device_errors()
+        assert pos is None or f"offsets[{pos}] {what}" in str(err.value), (pos, err.value)
+        assert (r == -7).all()
+    r, _ = direct(x, good, "min", "last", checked=False)
+    core_backend.check_device_errors()
+    assert np.array_equal(r, cupyops.segment_argmin(x, good, tie="last", empty_index=-7,
+                                                    device="cpu"))
 
 
 # ------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ int64. No other module names these entry points.
 The flat fast path of contiguous R = 1 x (float32, int32, uint32: FLAT_DTYPES) is the family
 ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
 ``segment_reduce_flat<T, int, LAST>`` and its values form ``segment_reduce_flat_values`` (a
-kernel per tie; 32-bit indexing, 64-bit plans take segment_reduce(_values)). A family of its own
+kernel per tie; 32-bit indexing, 64-bit plans take segment_reduce(_values)); and for contiguous
+rows of R = FLAT_COLS_MIN .. 256 of those dtypes in index mode, ``segment_reduce_flat_cols``. A family of its own
 so that segment.cu's modules stay exactly what they were (ptxas allocates a kernel's registers
 differently beside other kernels in one module).
 """
@@ -24,7 +25,8 @@ from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
-           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "FLAT_DTYPES", "expression", "flat_expression",
+           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "REDUCE_FLAT_COLS", "FLAT_DTYPES",
+           "FLAT_COLS_MIN", "flat_cols_shared_bytes", "expression", "flat_expression",
            "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
 FAMILY = "segment"
@@ -37,6 +39,11 @@ REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
 #: the flat fast path (kernels/segment_flat.cu): contiguous R = 1 x of these 4-byte value
 #: types, indices (segment_reduce_flat) and values forms (segment_reduce_flat_values)
 REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
+#: the flat path of rows (kernels/segment_flat.cu, segment_reduce_flat_cols): contiguous rows of
+#: R = FLAT_COLS_MIN .. 256 trailing positions of these dtypes, index mode (a warp: 32 columns
+#: of one row; fewer columns would leave more than half of a warp idle)
+REDUCE_FLAT_COLS = "segment_reduce_flat_cols"
+FLAT_COLS_MIN = 16
 FLAT_FAMILY = "segment_flat"
 FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
 #: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
@@ -64,18 +71,19 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
     return expr
 
 
-def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False) -> str:
+def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False,
+                    cols: bool = False) -> str:
     """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
-    (``last``) and mode (``values``): a kernel each, so that a first call compiles two of the four walks (max and
+    (``last``) and mode (``values``; ``cols``: the flat path of rows, index mode): a kernel each, so that a first call compiles two of the four walks (max and
     min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
     stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
     instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
-    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values))
+    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values), bool(cols))
     expr = _EXPRS.get(key)
     if expr is None:
+        name = REDUCE_FLAT_COLS if cols else (REDUCE_FLAT_V if values else REDUCE_FLAT)
         expr = _EXPRS[key] = _modules.name_expression(
-            REDUCE_FLAT_V if values else REDUCE_FLAT, np.dtype(dtype),
-            INDEX_CTYPES[bool(use_64bit)], bool(last))
+            name, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
     return expr
 
 
@@ -87,7 +95,8 @@ def flat_expressions(dtype) -> tuple:
     # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
     # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
     # merge-path kernel
-    return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True))
+    return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True)) + \
+        tuple(flat_expression(dtype, False, t, cols=True) for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -151,11 +160,27 @@ def flat_first_calls(dtype) -> tuple:
     return tuple(_modules.FirstCall(
         "segment_*_and_arg*" if v else "segment_argmax / segment_argmin",
         f"flat R = 1, tie {'last' if t else 'first'}", False, (flat_expression(dtype, False, t, v),))
-        for v in (False, True) for t in (False, True))
+        for v in (False, True) for t in (False, True)) + tuple(_modules.FirstCall(
+            "segment_argmax / segment_argmin", f"flat rows R = {FLAT_COLS_MIN}-256, tie "
+            f"{'last' if t else 'first'}", False, (flat_expression(dtype, False, t, cols=True),))
+            for t in (False, True))
+
+
+def flat_cols_shared_bytes(index_size: int) -> int:
+    """Dynamic shared memory of a block of the flat path of rows (sgfc_run of
+    kernels/segment_flat.cu): from the front pad, the closed runs' winners (a byte a thread and
+    row), the head runs, the tails (3 words a thread), the carry-outs (2 words a column), the
+    flags and the ring of ends."""
+    fwords = THREADS // 32 * FLAT_K // 32 + 1
+    return STAGE_FRONT + THREADS * FLAT_K + THREADS * 4 * 6 + _up16(4 * fwords) + \
+        FLAT_RING * index_size
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
-    return flat_shared_bytes(np.dtype(dtype).itemsize, 8 if "long long" in expr else 4)
+    isz = 8 if "long long" in expr else 4
+    if expr.startswith(REDUCE_FLAT_COLS + "<"):
+        return flat_cols_shared_bytes(isz)
+    return flat_shared_bytes(np.dtype(dtype).itemsize, isz)
 
 
 FAMILY_DEF = _modules.register_family(_modules.KernelFamily(

@@ -15,7 +15,9 @@ layout, everything a launch needs that the host can know without reading the off
 * ``flat``: contiguous R = 1 x (row stride == itemsize, 4-byte aligned) of a 4-byte value type
   of ``family.FLAT_DTYPES`` with 32-bit indexing runs the flat fast path (segment_reduce_flat and
   segment_reduce_flat_values of kernels/segment_flat.cu); every other layout the merge-path
-  kernel segment_reduce(_values). The flat path
+  kernel segment_reduce(_values). ``cols``: contiguous rows (row stride R x itemsize) of R =
+  ``family.FLAT_COLS_MIN`` .. 256 such values in index mode run the flat path of rows
+  (segment_reduce_flat_cols: strips of CW >= 32 columns, one strip). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
@@ -87,6 +89,7 @@ class SegPlan(typing.NamedTuple):
     values: bool
     shared_mem: int
     flat: bool = False       # the flat fast path (segment_reduce_flat)
+    cols: bool = False       # the flat path of rows (segment_reduce_flat_cols)
 
     @property
     def grid(self) -> tuple:
@@ -140,11 +143,18 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     flat = (FLAT and not use_64bit and ncols == 1 and
             dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
             data_ptr % 4 == 0)
-    if flat:
-        want = -(-(n + nseg) * isz // FLAT_BLOCK_BYTES)
+    cols = (FLAT and not values and not use_64bit and
+            _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_DTYPES and
+            rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
+            data_ptr % 4 == 0)
+    if flat or cols:
+        want = -(-(n + nseg) * ncols * isz // FLAT_BLOCK_BYTES)
         nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
+    if cols:
+        cw_log2 = max(5, cw_log2)
     smem = _family.flat_shared_bytes(isz, index_size) if flat else \
+        _family.flat_cols_shared_bytes(index_size) if cols else \
         _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
     return SegPlan(n, int(nseg), ncols, isz, int(strides[0]), rest, int(offsets_stride),
                    odt.itemsize, odt.kind == "i", nblocks, ny, cw_log2, wcap, CHUNK, narrow,
-                   use_64bit, bool(values), smem, flat)
+                   use_64bit, bool(values), smem, flat, cols)
