@@ -497,13 +497,18 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 // ------------------------------------------------------------------------------------------
 // The flat path of rows: contiguous x of R = 16 .. 256 trailing positions (rows of R values of
 // a 4-byte type, one after another: row stride R x 4 bytes), index mode
-// (segment_reduce_flat_cols<T, I, LAST>). A thread is column c of partition `part` (CW =
-// 2**cw_log2 >= 32 columns, P = 256 / CW partitions: a warp is 32 columns of one partition).
+// (segment_reduce_flat_cols<T, I, LAST, STAGED>). A thread is column c of partition `part` (CW
+// = 2**cw_log2 >= 32 columns, P = 256 / CW partitions: a warp is 32 columns of one partition).
+// STAGED (chosen by plan.py): rows not on 32-byte boundaries (x's start, or R x 4 bytes) are
+// first staged through shared memory from 128-byte boundaries (sgfc_stage), so that each
+// warp's load is whole sectors; rows on them are read straight into registers (about a third
+// fewer instructions a value in the issue-rate model).
 // Same block split, setup, chains and finish as segment_reduce (columns as its strip's); the
 // walk is the flat path's, by tiles of P x SGFC_K rows [r0, r0 + P SGFC_K) (r0 = rs):
 //   1. ends -> head flags (sgf_flag_ends, as the flat path);
 //   2. each thread loads its column of the partition's SGFC_K consecutive rows (a warp's
-//      loads: one row's 32 consecutive columns, coalesced) and reduces them by key, a flag
+//      loads: one row's 32 consecutive columns, coalesced; STAGED: from the staged tile) and
+//      reduces them by key, a flag
 //      closing the current run: the run's winner (its local row) goes to s_loc, the first
 //      closed run's (the head's) key and row stay in registers;
 //   3. the partitions' tails (key, row, "closed a run") in shared memory; each thread's
@@ -519,11 +524,15 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 #define SGFC_K 16                              // rows a thread per tile
 #define SGFC_ROWS_MAX (SG_THREADS / 32 * SGFC_K)   // rows a tile at most (CW = 32)
 #define SGFC_FWORDS (SGFC_ROWS_MAX / 32)       // flag words (+1: the tile-end bit)
+#define SGFC_ELEMS (SG_THREADS * SGFC_K)       // values a tile at most (rows x R, R <= CW)
+#define SGFC_STAGE (SGFC_ELEMS + 32)           // staged values (from a 128-byte boundary)
+#define SGFC_CHUNKS ((SGFC_STAGE + SG_THREADS - 1) / SG_THREADS)   // staging loads a thread
 
 template <class I>
 struct SgfcShared {
     unsigned int* flag;                        // SGFC_FWORDS + 1 words
-    unsigned char* loc;                        // SGFC_K a thread: its closed runs' winners
+    unsigned char* loc;                        // its closed runs' winners: row i of thread t
+                                               // at i x 256 + t (conflict-free byte stores)
     int* head;                                 // a thread: its head run, completed
     cuo::u32* tk;                              // a thread: its tail (key, row, closed)
     int* ti;
@@ -531,9 +540,29 @@ struct SgfcShared {
     cuo::u32* ck;                              // a column: the tile's carry-out
     int* ci;
     I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
+    cuo::u32* xs;                              // SGFC_STAGE: the tile's values, staged
 };
 
-template <class T, class I, bool IS_MIN, bool LAST>
+// The tile's values [e0, e1) into xs (from ea, a 128-byte boundary of x at or before e0):
+// coalesced, each warp's load one aligned line, every lane of it loading (those outside the
+// range a value inside it), lines outside it skipped; then a barrier. Every thread calls it.
+template <class B, class I>
+__device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1, I ea)
+{
+    const int tid = threadIdx.x, wl = tid & ~31;
+#pragma unroll
+    for (int m = 0; m < SGFC_CHUNKS; ++m) {
+        const I line = ea + (I)(m * SG_THREADS + wl);       // the warp's 32 values
+        if (e1 > e0 && line < e1 && line + 32 > e0) {       // (warp-uniform)
+            const I g = line + (I)(tid & 31);
+            const B b = __ldg(x + (g < e0 ? e0 : (g > e1 - 1 ? e1 - 1 : g)));
+            if (g >= e0 && g < e1) xs[g - ea] = b;
+        }
+    }
+    __syncthreads();
+}
+
+template <class T, class I, bool IS_MIN, bool LAST, bool STAGED>
 __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcShared<I>& s)
 {
     typedef typename ArType<T>::bits B;
@@ -565,7 +594,9 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
     const bool report = blockIdx.y == 0;
     const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) /
                                      (unsigned)p.off_width;
-    const int col = cx.t.col_ok ? c : 0;       // (idle columns load column 0, unused)
+    const int col = cx.t.col_ok ? c : 0;       // (idle columns read column 0, unused)
+    // x's element offset from a 128-byte boundary (x is 4-byte aligned)
+    const int xa = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 31);
     bool more = true;
     while (more) {
         const I r0 = rs;
@@ -590,10 +621,21 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
         const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGFC_K) - 1u);
         const I rem = re - (r0 + (I)fb);
         const int hi = rem < 0 ? 0 : (rem > SGFC_K ? SGFC_K : (int)rem);
-        const B* xr = x + (long long)(r0 + (I)fb) * R + col;
+        // (STAGED: from the tile's values [rs R, re R), staged first)
+        const I e0 = r0 * (I)R;
+        const I ea = STAGED ? e0 - (I)((xa + (int)e0) & 31) : e0;
         B v[SGFC_K];
+        if constexpr (STAGED) {
+            sgfc_stage(s.xs, x, e0, re * (I)R, ea);
+            const cuo::u32* xr = s.xs + (e0 - ea) + fb * R + col;
 #pragma unroll
-        for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? __ldg(xr + i * R) : B();
+            for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? (B)xr[i * R] : B();
+        } else {
+            // (rows on 32-byte boundaries: a warp's load is whole sectors)
+            const B* xr = x + (e0 + (I)(fb * R + col));
+#pragma unroll
+            for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? __ldg(xr + i * R) : B();
+        }
         K bk = K(), hk = K();
         int bl = -1, hl = -1;
         bool seen = false;
@@ -601,7 +643,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
         for (int i = 0; i < SGFC_K; ++i) {
             const K key = ar_key<T>(v[i], FLIP, ~K());
             if ((fm >> i) & 1u) {
-                s.loc[tid * SGFC_K + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
+                s.loc[i * SG_THREADS + tid] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
                 if (!seen) {
                     hk = bk;
                     hl = bl;
@@ -658,14 +700,21 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
                     const int p2 = (int)slot / SGFC_K, i2 = (int)slot % SGFC_K;
                     const int t2 = (p2 << cwl) + c;
                     const unsigned int fw = s.flag[(p2 * SGFC_K) >> 5] >> ((p2 * SGFC_K) & 31);
-                    const unsigned int li = s.loc[t2 * SGFC_K + i2];
+                    const unsigned int li = s.loc[i2 * SG_THREADS + t2];
                     rr = (fw & ((1u << i2) - 1u)) == 0u
                              ? s.head[t2] : (li == 0xffu ? RSENT : p2 * SGFC_K + (int)li);
                 }
                 const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
                 if (e == kL && blockIdx.x > 0) {
+                    // the left chain partial: the winner's key (the carry's, or staged: no
+                    // load of x, whose rows differ by column)
                     typename SgCtx<T, I, false>::Best b;
-                    b.k = r == empty ? K() : ar_key<T>(__ldg(x + (long long)r * R + c), FLIP, ~K());
+                    const B* staged = reinterpret_cast<const B*>(s.xs) + (e0 - ea);
+                    b.k = rr == RSENT ? K()
+                                      : (rr == RCARRY ? ck
+                                                      : ar_key<T>(STAGED ? staged[rr * R + c]
+                                                                         : __ldg(x + (e0 + (I)(rr * R + c))),
+                                                                  FLIP, ~K()));
                     b.i = r;
                     sg_deposit(cx, 0, b);
                 } else {
@@ -711,19 +760,20 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
     __syncthreads();
 }
 
-template <class T, class I, bool LAST>
+template <class T, class I, bool LAST, bool STAGED>
 __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* out, void* pkey,
                                          void* pidx, long long* cons, unsigned int* zw,
                                          const SegParams& p)
 {
     // dynamic shared memory (family.flat_cols_shared_bytes): from SG_STAGE_FRONT, s_loc,
-    // s_head, the tails, the carry-outs, the flags and the ring; it overlaps SgShared's parts
-    // as the flat path's does
+    // s_head, the tails, the carry-outs, the flags, the ring and the staged values; it overlaps
+    // SgShared's parts as the flat path's does
     constexpr unsigned O_LOC = 0, O_HEAD = O_LOC + SG_THREADS * SGFC_K,
                        O_TK = O_HEAD + SG_THREADS * 4, O_TI = O_TK + SG_THREADS * 4,
                        O_TF = O_TI + SG_THREADS * 4, O_CK = O_TF + SG_THREADS * 4,
                        O_CI = O_CK + SG_THREADS * 4, O_FLAG = O_CI + SG_THREADS * 4,
-                       O_RING = O_FLAG + 16 * ((4 * (SGFC_FWORDS + 1) + 15) / 16);
+                       O_RING = O_FLAG + 16 * ((4 * (SGFC_FWORDS + 1) + 15) / 16),
+                       O_XS = O_RING + SGF_RING * sizeof(I);
     static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >=
                       SgShared<T, I, false>::O_CK + SG_THREADS * (4 + sizeof(I)),
                   "the flat path's shared memory holds SgShared's fixed parts and the carries");
@@ -733,7 +783,8 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
                              reinterpret_cast<cuo::u32*>(dyn + O_TK),
                              reinterpret_cast<int*>(dyn + O_TI), reinterpret_cast<int*>(dyn + O_TF),
                              reinterpret_cast<cuo::u32*>(dyn + O_CK),
-                             reinterpret_cast<int*>(dyn + O_CI), reinterpret_cast<I*>(dyn + O_RING)};
+                             reinterpret_cast<int*>(dyn + O_CI), reinterpret_cast<I*>(dyn + O_RING),
+                             reinterpret_cast<cuo::u32*>(dyn + O_XS)};
     SgCtx<T, I, false> cx;
     sg_ctx_init(cx, x, offsets, out, nullptr, pkey, pidx, cons, zw, p, p.cw_log2);
     const int cw = 1 << p.cw_log2;
@@ -743,20 +794,20 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
     cx.t.col_ok = cx.t.c < p.ncols;
     cx.flat = false;
     sg_setup(cx);
-    if (p.is_min) sgfc_tiles<T, I, true, LAST>(cx, s);
-    else sgfc_tiles<T, I, false, LAST>(cx, s);
+    if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED>(cx, s);
+    else sgfc_tiles<T, I, false, LAST, STAGED>(cx, s);
     sg_chains(cx);
     sg_finish(cx);
 }
 
 // The flat path of rows' entry point (segment_reduce's arguments; p.cw_log2 >= 5, p.ncols <=
-// 256, grid.y 1, x's rows contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory:
-// family.flat_cols_shared_bytes).
-template <class T, class I, bool LAST>
+// 256, grid.y 1, x's rows contiguous and 4-byte aligned (not STAGED: x and R x 4 multiples of
+// 32 bytes), T of 4 bytes; dynamic shared memory: family.flat_cols_shared_bytes).
+template <class T, class I, bool LAST, bool STAGED>
 __global__ void __launch_bounds__(256, 4)
 segment_reduce_flat_cols(const T* __restrict__ x, const void* __restrict__ offsets,
                          void* __restrict__ out, void* pkey, void* pidx, long long* cons,
                          unsigned int* zw, SegParams p)
 {
-    sgfc_run<T, I, LAST>(x, offsets, out, pkey, pidx, cons, zw, p);
+    sgfc_run<T, I, LAST, STAGED>(x, offsets, out, pkey, pidx, cons, zw, p);
 }

@@ -170,10 +170,11 @@ def test_flat_expressions_are_declared():
         # the flat path of rows: index mode)
         want = [seg_family.flat_expression(dt, False, t, v) for t in (False, True)
                 for v in (False, True)]
-        want += [seg_family.flat_expression(dt, False, t, cols=True) for t in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == 6
+        want += [seg_family.flat_expression(dt, False, t, cols=True, staged=g)
+                 for t in (False, True) for g in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == 8
         assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
-        assert sum(e.startswith(FLAT_COLS + "<") for e in want) == 2
+        assert sum(e.startswith(FLAT_COLS + "<") for e in want) == 4
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
@@ -184,10 +185,13 @@ def test_flat_expressions_are_declared():
     p = seg_plan.plan_for((5000,), (4,), np.float32, 258, 7, np.int64, 1, values=False)
     assert not p.flat                                  # x not 4-byte aligned
     p = seg_plan.plan_for((500, 40), (160, 4), np.float32, 256, 7, np.int64, 1, values=False)
-    assert p.cols and not p.flat and p.cw_log2 == 6 and p.ny == 1
-    assert p.shared_mem == seg_family.flat_cols_shared_bytes(4)
-    p = seg_plan.plan_for((500, 16), (64, 4), np.int32, 256, 7, np.int64, 1, values=False)
-    assert p.cols and p.cw_log2 == 5                   # (a warp: 32 columns, 16 of them idle)
+    assert p.cols and not p.flat and p.cw_log2 == 6 and p.ny == 1 and not p.staged
+    assert p.shared_mem == seg_family.flat_cols_shared_bytes(4, False)
+    p = seg_plan.plan_for((500, 16), (64, 4), np.int32, 272, 7, np.int64, 1, values=False)
+    assert p.cols and p.cw_log2 == 5 and p.staged      # (a warp: 32 columns, 16 of them idle)
+    assert p.shared_mem == seg_family.flat_cols_shared_bytes(4, True)
+    p = seg_plan.plan_for((500, 20), (80, 4), np.int32, 256, 7, np.int64, 1, values=False)
+    assert p.cols and p.staged                         # (rows of 80 bytes)
 
 
 def test_the_flat_path_can_be_turned_off(monkeypatch):
@@ -316,8 +320,20 @@ def test_flat_under_schedules(schedule, monkeypatch):
 # ------------------------------------------------------------------------------------------
 
 def rows_of(rng, n, r, dtype=np.float32, pad=0):
-    """(n, r) values from a tiny range (as tiny_values), ``pad`` elements before them."""
-    return tiny_values(rng, n * r, dtype, pad=pad).reshape(n, r)
+    """(n, r) values from a tiny range (as tiny_values), starting ``pad`` elements past a
+    256-byte boundary (pad = 0 and rows of a multiple of 32 bytes: the kernel that reads rows
+    straight; other layouts stage them)."""
+    v = tiny_values(rng, n * r, dtype)
+    buf = np.zeros(n * r + 64 + pad, v.dtype)
+    at = (-buf.ctypes.data % 256) // v.itemsize + pad
+    x = buf[at:at + n * r].reshape(n, r)
+    x[...] = v.reshape(n, r)
+    return x
+
+
+def staged_kernel(x):
+    """Whether x's rows take the staged kernel (segment_reduce_flat_cols<..., true>)."""
+    return x.ctypes.data % 32 != 0 or x.shape[1] * x.itemsize % 32 != 0
 
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
@@ -345,16 +361,20 @@ def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
         assert not t.launches[0][0].startswith(FLAT), t.launches   # values: the merge path
 
 
-# rows a tile: 16 x the partitions (256 / CW): 128 rows for R <= 32, 16 for R > 128
-@pytest.mark.parametrize("r", [16, 17, 32, 33, 64, 100, 256])
-def test_rows_tiles_and_blocks(r, monkeypatch):
+# rows a tile: 16 x the partitions (256 / CW): 128 rows for R <= 32, 16 for R > 128; rows read
+# straight (R a multiple of 8, pad 0) or staged (other R, or x off a 32-byte boundary)
+@pytest.mark.parametrize("r,pad", [(16, 0), (17, 0), (32, 0), (33, 0), (64, 0), (64, 3),
+                                   (100, 0), (256, 0), (256, 4)])
+def test_rows_tiles_and_blocks(r, pad, monkeypatch):
     """Segments ending at and around tile edges, empty ones there, runs of empty segments
     longer than a tile's cap, segments across tiles and blocks (small blocks: chains)."""
     monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * r * 200)     # about 200 rows a block
-    rng = np.random.default_rng(r)
+    rng = np.random.default_rng(r + pad)
     tile = 16 * (256 // max(32, 1 << (r - 1).bit_length()))
     n = 5 * tile + 37
-    x = rows_of(rng, n, r)
+    x = rows_of(rng, n, r, pad=pad)
+    got, names = direct(x, np.array([0, n], np.int64), "max", "first")
+    assert names[0].endswith(f"{str(staged_kernel(x)).lower()}>"), names
     ends = [0, 0, 1, tile - 1, tile, tile, tile + 1, 2 * tile - 1, 2 * tile + 1]
     ends += [3 * tile] * (CAP + 20) + [3 * tile + 2, 4 * tile, n]
     check_flat(x, np.minimum(np.array(ends, np.int64), n))

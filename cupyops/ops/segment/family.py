@@ -72,18 +72,21 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
 
 
 def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False,
-                    cols: bool = False) -> str:
+                    cols: bool = False, staged: bool = False) -> str:
     """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
-    (``last``) and mode (``values``; ``cols``: the flat path of rows, index mode): a kernel each, so that a first call compiles two of the four walks (max and
+    (``last``) and mode (``values``; ``cols``: the flat path of rows, index mode, ``staged``
+    where its rows are not on 32-byte boundaries): a kernel each, so that a first call compiles two of the four walks (max and
     min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
     stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
     instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
-    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values), bool(cols))
+    key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values), bool(cols),
+           bool(staged))
     expr = _EXPRS.get(key)
     if expr is None:
-        name = REDUCE_FLAT_COLS if cols else (REDUCE_FLAT_V if values else REDUCE_FLAT)
-        expr = _EXPRS[key] = _modules.name_expression(
-            name, np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
+        args = (np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
+        expr = _EXPRS[key] = (
+            _modules.name_expression(REDUCE_FLAT_COLS, *args, bool(staged)) if cols else
+            _modules.name_expression(REDUCE_FLAT_V if values else REDUCE_FLAT, *args))
     return expr
 
 
@@ -96,7 +99,8 @@ def flat_expressions(dtype) -> tuple:
     # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
     # merge-path kernel
     return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True)) + \
-        tuple(flat_expression(dtype, False, t, cols=True) for t in (False, True))
+        tuple(flat_expression(dtype, False, t, cols=True, staged=g) for g in (False, True)
+              for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -161,25 +165,26 @@ def flat_first_calls(dtype) -> tuple:
         "segment_*_and_arg*" if v else "segment_argmax / segment_argmin",
         f"flat R = 1, tie {'last' if t else 'first'}", False, (flat_expression(dtype, False, t, v),))
         for v in (False, True) for t in (False, True)) + tuple(_modules.FirstCall(
-            "segment_argmax / segment_argmin", f"flat rows R = {FLAT_COLS_MIN}-256, tie "
-            f"{'last' if t else 'first'}", False, (flat_expression(dtype, False, t, cols=True),))
-            for t in (False, True))
+            "segment_argmax / segment_argmin", f"flat rows R = {FLAT_COLS_MIN}-256"
+            f"{', staged' if g else ''}, tie {'last' if t else 'first'}", False,
+            (flat_expression(dtype, False, t, cols=True, staged=g),))
+            for g in (False, True) for t in (False, True))
 
 
-def flat_cols_shared_bytes(index_size: int) -> int:
+def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
     """Dynamic shared memory of a block of the flat path of rows (sgfc_run of
     kernels/segment_flat.cu): from the front pad, the closed runs' winners (a byte a thread and
     row), the head runs, the tails (3 words a thread), the carry-outs (2 words a column), the
-    flags and the ring of ends."""
+    flags, the ring of ends and (``staged``) the tile's values, from a 128-byte boundary."""
     fwords = THREADS // 32 * FLAT_K // 32 + 1
     return STAGE_FRONT + THREADS * FLAT_K + THREADS * 4 * 6 + _up16(4 * fwords) + \
-        FLAT_RING * index_size
+        FLAT_RING * index_size + (4 * (THREADS * FLAT_K + 32) if staged else 0)
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
     isz = 8 if "long long" in expr else 4
     if expr.startswith(REDUCE_FLAT_COLS + "<"):
-        return flat_cols_shared_bytes(isz)
+        return flat_cols_shared_bytes(isz, expr.endswith("true>"))
     return flat_shared_bytes(np.dtype(dtype).itemsize, isz)
 
 

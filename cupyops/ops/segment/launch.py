@@ -95,7 +95,8 @@ def prepare(backend, x, offsets, call, *, kind, tie, values, force_64bit=False,
                          f"reduce them in parts, or on device='cpu'")
     vdt = _family.DATETIME if datetime else x.dtype
     main = ((_family.FLAT_FAMILY, vdt,
-             _family.flat_expression(vdt, plan.use_64bit, tie == "last", values, plan.cols))
+             _family.flat_expression(vdt, plan.use_64bit, tie == "last", values, plan.cols,
+                                     plan.staged))
             if plan.flat or plan.cols
             else (_family.FAMILY, vdt, _family.expression(values, vdt, plan.use_64bit)))
     cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)

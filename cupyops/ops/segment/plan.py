@@ -90,6 +90,7 @@ class SegPlan(typing.NamedTuple):
     shared_mem: int
     flat: bool = False       # the flat fast path (segment_reduce_flat)
     cols: bool = False       # the flat path of rows (segment_reduce_flat_cols)
+    staged: bool = False     # ... its rows not on 32-byte boundaries: staged in shared memory
 
     @property
     def grid(self) -> tuple:
@@ -147,14 +148,21 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
             _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_DTYPES and
             rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
             data_ptr % 4 == 0)
-    if flat or cols:
-        want = -(-(n + nseg) * ncols * isz // FLAT_BLOCK_BYTES)
-        nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
     if cols:
         cw_log2 = max(5, cw_log2)
+    if flat or cols:
+        # (rows: each block's chain partials, two of CW columns, kept to 1 / PARTIAL_SHARE of
+        # its share, as the merge path's)
+        share = max(FLAT_BLOCK_BYTES, block_bytes(1 << cw_log2, isz, index_size)) if cols \
+            else FLAT_BLOCK_BYTES
+        want = -(-(n + nseg) * ncols * isz // share)
+        nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
+    # (rows on 32-byte boundaries are read straight into registers, whole sectors a warp;
+    # others staged through shared memory from 128-byte boundaries)
+    staged = cols and (data_ptr % 32 != 0 or ncols * isz % 32 != 0)
     smem = _family.flat_shared_bytes(isz, index_size) if flat else \
-        _family.flat_cols_shared_bytes(index_size) if cols else \
+        _family.flat_cols_shared_bytes(index_size, staged) if cols else \
         _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
     return SegPlan(n, int(nseg), ncols, isz, int(strides[0]), rest, int(offsets_stride),
                    odt.itemsize, odt.kind == "i", nblocks, ny, cw_log2, wcap, CHUNK, narrow,
-                   use_64bit, bool(values), smem, flat, cols)
+                   use_64bit, bool(values), smem, flat, cols, staged)
