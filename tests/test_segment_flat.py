@@ -331,6 +331,13 @@ def rows_of(rng, n, r, dtype=np.float32, pad=0):
     return x
 
 
+def rows_blocks(monkeypatch, nbytes):
+    """Blocks of the flat path of rows of about ``nbytes`` of x (FLAT_BLOCK_BYTES, and no
+    floor for the chain partials' share, plan.partials_floor: many blocks, chains)."""
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", nbytes)
+    monkeypatch.setattr(seg_plan, "PARTIAL_SHARE", 0)
+
+
 def staged_kernel(x):
     """Whether x's rows take the staged kernel (segment_reduce_flat_cols<..., true>)."""
     return x.ctypes.data % 32 != 0 or x.shape[1] * x.itemsize % 32 != 0
@@ -368,13 +375,16 @@ def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
 def test_rows_tiles_and_blocks(r, pad, monkeypatch):
     """Segments ending at and around tile edges, empty ones there, runs of empty segments
     longer than a tile's cap, segments across tiles and blocks (small blocks: chains)."""
-    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * r * 200)     # about 200 rows a block
     rng = np.random.default_rng(r + pad)
     tile = 16 * (256 // max(32, 1 << (r - 1).bit_length()))
     n = 5 * tile + 37
+    rows_blocks(monkeypatch, 4 * r * (n // 4))                         # about 4 blocks
     x = rows_of(rng, n, r, pad=pad)
     got, names = direct(x, np.array([0, n], np.int64), "max", "first")
     assert names[0].endswith(f"{str(staged_kernel(x)).lower()}>"), names
+    plan = seg_plan.plan_for(x.shape, x.strides, x.dtype, x.ctypes.data, 1, np.int64, 1,
+                             values=False)
+    assert plan.cols and plan.nblocks >= 3, plan                 # (one segment: a chain)
     ends = [0, 0, 1, tile - 1, tile, tile, tile + 1, 2 * tile - 1, 2 * tile + 1]
     ends += [3 * tile] * (CAP + 20) + [3 * tile + 2, 4 * tile, n]
     check_flat(x, np.minimum(np.array(ends, np.int64), n))
@@ -387,7 +397,7 @@ def test_rows_tiles_and_blocks(r, pad, monkeypatch):
 def test_rows_misaligned_dtypes_and_offsets(monkeypatch):
     """x starting 1 element past a 16-byte boundary, int32 / uint32 with their extremes,
     offsets of other widths and strides, index dtypes, 64-bit indexing (the merge path)."""
-    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 48 * 150)
+    rows_blocks(monkeypatch, 4 * 48 * 150)
     rng = np.random.default_rng(17)
     n = 1000
     x = rows_of(rng, n, 48, pad=1)
@@ -412,18 +422,18 @@ def test_rows_misaligned_dtypes_and_offsets(monkeypatch):
 
 @pytest.mark.parametrize("schedule", ["reverse", 4242])
 def test_rows_under_schedules(schedule, monkeypatch):
-    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 64 * 100)
+    rows_blocks(monkeypatch, 4 * 64 * 100)
     rng = np.random.default_rng(19)
     n = 900
-    x = rows_of(rng, n, 64)
-    with simt.schedule(schedule):
-        check_flat(x, tiny_offsets(rng, n))
-        check_flat(x, np.array([0, n], np.int64), kinds=("max",))
+    for x in (rows_of(rng, n, 64), rows_of(rng, n, 48, pad=1)):       # straight, staged
+        with simt.schedule(schedule):
+            check_flat(x, tiny_offsets(rng, n))
+            check_flat(x, np.array([0, n], np.int64), kinds=("max",))
 
 
 def test_bad_device_offsets_on_the_flat_path_of_rows(monkeypatch):
     """The kernel's own check and fill, as test_bad_device_offsets_on_the_flat_path's."""
-    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", 4 * 32 * 120)
+    rows_blocks(monkeypatch, 4 * 32 * 120)
     rng = np.random.default_rng(23)
     n = 1200
     x = rows_of(rng, n, 32)

@@ -45,12 +45,17 @@ BLOCK_BYTES = 32 * 1024
 PARTIAL_SHARE = 32
 
 
+def partials_floor(width: int, itemsize: int, index_size: int) -> int:
+    """The least bytes of x a block of a strip of ``width`` columns reads so that its chain
+    partials (a key of max(4, itemsize) bytes and an index per column, each written and read
+    twice) cost at most 1 / PARTIAL_SHARE of the traffic (review 1, F5: 25 % at CW = 256)."""
+    return PARTIAL_SHARE * 4 * width * (max(4, itemsize) + index_size)
+
+
 def block_bytes(width: int, itemsize: int, index_size: int) -> int:
-    """The bytes of x a block reads: BLOCK_BYTES, or more for wide strips, whose chain
-    partials (a key of max(4, itemsize) bytes and an index per column) would cost more than
-    1 / PARTIAL_SHARE of the traffic (review 1, F5: 25 % at CW = 256)."""
-    partials = 4 * width * (max(4, itemsize) + index_size)
-    return max(BLOCK_BYTES, PARTIAL_SHARE * partials)
+    """The bytes of x a block of the merge path reads: BLOCK_BYTES, or more for wide strips
+    (partials_floor)."""
+    return max(BLOCK_BYTES, partials_floor(width, itemsize, index_size))
 
 
 #: whether the flat fast path is planned at all: ``CUPYOPS_SEGMENT_FLAT=0`` (read at import)
@@ -153,7 +158,7 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     if flat or cols:
         # (rows: each block's chain partials, two of CW columns, kept to 1 / PARTIAL_SHARE of
         # its share, as the merge path's)
-        share = max(FLAT_BLOCK_BYTES, block_bytes(1 << cw_log2, isz, index_size)) if cols \
+        share = max(FLAT_BLOCK_BYTES, partials_floor(1 << cw_log2, isz, index_size)) if cols \
             else FLAT_BLOCK_BYTES
         want = -(-(n + nseg) * ncols * isz // share)
         nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
