@@ -562,12 +562,13 @@ __device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1,
     __syncthreads();
 }
 
-template <class T, class I, bool IS_MIN, bool LAST, bool STAGED>
-__device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcShared<I>& s)
+template <class T, class I, bool IS_MIN, bool LAST, bool STAGED, bool VAL>
+__device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShared<I>& s)
 {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
     static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
+    static_assert(STAGED || !VAL, "the values form reads its values from the staged tile");
     constexpr K FLIP = IS_MIN ? ~K() : K();
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
@@ -589,6 +590,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
     j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
     K ck = K();
     I ci = empty;                              // the column's carry into the tile
+    B cv = B();                                // (values: its winner's bits)
     I k = kL, kw = kL, rs = j0;
     int bad = 0;
     const bool report = blockIdx.y == 0;
@@ -708,7 +710,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
                 if (e == kL && blockIdx.x > 0) {
                     // the left chain partial: the winner's key (the carry's, or staged: no
                     // load of x, whose rows differ by column)
-                    typename SgCtx<T, I, false>::Best b;
+                    typename SgCtx<T, I, VAL>::Best b;
                     const B* staged = reinterpret_cast<const B*>(s.xs) + (e0 - ea);
                     b.k = rr == RSENT ? K()
                                       : (rr == RCARRY ? ck
@@ -716,6 +718,8 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
                                                                          : __ldg(x + (e0 + (I)(rr * R + c))),
                                                                   FLIP, ~K()));
                     b.i = r;
+                    if constexpr (VAL)
+                        b.v = rr == RSENT ? B() : (rr == RCARRY ? cv : staged[rr * R + c]);
                     sg_deposit(cx, 0, b);
                 } else {
                     // one writer per output element whatever the offsets hold (as the flat path)
@@ -728,6 +732,15 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
                                                   emp ? p.empty_index
                                                       : (long long)(p.relative ? r - ps : r),
                                                   p.out_width);
+                        // values: the winner's bits, staged or carried (one store instruction
+                        // for every lane)
+                        if constexpr (VAL) {
+                            B v = sg_empty_bits<T>(p);
+                            if (!emp)
+                                v = rr == RCARRY ? cv
+                                                 : reinterpret_cast<const B*>(s.xs)[(e0 - ea) + rr * R + c];
+                            ar_store_value<T>(cx.vout, (long long)e * R + c, v);
+                        }
                     }
                 }
             }
@@ -740,6 +753,9 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
             const int rr = s.ci[c];
             ck = s.ck[c];
             ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
+            if constexpr (VAL)
+                if (rr != RSENT && rr != RCARRY)
+                    cv = reinterpret_cast<const B*>(s.xs)[(e0 - ea) + rr * R + c];
         }
         rs = re;
         __syncthreads();
@@ -749,7 +765,9 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
     const I prev = tid == 0 && k > kL ? sgf_end_at(s.ring, k - 1, kw, cx.offs, p) : start_l;
     if (__syncthreads_or(bad) && tid == 0 && report) sg_flag_launch_error(cx.zw);
     if (part == 0) {
-        cx.sh.ck()[c] = ck;
+        // (values: the wire word is the carried winner's bits, ArWire)
+        if constexpr (VAL) cx.sh.ck()[c] = ci == empty ? K() : (K)cv;
+        else cx.sh.ck()[c] = ck;
         cx.sh.ci()[c] = ci;
     }
     if (tid == 0) sg_head[SG_HEAD_PREV] = prev;
@@ -760,10 +778,10 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, false>& cx, const SgfcSha
     __syncthreads();
 }
 
-template <class T, class I, bool LAST, bool STAGED>
-__device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* out, void* pkey,
-                                         void* pidx, long long* cons, unsigned int* zw,
-                                         const SegParams& p)
+template <class T, class I, bool LAST, bool STAGED, bool VAL>
+__device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* out, void* vout,
+                                         void* pkey, void* pidx, long long* cons,
+                                         unsigned int* zw, const SegParams& p)
 {
     // dynamic shared memory (family.flat_cols_shared_bytes): from SG_STAGE_FRONT, s_loc,
     // s_head, the tails, the carry-outs, the flags, the ring and the staged values; it overlaps
@@ -775,7 +793,7 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
                        O_RING = O_FLAG + 16 * ((4 * (SGFC_FWORDS + 1) + 15) / 16),
                        O_XS = O_RING + SGF_RING * sizeof(I);
     static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >=
-                      SgShared<T, I, false>::O_CK + SG_THREADS * (4 + sizeof(I)),
+                      SgShared<T, I, VAL>::O_CK + SG_THREADS * (4 + sizeof(I)),
                   "the flat path's shared memory holds SgShared's fixed parts and the carries");
     unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
     const SgfcShared<I> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
@@ -785,8 +803,8 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
                              reinterpret_cast<cuo::u32*>(dyn + O_CK),
                              reinterpret_cast<int*>(dyn + O_CI), reinterpret_cast<I*>(dyn + O_RING),
                              reinterpret_cast<cuo::u32*>(dyn + O_XS)};
-    SgCtx<T, I, false> cx;
-    sg_ctx_init(cx, x, offsets, out, nullptr, pkey, pidx, cons, zw, p, p.cw_log2);
+    SgCtx<T, I, VAL> cx;
+    sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, p.cw_log2);
     const int cw = 1 << p.cw_log2;
     cx.t.c = (int)threadIdx.x & (cw - 1);
     cx.t.part = (int)threadIdx.x >> p.cw_log2;
@@ -794,8 +812,8 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
     cx.t.col_ok = cx.t.c < p.ncols;
     cx.flat = false;
     sg_setup(cx);
-    if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED>(cx, s);
-    else sgfc_tiles<T, I, false, LAST, STAGED>(cx, s);
+    if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED, VAL>(cx, s);
+    else sgfc_tiles<T, I, false, LAST, STAGED, VAL>(cx, s);
     sg_chains(cx);
     sg_finish(cx);
 }
@@ -809,5 +827,17 @@ segment_reduce_flat_cols(const T* __restrict__ x, const void* __restrict__ offse
                          void* __restrict__ out, void* pkey, void* pidx, long long* cons,
                          unsigned int* zw, SegParams p)
 {
-    sgfc_run<T, I, LAST, STAGED>(x, offsets, out, pkey, pidx, cons, zw, p);
+    sgfc_run<T, I, LAST, STAGED, false>(x, offsets, out, nullptr, pkey, pidx, cons, zw, p);
+}
+
+// The values form (max_and_argmax / min_and_argmin; segment_reduce_values' arguments): the
+// staged walk, each result's value read from the staged tile (a carried winner's bits kept in
+// a register), chain partials and carries as the winners' bits.
+template <class T, class I, bool LAST>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat_cols_values(const T* __restrict__ x, const void* __restrict__ offsets,
+                                void* __restrict__ out, void* __restrict__ vout, void* pkey,
+                                void* pidx, long long* cons, unsigned int* zw, SegParams p)
+{
+    sgfc_run<T, I, LAST, true, true>(x, offsets, out, vout, pkey, pidx, cons, zw, p);
 }

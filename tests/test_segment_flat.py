@@ -32,6 +32,7 @@ CAP = 512            # SGF_CAP
 FLAT = seg_family.REDUCE_FLAT
 FLAT_V = seg_family.REDUCE_FLAT_V
 FLAT_COLS = seg_family.REDUCE_FLAT_COLS
+FLAT_COLS_V = seg_family.REDUCE_FLAT_COLS_V
 
 
 def tiny_values(rng, n, dtype, pad=0):
@@ -68,17 +69,17 @@ def same_bits(a, b):
 
 def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
                kinds=("max", "min"), ties=("first", "last"), modes=None):
-    """Each kind x tie x mode (``modes``: False indices, True the values form; default both
-    for R = 1, indices for rows of R > 1, the flat path of rows) against the NumPy path; the
-    values bit for bit (NaN payloads, -0.0)."""
+    """Each kind x tie x mode (``modes``: False indices, True the values form; default both)
+    against the NumPy path; the values bit for bit (NaN payloads, -0.0)."""
     empty = -7 if np.dtype(index_dtype).kind == "i" else 65000
     cols = x.ndim > 1 and int(np.prod(x.shape[1:])) > 1
-    for values in (modes or ((False,) if cols else (False, True))):
+    for values in (modes or (False, True)):
         for kind in kinds:
             for tie in ties:
                 got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
                                     force_64bit=force_64bit, empty_index=empty, values=values)
-                name = FLAT_V if values else (FLAT_COLS if cols else FLAT)
+                name = (FLAT_COLS_V if values else FLAT_COLS) if cols else \
+                    (FLAT_V if values else FLAT)
                 assert len(names) == 1 and names[0].startswith(name + "<"), names
                 fn = f"segment_{kind}_and_arg{kind}" if values else f"segment_arg{kind}"
                 want = getattr(cupyops, fn)(x, o, tie=tie, relative=relative, empty_index=empty,
@@ -172,9 +173,12 @@ def test_flat_expressions_are_declared():
                 for v in (False, True)]
         want += [seg_family.flat_expression(dt, False, t, cols=True, staged=g)
                  for t in (False, True) for g in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == 8
+        want += [seg_family.flat_expression(dt, False, t, True, cols=True, staged=True)
+                 for t in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == 10
         assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
         assert sum(e.startswith(FLAT_COLS + "<") for e in want) == 4
+        assert sum(e.startswith(FLAT_COLS_V + "<") for e in want) == 2
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
@@ -192,6 +196,8 @@ def test_flat_expressions_are_declared():
     assert p.shared_mem == seg_family.flat_cols_shared_bytes(4, True)
     p = seg_plan.plan_for((500, 20), (80, 4), np.int32, 256, 7, np.int64, 1, values=False)
     assert p.cols and p.staged                         # (rows of 80 bytes)
+    p = seg_plan.plan_for((500, 64), (256, 4), np.int32, 256, 7, np.int64, 1, values=True)
+    assert p.cols and p.staged                         # (values: always staged)
 
 
 def test_the_flat_path_can_be_turned_off(monkeypatch):
@@ -345,9 +351,9 @@ def staged_kernel(x):
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
-    """Contiguous rows of R = 16 .. 256 float32 / int32 / uint32 in index mode launch
-    segment_reduce_flat_cols; narrower or wider rows, strided rows or columns, other dtypes and
-    the values forms the merge-path kernel."""
+    """Contiguous rows of R = 16 .. 256 float32 / int32 / uint32 launch segment_reduce_flat_cols
+    (values forms: segment_reduce_flat_cols_values); narrower or wider rows, strided rows or
+    columns and other dtypes the merge-path kernel."""
     rng = np.random.default_rng(13)
     n = 700
     o = np.array([0, 5, 5, 300, n], np.int64)
@@ -364,8 +370,11 @@ def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
             (x.dtype, x.shape, x.strides, names)
         assert np.array_equal(got, cupyops.segment_argmin(x, o, tie="last", device="cpu"))
         with _trace.recording() as t:
-            ops(device).segment_max_and_argmax(x, o)
-        assert not t.launches[0][0].startswith(FLAT), t.launches   # values: the merge path
+            gv, gi = ops(device).segment_max_and_argmax(x, o)
+        names = [l[0] for l in t.launches]
+        assert len(names) == 1 and names[0].startswith(FLAT_COLS_V + "<") == want_cols, names
+        wv, wi = cupyops.segment_max_and_argmax(x, o, device="cpu")
+        assert np.array_equal(np.asarray(gi), wi) and same_bits(np.asarray(gv), wv)
 
 
 # rows a tile: 16 x the partitions (256 / CW): 128 rows for R <= 32, 16 for R > 128; rows read
@@ -442,15 +451,19 @@ def test_bad_device_offsets_on_the_flat_path_of_rows(monkeypatch):
              (len(good) - 3, 0, "is smaller than"), (CAP + 3, 1, "is smaller than")]
     spiked = good.copy()
     spiked[len(good) // 3] = n
-    for pos, val, what in cases + [(None, None, None)]:
+    for (pos, val, what), values in zip(cases + [(None, None, None)] * 2,
+                                        [False, True, False, True, False, True]):
         bad = spiked if pos is None else good.copy()
         if pos is not None:
             bad[pos] = val
-        r, names = direct(x, bad, "min", "last", checked=False)
-        assert names[0].startswith(FLAT_COLS), names
+        r, names = direct(x, bad, "min", "last", checked=False, values=values)
+        assert names[0].startswith(FLAT_COLS_V if values else FLAT_COLS + "<"), names
         with pytest.raises(ValueError, match="offsets on the GPU break the rules") as err:
             core_backend.check_device_errors()
         assert pos is None or f"offsets[{pos}] {what}" in str(err.value), (pos, err.value)
+        if values:                            # the values the empty value: +inf for min
+            v, r = r
+            assert (v == np.inf).all()
         assert (r == -7).all()
     r, _ = direct(x, good, "min", "last", checked=False)
     core_backend.check_device_errors()

@@ -13,7 +13,8 @@ The flat fast path of contiguous R = 1 x (float32, int32, uint32: FLAT_DTYPES) i
 ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
 ``segment_reduce_flat<T, int, LAST>`` and its values form ``segment_reduce_flat_values`` (a
 kernel per tie; 32-bit indexing, 64-bit plans take segment_reduce(_values)); and for contiguous
-rows of R = FLAT_COLS_MIN .. 256 of those dtypes in index mode, ``segment_reduce_flat_cols``. A family of its own
+rows of R = FLAT_COLS_MIN .. 256 of those dtypes, ``segment_reduce_flat_cols`` (read straight or
+staged) and its values form ``segment_reduce_flat_cols_values`` (staged). A family of its own
 so that segment.cu's modules stay exactly what they were (ptxas allocates a kernel's registers
 differently beside other kernels in one module).
 """
@@ -25,7 +26,8 @@ from cupyops.core import dtypes as _dtypes
 from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
-           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "REDUCE_FLAT_COLS", "FLAT_DTYPES",
+           "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "REDUCE_FLAT_COLS", "REDUCE_FLAT_COLS_V",
+           "FLAT_DTYPES",
            "FLAT_COLS_MIN", "flat_cols_shared_bytes", "expression", "flat_expression",
            "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
@@ -42,7 +44,7 @@ REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
 #: the flat path of rows (kernels/segment_flat.cu, segment_reduce_flat_cols): contiguous rows of
 #: R = FLAT_COLS_MIN .. 256 trailing positions of these dtypes, index mode (a warp: 32 columns
 #: of one row; fewer columns would leave more than half of a warp idle)
-REDUCE_FLAT_COLS = "segment_reduce_flat_cols"
+REDUCE_FLAT_COLS, REDUCE_FLAT_COLS_V = "segment_reduce_flat_cols", "segment_reduce_flat_cols_values"
 FLAT_COLS_MIN = 16
 FLAT_FAMILY = "segment_flat"
 FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
@@ -74,8 +76,8 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
 def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False,
                     cols: bool = False, staged: bool = False) -> str:
     """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
-    (``last``) and mode (``values``; ``cols``: the flat path of rows, index mode, ``staged``
-    where its rows are not on 32-byte boundaries): a kernel each, so that a first call compiles two of the four walks (max and
+    (``last``) and mode (``values``; ``cols``: the flat path of rows, ``staged`` where its rows
+    are not on 32-byte boundaries, the values form always): a kernel each, so that a first call compiles two of the four walks (max and
     min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
     stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
     instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
@@ -85,6 +87,7 @@ def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False,
     if expr is None:
         args = (np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
         expr = _EXPRS[key] = (
+            _modules.name_expression(REDUCE_FLAT_COLS_V, *args) if cols and values else
             _modules.name_expression(REDUCE_FLAT_COLS, *args, bool(staged)) if cols else
             _modules.name_expression(REDUCE_FLAT_V if values else REDUCE_FLAT, *args))
     return expr
@@ -100,7 +103,8 @@ def flat_expressions(dtype) -> tuple:
     # merge-path kernel
     return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True)) + \
         tuple(flat_expression(dtype, False, t, cols=True, staged=g) for g in (False, True)
-              for t in (False, True))
+              for t in (False, True)) + \
+        tuple(flat_expression(dtype, False, t, True, cols=True, staged=True) for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -168,7 +172,11 @@ def flat_first_calls(dtype) -> tuple:
             "segment_argmax / segment_argmin", f"flat rows R = {FLAT_COLS_MIN}-256"
             f"{', staged' if g else ''}, tie {'last' if t else 'first'}", False,
             (flat_expression(dtype, False, t, cols=True, staged=g),))
-            for g in (False, True) for t in (False, True))
+            for g in (False, True) for t in (False, True)) + tuple(_modules.FirstCall(
+                "segment_*_and_arg*", f"flat rows R = {FLAT_COLS_MIN}-256, tie "
+                f"{'last' if t else 'first'}", False,
+                (flat_expression(dtype, False, t, True, cols=True, staged=True),))
+                for t in (False, True))
 
 
 def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
@@ -183,6 +191,8 @@ def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
     isz = 8 if "long long" in expr else 4
+    if expr.startswith(REDUCE_FLAT_COLS_V + "<"):
+        return flat_cols_shared_bytes(isz, True)
     if expr.startswith(REDUCE_FLAT_COLS + "<"):
         return flat_cols_shared_bytes(isz, expr.endswith("true>"))
     return flat_shared_bytes(np.dtype(dtype).itemsize, isz)

@@ -16,8 +16,10 @@ layout, everything a launch needs that the host can know without reading the off
   of ``family.FLAT_DTYPES`` with 32-bit indexing runs the flat fast path (segment_reduce_flat and
   segment_reduce_flat_values of kernels/segment_flat.cu); every other layout the merge-path
   kernel segment_reduce(_values). ``cols``: contiguous rows (row stride R x itemsize) of R =
-  ``family.FLAT_COLS_MIN`` .. 256 such values in index mode run the flat path of rows
-  (segment_reduce_flat_cols: strips of CW >= 32 columns, one strip). The flat path
+  ``family.FLAT_COLS_MIN`` .. 256 such values run the flat path of rows
+  (segment_reduce_flat_cols, and segment_reduce_flat_cols_values for the values forms: strips
+  of CW >= 32 columns, one strip; ``staged`` where rows are off 32-byte boundaries, and for
+  the values forms). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
@@ -149,7 +151,7 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     flat = (FLAT and not use_64bit and ncols == 1 and
             dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
             data_ptr % 4 == 0)
-    cols = (FLAT and not values and not use_64bit and
+    cols = (FLAT and not use_64bit and
             _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_DTYPES and
             rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
             data_ptr % 4 == 0)
@@ -163,8 +165,9 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
         want = -(-(n + nseg) * ncols * isz // share)
         nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
     # (rows on 32-byte boundaries are read straight into registers, whole sectors a warp;
-    # others staged through shared memory from 128-byte boundaries)
-    staged = cols and (data_ptr % 32 != 0 or ncols * isz % 32 != 0)
+    # others, and the values form, which reads its values there, staged through shared memory
+    # from 128-byte boundaries)
+    staged = cols and (values or data_ptr % 32 != 0 or ncols * isz % 32 != 0)
     smem = _family.flat_shared_bytes(isz, index_size) if flat else \
         _family.flat_cols_shared_bytes(index_size, staged) if cols else \
         _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
