@@ -1,7 +1,9 @@
-// segment_flat.cu - the flat fast path of segment_argmax / segment_argmin and their values
-// forms (family "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a 4-byte
-// value type (float, int, unsigned int), entry points segment_reduce_flat<T, I, LAST> (indices)
-// and segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values), a kernel per
+// segment_flat.cu - the flat fast paths of segment_argmax / segment_argmin and their values
+// forms (family "segment_flat", cupyops/ops/segment/family.py), for a 4-byte value type
+// (float, int, unsigned int): contiguous R = 1 x, entry points segment_reduce_flat<T, I, LAST>
+// (indices) and segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values); and
+// contiguous rows of R = 16 .. 256, segment_reduce_flat_cols<T, I, LAST, STAGED> and
+// segment_reduce_flat_cols_values<T, I, LAST> (the flat path of rows, below). A kernel per
 // tie, so that a first call compiles two of the four walks. It reuses segment.cu's contract,
 // parameters (SegParams), block split, setup, chain tickets and last-block check and fill,
 // included here; a family of its own, so that segment.cu's modules (and their PTX and ptxas
@@ -496,8 +498,9 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 
 // ------------------------------------------------------------------------------------------
 // The flat path of rows: contiguous x of R = 16 .. 256 trailing positions (rows of R values of
-// a 4-byte type, one after another: row stride R x 4 bytes), index mode
-// (segment_reduce_flat_cols<T, I, LAST, STAGED>). A thread is column c of partition `part` (CW
+// a 4-byte type, one after another: row stride R x 4 bytes): segment_reduce_flat_cols<T, I,
+// LAST, STAGED> (indices) and segment_reduce_flat_cols_values<T, I, LAST> (indices and values,
+// always staged: each value read from the staged tile). A thread is column c of partition `part` (CW
 // = 2**cw_log2 >= 32 columns, P = 256 / CW partitions: a warp is 32 columns of one partition).
 // STAGED (chosen by plan.py): rows not on 32-byte boundaries (x's start, or R x 4 bytes) are
 // first staged through shared memory from 128-byte boundaries (sgfc_stage), so that each

@@ -41,9 +41,10 @@ REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
 #: the flat fast path (kernels/segment_flat.cu): contiguous R = 1 x of these 4-byte value
 #: types, indices (segment_reduce_flat) and values forms (segment_reduce_flat_values)
 REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
-#: the flat path of rows (kernels/segment_flat.cu, segment_reduce_flat_cols): contiguous rows of
-#: R = FLAT_COLS_MIN .. 256 trailing positions of these dtypes, index mode (a warp: 32 columns
-#: of one row; fewer columns would leave more than half of a warp idle)
+#: the flat path of rows (kernels/segment_flat.cu): contiguous rows of R = FLAT_COLS_MIN .. 256
+#: trailing positions of these dtypes, indices (segment_reduce_flat_cols) and values forms
+#: (segment_reduce_flat_cols_values) (a warp: 32 columns of one row; fewer columns would leave
+#: more than half of a warp idle)
 REDUCE_FLAT_COLS, REDUCE_FLAT_COLS_V = "segment_reduce_flat_cols", "segment_reduce_flat_cols_values"
 FLAT_COLS_MIN = 16
 FLAT_FAMILY = "segment_flat"
