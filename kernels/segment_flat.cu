@@ -757,7 +757,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
             ck = s.ck[c];
             ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
             if constexpr (VAL)
-                if (rr != RSENT && rr != RCARRY)
+                if (rr != RSENT && rr != RCARRY && cx.t.col_ok)     // (idle columns: unused)
                     cv = reinterpret_cast<const B*>(s.xs)[(e0 - ea) + rr * R + c];
         }
         rs = re;
