@@ -284,8 +284,10 @@ def test_integer_values(dtype, monkeypatch):
     x = tiny_values(rng, n, dtype)
     x[rng.random(n) < 0.01] = np.iinfo(dtype).min        # the smallest key: a real element
     x[rng.random(n) < 0.01] = np.iinfo(dtype).max
-    check_flat(x, mixed_offsets(rng, n))
-    check_flat(x, edge_offsets(n))
+    # (a tie each: every simt module is a compile in a cold CI run; float32 runs both)
+    tie = ("first",) if dtype == "int32" else ("last",)
+    check_flat(x, mixed_offsets(rng, n), ties=tie)
+    check_flat(x, edge_offsets(n), ties=tie)
 
 
 def test_offsets_and_index_dtypes(monkeypatch):
@@ -412,11 +414,11 @@ def test_rows_misaligned_dtypes_and_offsets(monkeypatch):
     x = rows_of(rng, n, 48, pad=1)
     o = tiny_offsets(rng, n)
     check_flat(x, o)
-    for dt in ("int32", "uint32"):
+    for dt, tie in (("int32", "first"), ("uint32", "last")):       # (the ties of test_integer_values)
         y = rows_of(rng, n, 20, dt)
         y[rng.random(y.shape) < 0.01] = np.iinfo(dt).min
         y[rng.random(y.shape) < 0.01] = np.iinfo(dt).max
-        check_flat(y, o, ties=("last",))
+        check_flat(y, o, ties=(tie,))
     for odt in (np.int16, np.uint32):
         check_flat(x, o.astype(odt), ties=("first",), kinds=("max",))
     wide = np.zeros(2 * len(o), np.int64)
