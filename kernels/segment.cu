@@ -774,6 +774,19 @@ __device__ __forceinline__ void sg_span(const SgWalk<I>& w, I k, I start, I end,
     pe = (end - o0) + k;
 }
 
+// Whether this block stores segment k's result (first row `start`, end row `end`, clamped):
+// an interior segment, no block boundary D_b in [pstart, pend] and its end in this block; the
+// others are chain segments, stored by their chain's last block. One writer per output
+// element whatever the offsets hold.
+template <class I>
+__device__ __forceinline__ bool sg_stores_end(const SgWalk<I>& w, I k, I start, I end)
+{
+    I ps, pe;
+    sg_span<I>(w, k, start, end, ps, pe);
+    const I D0 = (I)sg_head[SG_HEAD_D0];
+    return (blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1;
+}
+
 // The step's result for window slot q (segment w.k + q) and column `col` of the strip, into
 // out[elem]: only for an interior segment (no block boundary D_b in [pstart, pend], its end in
 // this block); the others are chain segments, stored by their chain's last block.
@@ -783,10 +796,7 @@ __device__ __forceinline__ void sg_store_slot(SgCtx<T, I, VAL>& cx, I q, int col
     typedef typename ArType<T>::bits B;
     const SgWalk<I>& w = cx.w;
     const I start = q ? cx.sh.win()[q - 1] : (I)sg_head[SG_HEAD_PREV];
-    I ps, pe;
-    sg_span<I>(w, w.k + q, start, cx.sh.win()[q], ps, pe);
-    const I D0 = (I)sg_head[SG_HEAD_D0];
-    if (!((blockIdx.x == 0 || ps > D0) && pe >= D0 && pe < w.D1)) return;
+    if (!sg_stores_end<I>(w, w.k + q, start, cx.sh.win()[q])) return;
     const I slot = (q << cx.p->cw_log2) + (I)col;
     B v = B();
     if constexpr (VAL) v = cx.sh.res_v()[slot];
@@ -1076,6 +1086,19 @@ __device__ __forceinline__ void sg_ctx_init(SgCtx<T, I, VAL>& cx, const T* x, co
     cx.sh.carve(p.wcap, cw_log2);
 }
 
+// A thread's place in strip `strip` of 2**cw_log2 columns (grid.y; a constant 0 where the
+// launch has one strip): its column, partition and whether the column is one of x's.
+template <class T, class I, bool VAL>
+__device__ __forceinline__ void sg_thread_init(SgCtx<T, I, VAL>& cx, const SegParams& p,
+                                               unsigned int strip)
+{
+    const int cw = 1 << p.cw_log2;
+    cx.t.c = (int)threadIdx.x & (cw - 1);
+    cx.t.part = (int)threadIdx.x >> p.cw_log2;
+    cx.t.parts = SG_THREADS >> p.cw_log2;
+    cx.t.col_ok = (long long)strip * cw + cx.t.c < p.ncols;
+}
+
 template <class T, class I, bool VAL>
 __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* out, void* vout,
                                        void* pkey, void* pidx, long long* cons,
@@ -1083,11 +1106,7 @@ __device__ __forceinline__ void sg_run(const T* x, const void* offsets, void* ou
 {
     SgCtx<T, I, VAL> cx;
     sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, p.cw_log2);
-    const int cw = 1 << p.cw_log2;
-    cx.t.c = (int)threadIdx.x & (cw - 1);
-    cx.t.part = (int)threadIdx.x >> p.cw_log2;
-    cx.t.parts = SG_THREADS >> p.cw_log2;
-    cx.t.col_ok = (long long)blockIdx.y * cw + cx.t.c < p.ncols;
+    sg_thread_init(cx, p, blockIdx.y);
     cx.flat = sg_flat_rows<T>(p);
     sg_setup(cx);
     while (cx.w.D < cx.w.D1) sg_step(cx);

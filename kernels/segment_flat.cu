@@ -154,6 +154,27 @@ __device__ __forceinline__ B sgf_staged(const cuo::vec_bytes<16>* xs, int row)
                                       sgf_chunk(t & 31, i >> 2))[i & 3];
 }
 
+// The end of a tile of rows [rs, tend) whose ends kt .. k - 1 were flagged: the tile's end, or
+// the block's (j1), or, when the tile took SGF_CAP ends and more remain at or before its end,
+// the first end it could not take (its rows go to the next tile, where that end closes the
+// carried run at slot rs - r0; the ring still holds every end of the tile). `more`: another
+// tile follows. (Block-uniform.)
+template <class I>
+__device__ __forceinline__ I sgf_tile_end(const I* ring, I k, I kt, I kw, I rs, I tend, I j1,
+                                          bool& more)
+{
+    I re = tend < j1 ? tend : j1;
+    more = re < j1;
+    if (k - kt == (I)SGF_CAP && k < kw) {
+        const I nx = ring[k & (SGF_RING - 1)];
+        if (nx <= tend) {
+            re = nx < rs ? rs : (nx > re ? re : nx);
+            more = true;
+        }
+    }
+    return re < rs ? rs : re;
+}
+
 template <class T, class I, bool IS_MIN, bool LAST, bool VAL>
 __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<I>& s)
 {
@@ -208,18 +229,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
         __syncthreads();
         const I kt = k;
         k = sgf_flag_ends(s.flag, s.ring, k, kw, bad, kL, kR, start_l, r0, tend, cx.offs, oaddr, p);
-        // capped: the tile stops at the first end it could not take (its rows go to the next
-        // tile, where that end closes the carried run at slot rs - r0)
-        I re = tend < j1 ? tend : j1;
-        more = re < j1;
-        if (k - kt == (I)SGF_CAP && k < kw) {
-            const I nx = s.ring[k & (SGF_RING - 1)];
-            if (nx <= tend) {
-                re = nx < rs ? rs : (nx > re ? re : nx);
-                more = true;
-            }
-        }
-        re = re < rs ? rs : re;
+        const I re = sgf_tile_end(s.ring, k, kt, kw, rs, tend, j1, more);
         const bool full = rs == r0 && re == tend;      // (block-uniform)
         // (2) the warp's rows [wbase, wbase + 512), coalesced, staged by warp (swizzled)
         if (full) {
@@ -379,13 +389,9 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
                 if constexpr (VAL) b.v = v;
                 sg_deposit(cx, 0, b);
             } else {
-                // one writer per output element whatever the offsets hold (sg_store_slot's
-                // rule): bad offsets can give two blocks the same end; the last block's fill
-                // then sets the whole result
-                I mps, mpe;
-                sg_span<I>(w, e, ps, pe, mps, mpe);
-                const I D0 = (I)sg_head[SG_HEAD_D0];
-                if ((blockIdx.x == 0 || mps > D0) && mpe >= D0 && mpe < w.D1) {
+                // (sg_stores_end: bad offsets can give two blocks the same end; the last
+                // block's fill then sets the whole result)
+                if (sg_stores_end<I>(w, e, ps, pe)) {
                     const bool emp = pe == ps || r == empty;
                     ar_store_index<long long>(cx.out, (long long)e,
                                               emp ? p.empty_index
@@ -611,16 +617,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
         __syncthreads();
         const I kt = k;
         k = sgf_flag_ends(s.flag, s.ring, k, kw, bad, kL, kR, start_l, r0, tend, cx.offs, oaddr, p);
-        I re = tend < j1 ? tend : j1;
-        more = re < j1;
-        if (k - kt == (I)SGF_CAP && k < kw) {
-            const I nx = s.ring[k & (SGF_RING - 1)];
-            if (nx <= tend) {
-                re = nx < rs ? rs : (nx > re ? re : nx);
-                more = true;
-            }
-        }
-        re = re < rs ? rs : re;
+        const I re = sgf_tile_end(s.ring, k, kt, kw, rs, tend, j1, more);
         // (2) the thread's rows [r0 + fb, r0 + fb + SGFC_K) of column c, inside [rs, re)
         const int fb = part * SGFC_K;
         const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGFC_K) - 1u);
@@ -725,11 +722,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
                         b.v = rr == RSENT ? B() : (rr == RCARRY ? cv : staged[rr * R + c]);
                     sg_deposit(cx, 0, b);
                 } else {
-                    // one writer per output element whatever the offsets hold (as the flat path)
-                    I mps, mpe;
-                    sg_span<I>(w, e, ps, pe, mps, mpe);
-                    const I D0 = (I)sg_head[SG_HEAD_D0];
-                    if ((blockIdx.x == 0 || mps > D0) && mpe >= D0 && mpe < w.D1) {
+                    if (sg_stores_end<I>(w, e, ps, pe)) {
                         const bool emp = pe == ps || r == empty;
                         ar_store_index<long long>(cx.out, (long long)e * R + c,
                                                   emp ? p.empty_index
@@ -808,11 +801,7 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
                              reinterpret_cast<cuo::u32*>(dyn + O_XS)};
     SgCtx<T, I, VAL> cx;
     sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, p.cw_log2);
-    const int cw = 1 << p.cw_log2;
-    cx.t.c = (int)threadIdx.x & (cw - 1);
-    cx.t.part = (int)threadIdx.x >> p.cw_log2;
-    cx.t.parts = SG_THREADS >> p.cw_log2;
-    cx.t.col_ok = cx.t.c < p.ncols;
+    sg_thread_init(cx, p, 0u);                 // (one strip: grid.y is 1)
     cx.flat = false;
     sg_setup(cx);
     if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED, VAL>(cx, s);
