@@ -1,8 +1,9 @@
 // segment_flat.cu - the flat fast paths of segment_argmax / segment_argmin and their values
-// forms (family "segment_flat", cupyops/ops/segment/family.py), for a 4-byte value type
-// (float, int, unsigned int): contiguous R = 1 x, entry points segment_reduce_flat<T, I, LAST>
-// (indices) and segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values); and
-// contiguous rows of R = 16 .. 256, segment_reduce_flat_cols<T, I, LAST, STAGED> and
+// forms (family "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a real
+// value type of 1 to 8 bytes, entry points segment_reduce_flat<T, I, LAST> (indices) and
+// segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values); and contiguous
+// rows of R = 16 .. 256 of a 4-byte type (float, int, unsigned int),
+// segment_reduce_flat_cols<T, I, LAST, STAGED> and
 // segment_reduce_flat_cols_values<T, I, LAST> (the flat path of rows, below). A kernel per
 // tie, so that a first call compiles two of the four walks. It reuses segment.cu's contract,
 // parameters (SegParams), block split, setup, chain tickets and last-block check and fill,
@@ -11,27 +12,28 @@
 #include "segment.cu"
 
 // ------------------------------------------------------------------------------------------
-// The flat fast path: contiguous R = 1 x of a 4-byte value type (float, int, unsigned int)
+// The flat fast path: contiguous R = 1 x of a real value type of 1, 2, 4 or 8 bytes
 // (segment_reduce_flat<T, I, LAST>, and segment_reduce_flat_values for the values forms,
 // planned by plan.py for that layout only; every other layout runs segment_reduce(_values)
 // above, whose code this path does not touch).
 //
 // Same block split, setup (sg_setup), chain tickets (sg_chains) and last-block check and fill
 // (sg_finish) as segment_reduce; only the walk differs. A block walks its rows [j0, j1) in
-// tiles of up to SGF_TILE = 256 x SGF_K rows [r0, r0 + SGF_TILE), r0 rounded down so that
-// x + r0 is 32-byte aligned (x need only be 4-byte aligned); a tile covers rows [rs, re):
+// tiles of up to TILE = 256 x K rows [r0, r0 + TILE) (SgfShape: K = 64 bytes of rows a thread,
+// at most 32), r0 rounded down so that x + r0 is 32-byte aligned (x need only be aligned to
+// its values); a tile covers rows [rs, re):
 //   1. ends -> head flags: the block's ends are loaded into a ring in shared memory (SGF_RING),
 //      256 at a time, each once, coalesced (lanes shifted to whole aligned lines), and checked
 //      as loaded as segment_reduce's window checks them (< 0, > n, or below its predecessor
-//      sets zw[2]); a flag pass sets bit p - r0 for each end p <= r0 + SGF_TILE (row p starts a
-//      new run; bit SGF_TILE: the segment closes at the tile's end, the next carry-in is
+//      sets zw[2]); a flag pass sets bit p - r0 for each end p <= r0 + TILE (row p starts a
+//      new run; bit TILE: the segment closes at the tile's end, the next carry-in is
 //      empty). A tile takes at most SGF_CAP ends: if more remain at or before its end, the
 //      tile stops at the first one (re) and the next tile starts there (the ring then still
 //      holds every end of the tile when its results are stored);
-//   2. rows: a whole tile inside [j0, j1) by SGF_K / 4 coalesced 16-byte loads a lane, other
+//   2. rows: a whole tile inside [j0, j1) by NQ coalesced 16-byte loads a lane, other
 //      tiles by coalesced scalar loads of the rows in [rs, re) (every lane of a warp loads as
-//      often as the others), staged by warp in shared memory (80 bytes a thread) and read
-//      back as each thread's SGF_K consecutive rows;
+//      often as the others), staged by warp in shared memory (PITCH x 16 bytes a thread) and
+//      read back as each thread's K consecutive rows;
 //   3. each thread reduces its rows by key (ar_key, the one rule; IS_MIN and LAST
 //      compile-time), a flag closing the current run: the run's winner (its local row) goes to
 //      s_loc at the flag's slot (0xff: no row);
@@ -53,23 +55,37 @@
 // index is clamped, every load is inside x and the offsets.
 // ------------------------------------------------------------------------------------------
 
-#define SGF_K 16                               // rows a thread per tile (4 x 16 bytes)
-#define SGF_TILE (SG_THREADS * SGF_K)          // rows a tile
-#define SGF_FWORDS (SGF_TILE / 32)             // flag words a tile (+1: the tile-end bit)
 #define SGF_RING 1024                          // the block's ring of loaded ends
 #define SGF_CAP (SGF_RING - 2 * SG_THREADS)    // ends a tile takes at most
 
-template <class I>
+// The tile of values of S bytes: a thread's K rows are 64 bytes (at most 32 rows, so that its
+// flags are bits of one word: 1-byte values take 32 bytes), loaded as NQ 16-byte chunks of CH
+// rows each and staged at PITCH chunks a thread (a 16-byte pad: conflict-free loads of a
+// thread's chunks); AL rows a 32-byte sector.
+template <int S>
+struct SgfShape {
+    static constexpr int K = 64 / S < 32 ? 64 / S : 32;
+    static constexpr int CH = 16 / S;
+    static constexpr int CH_LOG2 = S == 1 ? 4 : (S == 2 ? 3 : (S == 4 ? 2 : 1));
+    static constexpr int NQ = K / CH;
+    static constexpr int PITCH = NQ + 1;
+    static constexpr int TILE = SG_THREADS * K;        // rows a tile
+    static constexpr int FWORDS = TILE / 32;           // flag words a tile (+1: the tile-end bit)
+    static constexpr int AL = 32 / S;
+    static constexpr unsigned int MASK = K == 32 ? ~0u : (1u << K) - 1u;   // a thread's flags
+};
+
+template <class I, class K>
 struct SgfShared {
-    unsigned int* flag;                        // SGF_FWORDS + 1 words
-    unsigned char* loc;                        // SGF_TILE
+    unsigned int* flag;                        // FWORDS + 1 words
+    unsigned char* loc;                        // TILE
     int* head;                                 // SG_THREADS (tile rows, sgf_tiles)
-    cuo::vec_bytes<16>* xs;                    // the tile's rows, 4 x 16 bytes a thread
+    cuo::vec_bytes<16>* xs;                    // the tile's rows, PITCH x 16 bytes a thread
     I* ring;                                   // SGF_RING ends (clamped), end e at e % SGF_RING
-    cuo::u32* wk;                              // 8 warp aggregates: key, row, closed
+    K* wk;                                     // 8 warp aggregates: key, row, closed
     int* wi;
     int* wf;
-    cuo::u32* ck;                              // the tile's carry-out
+    K* ck;                                     // the tile's carry-out
     int* ci;
 };
 
@@ -84,11 +100,11 @@ __device__ __forceinline__ void sgf_take(K& yk, I& yi, K xk, I xi)
     }
 }
 
-// Thread `lane`'s 16-byte chunk q of the warp's staged rows: 80 bytes a thread (a 16-byte pad:
-// conflict-free loads of a thread's consecutive rows; addresses affine in q, so that the
-// compiler holds one base, not one register a chunk).
-#define SGF_PITCH 5
-__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * SGF_PITCH + q; }
+// Thread `lane`'s 16-byte chunk q of the warp's staged rows: PITCH chunks a thread
+// (SgfShape; addresses affine in q, so that the compiler holds one base, not one register a
+// chunk).
+template <class SH>
+__device__ __forceinline__ int sgf_chunk(int lane, int q) { return lane * SH::PITCH + q; }
 
 // Clamped end of segment e (offsets[e + 1]): from the ring while it still holds it, else read
 // again (a tile with more than SGF_RING - 256 ends).
@@ -145,13 +161,14 @@ __device__ __forceinline__ I sgf_flag_ends(unsigned int* flag, I* ring, I k, I& 
     }
 }
 
-// Row `row` of the tile (from r0) as staged: thread row / SGF_K's chunks, in its warp's part.
+// Row `row` of the tile (from r0) as staged: thread row / K's chunks, in its warp's part.
 template <class B>
 __device__ __forceinline__ B sgf_staged(const cuo::vec_bytes<16>* xs, int row)
 {
-    const int t = row / SGF_K, i = row % SGF_K;
-    return reinterpret_cast<const B*>(xs + (t >> 5) * 32 * SGF_PITCH +
-                                      sgf_chunk(t & 31, i >> 2))[i & 3];
+    typedef SgfShape<sizeof(B)> SH;
+    const int t = row / SH::K, i = row % SH::K;
+    return reinterpret_cast<const B*>(xs + (t >> 5) * 32 * SH::PITCH +
+                                      sgf_chunk<SH>(t & 31, i >> SH::CH_LOG2))[i & (SH::CH - 1)];
 }
 
 // The end of a tile of rows [rs, tend) whose ends kt .. k - 1 were flagged: the tile's end, or
@@ -176,11 +193,14 @@ __device__ __forceinline__ I sgf_tile_end(const I* ring, I k, I kt, I kw, I rs, 
 }
 
 template <class T, class I, bool IS_MIN, bool LAST, bool VAL>
-__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<I>& s)
+__device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx,
+                                          const SgfShared<I, typename ArType<T>::key>& s)
 {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
-    static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
+    typedef SgfShape<sizeof(B)> SH;
+    constexpr int TK = SH::K, TILE = SH::TILE, CH = SH::CH, NQ = SH::NQ;
+    static_assert(sizeof(B) <= 8, "the flat path reads values of 1 to 8 bytes");
     constexpr K FLIP = IS_MIN ? ~K() : K();
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
@@ -200,12 +220,12 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
     I j1 = j0 + ((w.D1 - w.D) - (kR - kL));
     j1 = j1 < j0 ? j0 : (j1 > n ? n : j1);
     // the first tile starts at or before j0, where x + r0 is 32-byte aligned (whole sectors)
-    const int a = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 7);
+    const int a = (int)((reinterpret_cast<unsigned long long>(x) / sizeof(B)) & (SH::AL - 1));
     // thread t stores the results of ends e with (aout + e) % 256 == t: each warp's stores one
     // aligned run, a thread's from tile to tile in order (as sg_store_step)
     const int aout = (int)((reinterpret_cast<unsigned long long>(cx.out) /
                             (unsigned)p.out_width) & (SG_THREADS - 1));
-    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * SGF_PITCH;  // the warp's staged rows
+    cuo::vec_bytes<16>* const xw = s.xs + wid * 32 * SH::PITCH;  // the warp's staged rows
     K ck = K();
     I ci = empty;                              // the carry into the tile (the open run)
     I k = kL;                                  // ends flagged so far
@@ -217,62 +237,64 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
                                      (unsigned)p.off_width;
     bool more = true;
     while (more) {
-        // the tile: rows [rs, re) of [r0, r0 + SGF_TILE), r0 rs rounded down to a 32-byte
+        // the tile: rows [rs, re) of [r0, r0 + TILE), r0 rs rounded down to a 32-byte
         // boundary of x; re is the tile's end, or the block's, or where the tile's ends reach
         // SGF_CAP (the ring holds them all until the tile's results are stored)
-        const I r0 = rs - (I)((rs + (I)a) & 7);
-        const I tend = r0 + SGF_TILE;
-        const I base = r0 + (I)tid * SGF_K;
-        const I wbase = r0 + (I)(wid * 32 * SGF_K);
+        const I r0 = rs - (I)((rs + (I)a) & (SH::AL - 1));
+        const I tend = r0 + TILE;
+        const I base = r0 + (I)tid * TK;
+        const I wbase = r0 + (I)(wid * 32 * TK);
         // (1) the tile's ends -> head flags
-        if (tid <= SGF_FWORDS) s.flag[tid] = 0u;
+        if (tid <= SH::FWORDS) s.flag[tid] = 0u;
+        if constexpr (SH::FWORDS >= SG_THREADS)                // (32 rows a thread: 257 words)
+            if (tid + SG_THREADS <= SH::FWORDS) s.flag[tid + SG_THREADS] = 0u;
         __syncthreads();
         const I kt = k;
         k = sgf_flag_ends(s.flag, s.ring, k, kw, bad, kL, kR, start_l, r0, tend, cx.offs, oaddr, p);
         const I re = sgf_tile_end(s.ring, k, kt, kw, rs, tend, j1, more);
         const bool full = rs == r0 && re == tend;      // (block-uniform)
-        // (2) the warp's rows [wbase, wbase + 512), coalesced, staged by warp (swizzled)
+        // (2) the warp's rows [wbase, wbase + 32 K), coalesced, staged by warp (swizzled)
         if (full) {
-            cuo::vec_bytes<16> u[SGF_K / 4];
+            cuo::vec_bytes<16> u[NQ];
 #pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q)
-                u[q] = cuo::vec_load<cuo::vec_bytes<16>>(x + wbase + q * 128 + lane * 4);
-            // (load q's lane holds chunk lane % 4 of thread 8 q + lane / 4)
-            cuo::vec_bytes<16>* const st = xw + sgf_chunk(lane >> 2, lane & 3);
+            for (int q = 0; q < NQ; ++q)
+                u[q] = cuo::vec_load<cuo::vec_bytes<16>>(x + wbase + q * 32 * CH + lane * CH);
+            // (load q's lane holds chunk lane % NQ of thread (32 / NQ) q + lane / NQ)
+            cuo::vec_bytes<16>* const st = xw + sgf_chunk<SH>(lane / NQ, lane % NQ);
 #pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q) st[q * 8 * SGF_PITCH] = u[q];
+            for (int q = 0; q < NQ; ++q) st[q * (32 / NQ) * SH::PITCH] = u[q];
         } else {
             // (the rows inside [rs, re) only; every lane of a warp loads as often as the
             // others, those outside on a row of the same range; load m's lane holds row
-            // lane % 16 of thread 2 m + lane / 16)
-            B* const st = reinterpret_cast<B*>(xw + sgf_chunk(lane >> 4, (lane & 15) >> 2)) +
-                          (lane & 3);
+            // lane % K of thread (32 / K) m + lane / K)
+            B* const st = reinterpret_cast<B*>(xw + sgf_chunk<SH>(lane / TK, (lane & (TK - 1)) >> SH::CH_LOG2)) +
+                          (lane & (CH - 1));
 #pragma unroll
-            for (int m = 0; m < SGF_K; ++m) {
+            for (int m = 0; m < TK; ++m) {
                 const I rlo = wbase + (I)(m * 32);
                 if (re > rs && rlo + 31 >= rs && rlo < re) {
                     I g = rlo + (I)lane;
                     g = g < rs ? rs : (g > re - 1 ? re - 1 : g);
-                    st[m * 2 * SGF_PITCH * 4] = __ldg(x + g);
+                    st[m * (32 / TK) * SH::PITCH * CH] = __ldg(x + g);
                 }
             }
         }
         __syncwarp();
         // (3) the thread's rows (from the warp's staging, 4 at a time) reduced by key, a flag
         // closing the run
-        const int fb = tid * SGF_K;
-        const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & ((1u << SGF_K) - 1u);
+        const int fb = tid * TK;
+        const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & SH::MASK;
         K bk = K();
         int bi;
         if (full) {
             int bl = 0;
 #pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q) {
-                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+            for (int q = 0; q < NQ; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk<SH>(lane, q)];
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int i = 4 * q + c;
-                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                for (int c = 0; c < CH; ++c) {
+                    const int i = CH * q + c;
+                    const B b = cuo::vec_elem<sizeof(B)>(u, c);
                     const K key = ar_key<T>(b, FLIP, ~K());
                     const bool f = (fm >> i) & 1u;
                     if (f) s.loc[fb + i] = i == 0 ? (unsigned char)0xff : (unsigned char)bl;
@@ -282,18 +304,18 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
                     }
                 }
             }
-            bi = tid * SGF_K + bl;
+            bi = tid * TK + bl;
         } else {
             int bl = -1;
-            const int lo = rs - base < 0 ? 0 : (rs - base > SGF_K ? SGF_K : (int)(rs - base));
-            const int hi = re - base < 0 ? 0 : (re - base > SGF_K ? SGF_K : (int)(re - base));
+            const int lo = rs - base < 0 ? 0 : (rs - base > TK ? TK : (int)(rs - base));
+            const int hi = re - base < 0 ? 0 : (re - base > TK ? TK : (int)(re - base));
 #pragma unroll
-            for (int q = 0; q < SGF_K / 4; ++q) {
-                const cuo::vec_bytes<16> u = xw[sgf_chunk(lane, q)];
+            for (int q = 0; q < NQ; ++q) {
+                const cuo::vec_bytes<16> u = xw[sgf_chunk<SH>(lane, q)];
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int i = 4 * q + c;
-                    const B b = (B)(u.w[c >> 1] >> (32 * (c & 1)));
+                for (int c = 0; c < CH; ++c) {
+                    const int i = CH * q + c;
+                    const B b = cuo::vec_elem<sizeof(B)>(u, c);
                     const K key = ar_key<T>(b, FLIP, ~K());
                     if ((fm >> i) & 1u) {
                         s.loc[fb + i] = bl < 0 ? (unsigned char)0xff : (unsigned char)bl;
@@ -306,7 +328,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
                     }
                 }
             }
-            bi = bl < 0 ? RSENT : tid * SGF_K + bl;
+            bi = bl < 0 ? RSENT : tid * TK + bl;
         }
         // (4) segmented scan of the threads' tails (flag: the thread closed a run)
         K sk = bk;
@@ -349,9 +371,9 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
             K hk = K();
             int hi = RSENT;
             if (li != 0xffu) {
-                hk = ar_key<T>(reinterpret_cast<const B*>(xw + sgf_chunk(lane, (int)li >> 2))[li & 3],
+                hk = ar_key<T>(reinterpret_cast<const B*>(xw + sgf_chunk<SH>(lane, (int)li >> SH::CH_LOG2))[li & (CH - 1)],
                                FLIP, ~K());
-                hi = tid * SGF_K + (int)li;
+                hi = tid * TK + (int)li;
             }
             sgf_take<LAST>(hk, hi, pk, pi);
             s.head[tid] = hi;
@@ -368,16 +390,16 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
             const I pe = sgf_end_at(s.ring, e, kw, cx.offs, p);
             const I ps = e == kL ? start_l : sgf_end_at(s.ring, e - 1, kw, cx.offs, p);
             I slot = pe - r0;
-            slot = slot < 0 ? (I)0 : (slot > SGF_TILE ? (I)SGF_TILE : slot);
+            slot = slot < 0 ? (I)0 : (slot > TILE ? (I)TILE : slot);
             int rr;
-            if (slot == SGF_TILE) {
+            if (slot == TILE) {
                 rr = *s.ci;
             } else {
-                const int t2 = (int)slot / SGF_K, i2 = (int)slot % SGF_K;
-                const unsigned int fw = s.flag[(int)slot >> 5] >> ((t2 * SGF_K) & 31);
+                const int t2 = (int)slot / TK, i2 = (int)slot % TK;
+                const unsigned int fw = s.flag[(int)slot >> 5] >> ((t2 * TK) & 31);
                 const unsigned int li = s.loc[(int)slot];
                 rr = (fw & ((1u << i2) - 1u)) == 0u ? s.head[t2]
-                                                   : (li == 0xffu ? RSENT : t2 * SGF_K + (int)li);
+                                                   : (li == 0xffu ? RSENT : t2 * TK + (int)li);
             }
             const I r = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
             if (e == kL && blockIdx.x > 0) {
@@ -409,7 +431,7 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx, const SgfShared<
             }
         }
         // the next tile's carry-in: the open run, or nothing when a segment closed at the end
-        if (s.flag[SGF_FWORDS] & 1u) {
+        if (s.flag[SH::FWORDS] & 1u) {
             ck = K();
             ci = empty;
         } else {
@@ -442,20 +464,22 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
                                         unsigned int* zw, const SegParams& p)
 {
     // dynamic shared memory (plan.py's flat shared bytes, family.flat_shared_bytes): from
-    // SG_STAGE_FRONT, the staged rows (SGF_PITCH x 16 bytes a thread), s_loc, s_head, the
+    // SG_STAGE_FRONT, the staged rows (PITCH x 16 bytes a thread), s_loc, s_head, the
     // flags and the ring. It overlaps SgShared's parts, which only sg_setup (the carries,
     // rewritten after the tiles), sg_chains and sg_finish use, before and after the tiles.
-    constexpr unsigned O_LOC = SG_THREADS * SGF_PITCH * 16, O_HEAD = O_LOC + SGF_TILE,
-                       O_FLAG = O_HEAD + SG_THREADS * 4, O_RING = O_FLAG + 16 * ((4 * (SGF_FWORDS + 1) + 15) / 16);
+    typedef typename ArType<T>::key K;
+    typedef SgfShape<sizeof(typename ArType<T>::bits)> SH;
+    constexpr unsigned O_LOC = SG_THREADS * SH::PITCH * 16, O_HEAD = O_LOC + SH::TILE,
+                       O_FLAG = O_HEAD + SG_THREADS * 4, O_RING = O_FLAG + 16 * ((4 * (SH::FWORDS + 1) + 15) / 16);
     static_assert(SG_STAGE_FRONT + O_RING + SGF_RING * sizeof(I) >= SgShared<T, I, VAL>::O_CK + 32,
                   "the flat path's shared memory holds SgShared's fixed parts and the carry");
     unsigned char* const dyn = reinterpret_cast<unsigned char*>(sg_smem) + SG_STAGE_FRONT;
-    __shared__ cuo::u32 sgf_wk[SG_THREADS / 32];
+    __shared__ K sgf_wk[SG_THREADS / 32];
     __shared__ int sgf_wi[SG_THREADS / 32];
     __shared__ int sgf_wf[SG_THREADS / 32];
-    __shared__ cuo::u32 sgf_ck;
+    __shared__ K sgf_ck;
     __shared__ int sgf_ci;
-    const SgfShared<I> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
+    const SgfShared<I, K> s = {reinterpret_cast<unsigned int*>(dyn + O_FLAG), dyn + O_LOC,
                             reinterpret_cast<int*>(dyn + O_HEAD),
                             reinterpret_cast<cuo::vec_bytes<16>*>(dyn),
                             reinterpret_cast<I*>(dyn + O_RING),
@@ -477,8 +501,8 @@ __device__ __forceinline__ void sgf_run(const T* x, const void* offsets, void* o
 }
 
 // The flat fast path's entry point (same arguments as segment_reduce; p.cw_log2 == 0,
-// p.ncols == 1, x contiguous and 4-byte aligned, T of 4 bytes; dynamic shared memory: the
-// parts of SgShared up to the carry, plan.py's flat shared bytes).
+// p.ncols == 1, x contiguous and aligned to its values, T real of 1 to 8 bytes; dynamic
+// shared memory: the parts of SgShared up to the carry, plan.py's flat shared bytes).
 // LAST is p.last (the host names the instantiation of its parameters): the walks of one tie a
 // kernel, about half the NVRTC time of the four in one (issue 33). The extreme stays a branch
 // on p.is_min: a kernel per walk compiled its loop with a fifth more instructions.

@@ -36,12 +36,14 @@ FLAT_COLS_V = seg_family.REDUCE_FLAT_COLS_V
 
 
 def tiny_values(rng, n, dtype, pad=0):
-    """n values from a tiny range (ties everywhere), NaN and -0.0 for float32; ``pad`` elements
-    before them in the same buffer (x's start misaligned by pad itemsizes)."""
+    """n values from a tiny range (ties everywhere), NaN and -0.0 for the floats; ``pad``
+    elements before them in the same buffer (x's start misaligned by pad itemsizes)."""
     dt = np.dtype(dtype)
-    buf = rng.integers(0 if dt.kind == "u" else -2, 3, n + pad).astype(dt)
+    buf = rng.integers(0 if dt.kind in "ub" else -2, 3, n + pad).astype(dt)
     x = buf[pad:]
-    if dt.kind == "f":
+    if dt.kind == "m":
+        x[rng.random(n) < 0.03] = np.timedelta64("NaT")
+    if dt.kind == "f" or dt.name == "bfloat16":
         x[rng.random(n) < 0.03] = np.nan
         x[(x == 0) & (rng.random(n) < 0.5)] = -0.0
     return x
@@ -87,18 +89,18 @@ def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
                 where = (fn, tie, x.dtype, len(x), len(o), o.dtype, relative)
                 if values:
                     (gv, got), (wv, want) = got, want
-                    assert same_bits(gv, wv), (where, np.nonzero(gv.view(np.uint32) !=
-                                                                 wv.view(np.uint32))[0][:10])
+                    u = f"u{gv.itemsize}"
+                    assert same_bits(gv, wv), (where, np.nonzero(gv.view(u) != wv.view(u))[0][:10])
                 assert got.dtype == want.dtype and np.array_equal(got, want), \
                     (where, np.nonzero(got != want)[0][:10])
 
 
-def edge_offsets(n):
+def edge_offsets(n, tile=TILE):
     """Ends at and around tile boundaries (block 0's tiles start at row 0 for an aligned x),
     runs of empty segments there, one run longer than a tile's cap."""
-    ends = [0, 0, 1, 2, TILE - 1, TILE, TILE, TILE, TILE + 1, 2 * TILE - 8, 2 * TILE - 1]
-    ends += [2 * TILE] * (CAP + 40)                      # capped: empties at a tile edge
-    ends += [2 * TILE + 1, 2 * TILE + 2, 3 * TILE, 3 * TILE, n]
+    ends = [0, 0, 1, 2, tile - 1, tile, tile, tile, tile + 1, 2 * tile - 8, 2 * tile - 1]
+    ends += [2 * tile] * (CAP + 40)                      # capped: empties at a tile edge
+    ends += [2 * tile + 1, 2 * tile + 2, 3 * tile, 3 * tile, n]
     return np.minimum(np.array(ends, np.int64), n)
 
 
@@ -130,19 +132,21 @@ def mixed_offsets(rng, n):
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_the_flat_path_runs_for_contiguous_r1_only(device):
-    """Contiguous R = 1 x (1-D or trailing size 1) of float32 / int32 / uint32 launches
-    segment_reduce_flat (values forms: segment_reduce_flat_values); every other layout and
-    dtype segment_reduce(_values)."""
+    """Contiguous R = 1 x (1-D or trailing size 1) of a real dtype of 1 to 8 bytes launches
+    segment_reduce_flat (values forms: segment_reduce_flat_values); every other layout (strided
+    rows, R = 2; x off its values' alignment: test_flat_expressions_are_declared's plans) and
+    dtype (complex) segment_reduce(_values)."""
     rng = np.random.default_rng(3)
     n = 3000
     o = np.array([0, 10, 10, 2000, n], np.int64)
     flat = [tiny_values(rng, n, np.float32), tiny_values(rng, n, np.float32).reshape(n, 1),
             tiny_values(rng, n, np.int32), tiny_values(rng, n, np.uint32),
-            tiny_values(rng, n, np.float32, pad=1)]
+            tiny_values(rng, n, np.float32, pad=1), tiny_values(rng, n, np.float64),
+            tiny_values(rng, n, np.int8), tiny_values(rng, n, np.int64, pad=1),
+            tiny_values(rng, n, np.int64).astype("m8[s]")]
     other = [np.repeat(tiny_values(rng, n, np.float32), 2)[::2],      # strided rows
              tiny_values(rng, 2 * n, np.float32).reshape(n, 2),        # R = 2
-             tiny_values(rng, n, np.float64), tiny_values(rng, n, np.int8),
-             tiny_values(rng, n, np.int64)]
+             (tiny_values(rng, n, np.float32) + 1j).astype(np.complex64)]
     for x, want_flat in [(x, True) for x in flat] + [(x, False) for x in other]:
         with _trace.recording() as t:
             got = ops(device).segment_argmax(x, o)
@@ -171,18 +175,33 @@ def test_flat_expressions_are_declared():
         # the flat path of rows: index mode)
         want = [seg_family.flat_expression(dt, False, t, v) for t in (False, True)
                 for v in (False, True)]
-        want += [seg_family.flat_expression(dt, False, t, cols=True, staged=g)
-                 for t in (False, True) for g in (False, True)]
-        want += [seg_family.flat_expression(dt, False, t, True, cols=True, staged=True)
-                 for t in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == 10
+        cols = dt in seg_family.FLAT_COLS_DTYPES          # (float32, int32, uint32)
+        if cols:
+            want += [seg_family.flat_expression(dt, False, t, cols=True, staged=g)
+                     for t in (False, True) for g in (False, True)]
+            want += [seg_family.flat_expression(dt, False, t, True, cols=True, staged=True)
+                     for t in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == (10 if cols else 4)
         assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
-        assert sum(e.startswith(FLAT_COLS + "<") for e in want) == 4
-        assert sum(e.startswith(FLAT_COLS_V + "<") for e in want) == 2
+        assert sum(e.startswith(FLAT_COLS + "<") for e in want) == (4 if cols else 0)
+        assert sum(e.startswith(FLAT_COLS_V + "<") for e in want) == (2 if cols else 0)
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
     assert set(fam.dtypes) == set(seg_family.FLAT_DTYPES)
+    assert {d.name for d in seg_family.FLAT_DTYPES} >= {
+        "bool", "int8", "uint8", "int16", "uint16", "float16", "int32", "uint32", "float32",
+        "int64", "uint64", "float64"}
+    assert not any(d.kind == "c" for d in seg_family.FLAT_DTYPES)
+    assert seg_family.DATETIME in seg_family.FLAT_DTYPES
+    assert set(seg_family.FLAT_COLS_DTYPES) <= set(seg_family.FLAT_DTYPES)
+    for dt, isz, shared in ((np.float16, 2, 34960), (np.int8, 1, 26768), (np.float64, 8, 28048)):
+        p = seg_plan.plan_for((5000,), (isz,), dt, 256 + isz, 7, np.int64, 1, values=True)
+        assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(isz, 4) == shared
+    assert not seg_plan.plan_for((5000,), (8,), np.float64, 260, 7, np.int64, 1,
+                                 values=False).flat            # x not 8-byte aligned
+    assert not seg_plan.plan_for((500, 16), (32, 2), np.float16, 256, 7, np.int64, 1,
+                                 values=False).cols            # rows: 4-byte dtypes only
     for values in (False, True):
         p = seg_plan.plan_for((5000,), (4,), np.float32, 256, 7, np.int64, 1, values=values)
         assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(4, 4)
@@ -288,6 +307,37 @@ def test_integer_values(dtype, monkeypatch):
     tie = ("first",) if dtype == "int32" else ("last",)
     check_flat(x, mixed_offsets(rng, n), ties=tie)
     check_flat(x, edge_offsets(n), ties=tie)
+
+
+# the other widths: tiles of 8,192 rows for 1- and 2-byte values (32 a thread), 2,048 for 8-byte
+# ones (8 a thread); both ties for a float of each new width, one tie for the others (each
+# instantiation is a simt compile in a cold CI run)
+WIDTHS = [("float16", ("first", "last")), ("float64", ("first", "last")), ("bool", ("first",)),
+          ("int8", ("last",)), ("uint8", ("first",)), ("int16", ("last",)),
+          ("uint16", ("first",)), ("int64", ("first",)), ("uint64", ("last",)),
+          ("timedelta64[ns]", ("last",))]
+if any(d.name == "bfloat16" for d in seg_family.FLAT_DTYPES):
+    WIDTHS.append(("bfloat16", ("last",)))
+
+
+@pytest.mark.parametrize("dtype,ties", WIDTHS, ids=[w[0] for w in WIDTHS])
+def test_other_widths(dtype, ties, monkeypatch):
+    """1-, 2- and 8-byte values: tile edges, capped tiles, chains (about 1.5 tiles a block), x
+    off a 32-byte boundary (the first tile masked), the integers' extremes, NaN and -0.0."""
+    dt = next(d for d in seg_family.FLAT_DTYPES if d.name == dtype)
+    tile = 256 * seg_family.flat_rows(dt.itemsize)
+    monkeypatch.setattr(seg_plan, "FLAT_BLOCK_BYTES", int(1.5 * tile * dt.itemsize))
+    rng = np.random.default_rng(dt.itemsize * 31 + len(dtype))
+    n = 3 * tile + 21
+    x = tiny_values(rng, n, dt)
+    if dt.kind in "iu":
+        x[rng.random(n) < 0.01] = np.iinfo(dt).min
+        x[rng.random(n) < 0.01] = np.iinfo(dt).max
+    check_flat(x, edge_offsets(n, tile), ties=ties)
+    check_flat(x, tiny_offsets(rng, n), ties=ties, relative=True)
+    y = tiny_values(rng, n, dt, pad=3)                     # x 3 values past an aligned start
+    check_flat(y, mixed_offsets(rng, n), ties=ties)
+    check_flat(y, np.array([0, n], np.int64), ties=ties, kinds=("min",))   # one chain
 
 
 def test_offsets_and_index_dtypes(monkeypatch):

@@ -9,11 +9,11 @@ width), so it adds no instantiation. datetime64 and timedelta64 of every unit ru
 ``timedelta64[ns]`` (``cupyops_datetime``: int64 counts, NaT the extreme) on the input viewed as
 int64. No other module names these entry points.
 
-The flat fast path of contiguous R = 1 x (float32, int32, uint32: FLAT_DTYPES) is the family
+The flat fast path of contiguous R = 1 x (every real dtype of 1 to 8 bytes: FLAT_DTYPES) is the family
 ``segment_flat`` (kernels/segment_flat.cu, which includes segment.cu):
 ``segment_reduce_flat<T, int, LAST>`` and its values form ``segment_reduce_flat_values`` (a
 kernel per tie; 32-bit indexing, 64-bit plans take segment_reduce(_values)); and for contiguous
-rows of R = FLAT_COLS_MIN .. 256 of those dtypes, ``segment_reduce_flat_cols`` (read straight or
+rows of R = FLAT_COLS_MIN .. 256 of float32, int32 and uint32 (FLAT_COLS_DTYPES), ``segment_reduce_flat_cols`` (read straight or
 staged) and its values form ``segment_reduce_flat_cols_values`` (staged). A family of its own
 so that segment.cu's modules stay exactly what they were (ptxas allocates a kernel's registers
 differently beside other kernels in one module).
@@ -27,7 +27,7 @@ from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
            "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "REDUCE_FLAT_COLS", "REDUCE_FLAT_COLS_V",
-           "FLAT_DTYPES",
+           "FLAT_DTYPES", "FLAT_COLS_DTYPES", "flat_rows",
            "FLAT_COLS_MIN", "flat_cols_shared_bytes", "expression", "flat_expression",
            "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
 
@@ -38,19 +38,30 @@ DTYPES = _dtypes.VALUE_DTYPES + (DATETIME,)
 if _dtypes.dtype() is not None:   # bfloat16 when ml_dtypes is installed
     DTYPES += (_dtypes.dtype(),)
 REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
-#: the flat fast path (kernels/segment_flat.cu): contiguous R = 1 x of these 4-byte value
-#: types, indices (segment_reduce_flat) and values forms (segment_reduce_flat_values)
+#: the flat fast path (kernels/segment_flat.cu): contiguous R = 1 x of FLAT_DTYPES, indices
+#: (segment_reduce_flat) and values forms (segment_reduce_flat_values)
 REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
 #: the flat path of rows (kernels/segment_flat.cu): contiguous rows of R = FLAT_COLS_MIN .. 256
-#: trailing positions of these dtypes, indices (segment_reduce_flat_cols) and values forms
+#: trailing positions of FLAT_COLS_DTYPES, indices (segment_reduce_flat_cols) and values forms
 #: (segment_reduce_flat_cols_values) (a warp: 32 columns of one row; fewer columns would leave
 #: more than half of a warp idle)
 REDUCE_FLAT_COLS, REDUCE_FLAT_COLS_V = "segment_reduce_flat_cols", "segment_reduce_flat_cols_values"
 FLAT_COLS_MIN = 16
 FLAT_FAMILY = "segment_flat"
-FLAT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
-#: rows a thread per tile (SGF_K), ends the block's ring holds (SGF_RING)
+#: the flat path of rows' dtypes (4 bytes)
+FLAT_COLS_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
+#: the flat fast path's dtypes: every real one of 1 to 8 bytes, datetimes too (as DATETIME);
+#: complex values take the merge-path kernel
+FLAT_DTYPES = tuple(dt for dt in DTYPES if dt.kind in "biufm" or _dtypes.is_bf16(dt))
+#: rows a thread per tile of the flat path of rows (SGFC_K), ends the block's ring holds
+#: (SGF_RING)
 FLAT_K, FLAT_RING = 16, 1024
+
+
+def flat_rows(itemsize: int) -> int:
+    """Rows a thread per tile of the flat R = 1 walk (SgfShape<S>::K of
+    kernels/segment_flat.cu): 64 bytes, at most 32 rows (its flags: one word)."""
+    return min(32, 64 // itemsize)
 INDEX_CTYPES = {False: "int", True: "long long"}
 #: threads a block (SG_THREADS)
 THREADS = 256
@@ -101,9 +112,11 @@ def expressions(dtype) -> tuple:
 def flat_expressions(dtype) -> tuple:
     # 32-bit indexing only: the long long instantiation spilled on sm_107/120/121 and held
     # 25-33 % occupancy on sm_75/86/89 (its 1,024 ends of 8 bytes); 64-bit plans take the
-    # merge-path kernel
-    return tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True)) + \
-        tuple(flat_expression(dtype, False, t, cols=True, staged=g) for g in (False, True)
+    # merge-path kernel. The flat path of rows: FLAT_COLS_DTYPES only.
+    r1 = tuple(flat_expression(dtype, False, t, v) for v in (False, True) for t in (False, True))
+    if np.dtype(dtype) not in FLAT_COLS_DTYPES:
+        return r1
+    return r1 + tuple(flat_expression(dtype, False, t, cols=True, staged=g) for g in (False, True)
               for t in (False, True)) + \
         tuple(flat_expression(dtype, False, t, True, cols=True, staged=True) for t in (False, True))
 
@@ -133,12 +146,14 @@ def shared_bytes(itemsize: int, index_size: int, values: bool, cw_log2: int, wca
 
 
 def flat_shared_bytes(itemsize: int, index_size: int) -> int:
-    """Dynamic shared memory of a block of the flat path (sgf_run of kernels/segment.cu): from
-    the staged rows' front pad, the tile's rows (80 bytes a thread), the run winners (a byte a
-    row), the head runs, the flags and the ring of ends; SgShared's fixed parts and the carry,
-    which it overlaps, fit in it."""
-    tile = THREADS * FLAT_K
-    parts = STAGE_FRONT + THREADS * 80 + tile + THREADS * 4 + _up16(4 * (tile // 32 + 1))
+    """Dynamic shared memory of a block of the flat path (sgf_run of kernels/segment_flat.cu):
+    from the staged rows' front pad, the tile's rows (16-byte chunks of a thread's rows and a
+    16-byte pad: SgfShape's PITCH), the run winners (a byte a row), the head runs, the flags and
+    the ring of ends; SgShared's fixed parts and the carry, which it overlaps, fit in it."""
+    k = flat_rows(itemsize)
+    tile = THREADS * k
+    pitch = k * itemsize // 16 + 1
+    parts = STAGE_FRONT + THREADS * pitch * 16 + tile + THREADS * 4 + _up16(4 * (tile // 32 + 1))
     return parts + FLAT_RING * index_size
 
 
@@ -165,11 +180,14 @@ def first_calls(dtype) -> tuple:
 
 def flat_first_calls(dtype) -> tuple:
     """The flat path's first call: contiguous R = 1 x, 32-bit indexing; a kernel per tie and
-    mode."""
-    return tuple(_modules.FirstCall(
+    mode (and the flat path of rows' of FLAT_COLS_DTYPES)."""
+    r1 = tuple(_modules.FirstCall(
         "segment_*_and_arg*" if v else "segment_argmax / segment_argmin",
         f"flat R = 1, tie {'last' if t else 'first'}", False, (flat_expression(dtype, False, t, v),))
-        for v in (False, True) for t in (False, True)) + tuple(_modules.FirstCall(
+        for v in (False, True) for t in (False, True))
+    if np.dtype(dtype) not in FLAT_COLS_DTYPES:
+        return r1
+    return r1 + tuple(_modules.FirstCall(
             "segment_argmax / segment_argmin", f"flat rows R = {FLAT_COLS_MIN}-256"
             f"{', staged' if g else ''}, tie {'last' if t else 'first'}", False,
             (flat_expression(dtype, False, t, cols=True, staged=g),))

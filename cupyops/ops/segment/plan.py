@@ -12,14 +12,14 @@ layout, everything a launch needs that the host can know without reading the off
 * ``nblocks`` blocks share the merge path of rows and segment ends (at most n + S items): about
   :data:`BLOCK_BYTES` of x a block, at most :data:`MAX_CHAINS` blocks in all (the chain tickets
   the zeroed words hold) and no more than items.
-* ``flat``: contiguous R = 1 x (row stride == itemsize, 4-byte aligned) of a 4-byte value type
-  of ``family.FLAT_DTYPES`` with 32-bit indexing runs the flat fast path (segment_reduce_flat and
-  segment_reduce_flat_values of kernels/segment_flat.cu); every other layout the merge-path
-  kernel segment_reduce(_values). ``cols``: contiguous rows (row stride R x itemsize) of R =
-  ``family.FLAT_COLS_MIN`` .. 256 such values run the flat path of rows
-  (segment_reduce_flat_cols, and segment_reduce_flat_cols_values for the values forms: strips
-  of CW >= 32 columns, one strip; ``staged`` where rows are off 32-byte boundaries, and for
-  the values forms). The flat path
+* ``flat``: contiguous R = 1 x (row stride == itemsize, aligned to its values) of a real value
+  type of 1 to 8 bytes (``family.FLAT_DTYPES``) with 32-bit indexing runs the flat fast path
+  (segment_reduce_flat and segment_reduce_flat_values of kernels/segment_flat.cu); every other
+  layout the merge-path kernel segment_reduce(_values). ``cols``: contiguous rows (row stride
+  R x itemsize) of R = ``family.FLAT_COLS_MIN`` .. 256 float32 / int32 / uint32 values
+  (``family.FLAT_COLS_DTYPES``) run the flat path of rows (segment_reduce_flat_cols, and
+  segment_reduce_flat_cols_values for the values forms: strips of CW >= 32 columns, one strip;
+  ``staged`` where rows are off 32-byte boundaries, and for the values forms). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
@@ -150,9 +150,9 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     wcap = _family.wcap_for(isz, index_size, values, cw_log2)
     flat = (FLAT and not use_64bit and ncols == 1 and
             dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
-            data_ptr % 4 == 0)
+            data_ptr % isz == 0)
     cols = (FLAT and not use_64bit and
-            _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_DTYPES and
+            _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_COLS_DTYPES and
             rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
             data_ptr % 4 == 0)
     if cols:
