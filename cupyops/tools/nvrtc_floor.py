@@ -96,15 +96,25 @@ def kernel_families() -> tuple:
 
 def modules(dtypes=SAMPLE_DTYPES) -> list:
     """The modules checked: :func:`cupyops.tools.nvrtc.runtime_modules` of the library's own
-    kernel families for ``dtypes`` (None: every dtype); a family that serves none of them
-    (segment_flat: 4-byte types) for its first dtype."""
+    kernel families for ``dtypes`` (None: every dtype), and where those dtypes leave a kernel
+    template of a family uncompiled (segment_flat's rows kernels: 4-byte types only), its first
+    dtype that has it."""
     from cupyops.core import modules as _modules
     from cupyops.tools import nvrtc as T
     out = []
     for name in kernel_families():
         fam = _modules.get_family(name)
-        served = None if dtypes is None else \
-            [d for d in dtypes if np.dtype(d) in fam.dtypes] or [fam.dtypes[0]]
+        served = None
+        if dtypes is not None:
+            def templates(dts):
+                return {e.split("<")[0] for d in dts for e in fam.expressions_for(d)}
+            every = templates(fam.dtypes)
+            served = [np.dtype(d) for d in dtypes if np.dtype(d) in fam.dtypes]
+            for d in fam.dtypes:
+                if templates(served) >= every:
+                    break
+                if templates([d]) - templates(served):
+                    served.append(d)
         out += T.runtime_modules(families=(name,), dtypes=served)
     return out
 
