@@ -2,7 +2,7 @@
 // forms (family "segment_flat", cupyops/ops/segment/family.py): contiguous R = 1 x of a real
 // value type of 1 to 8 bytes, entry points segment_reduce_flat<T, I, LAST> (indices) and
 // segment_reduce_flat_values<T, I, LAST> (indices and the extremes' values); and contiguous
-// rows of R = 16 .. 256 of a 4-byte type (float, int, unsigned int),
+// rows of R = 2 .. 256 of a 4-byte type (float, int, unsigned int),
 // segment_reduce_flat_cols<T, I, LAST, STAGED> and
 // segment_reduce_flat_cols_values<T, I, LAST> (the flat path of rows, below). A kernel per
 // tie, so that a first call compiles two of the four walks. It reuses segment.cu's contract,
@@ -280,8 +280,8 @@ __device__ __forceinline__ void sgf_tiles(SgCtx<T, I, VAL>& cx,
             }
         }
         __syncwarp();
-        // (3) the thread's rows (from the warp's staging, 4 at a time) reduced by key, a flag
-        // closing the run
+        // (3) the thread's rows (from the warp's staging, a 16-byte chunk at a time) reduced by
+        // key, a flag closing the run
         const int fb = tid * TK;
         const unsigned int fm = (s.flag[fb >> 5] >> (fb & 31)) & SH::MASK;
         K bk = K();
@@ -527,11 +527,12 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 }
 
 // ------------------------------------------------------------------------------------------
-// The flat path of rows: contiguous x of R = 16 .. 256 trailing positions (rows of R values of
+// The flat path of rows: contiguous x of R = 2 .. 256 trailing positions (rows of R values of
 // a 4-byte type, one after another: row stride R x 4 bytes): segment_reduce_flat_cols<T, I,
 // LAST, STAGED> (indices) and segment_reduce_flat_cols_values<T, I, LAST> (indices and values,
-// always staged: each value read from the staged tile). A thread is column c of partition `part` (CW
-// = 2**cw_log2 >= 32 columns, P = 256 / CW partitions: a warp is 32 columns of one partition).
+// always staged: each value read from the staged tile). A thread is column c of partition
+// `part` (CW = 2**cw_log2 >= R columns, P = 256 / CW partitions: a warp is 32 columns of one
+// partition, or for CW < 32 the CW columns of 32 / CW partitions).
 // STAGED (chosen by plan.py): rows not on 32-byte boundaries (x's start, or R x 4 bytes) are
 // first staged through shared memory from 128-byte boundaries (sgfc_stage), so that each
 // warp's load is whole sectors; rows on them are read straight into registers (about a third
@@ -540,22 +541,23 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 // walk is the flat path's, by tiles of P x SGFC_K rows [r0, r0 + P SGFC_K) (r0 = rs):
 //   1. ends -> head flags (sgf_flag_ends, as the flat path);
 //   2. each thread loads its column of the partition's SGFC_K consecutive rows (a warp's
-//      loads: one row's 32 consecutive columns, coalesced; STAGED: from the staged tile) and
-//      reduces them by key, a flag
+//      loads: one row's 32 consecutive columns, or CW columns of 32 / CW rows, whole sectors;
+//      STAGED: from the staged tile) and reduces them by key, a flag
 //      closing the current run: the run's winner (its local row) goes to s_loc, the first
 //      closed run's (the head's) key and row stay in registers;
 //   3. the partitions' tails (key, row, "closed a run") in shared memory; each thread's
 //      exclusive prefix walks the partitions before it in its column back to one that closed
-//      a run (at most P - 1 <= 7), then the tile's carry-in; the head run completed with it
-//      (s_head), the last partition's inclusive value the column's carry-out;
+//      a run (CW >= 32: at most P - 1 <= 7; smaller CW: at most 15 inside the warp, then at
+//      most 7 warps: sgfc_small_prefix), then the tile's carry-in; the head run completed
+//      with it (s_head), the last partition's inclusive value the column's carry-out;
 //   4. the results of the tile's ends: thread (part, c) stores column c of the ends kt + part,
-//      kt + part + P, ... (a warp's stores: one segment's 32 consecutive columns); an empty
-//      segment empty_index; the block's first end, open at its start (b > 0), deposits the
-//      left chain partial of each column instead.
+//      kt + part + P, ... (a warp's stores: 32 consecutive outputs, one segment's columns or
+//      32 / CW segments'); an empty segment empty_index; the block's first end, open at its
+//      start (b > 0), deposits the left chain partial of each column instead.
 // ------------------------------------------------------------------------------------------
 
 #define SGFC_K 16                              // rows a thread per tile
-#define SGFC_ROWS_MAX (SG_THREADS / 32 * SGFC_K)   // rows a tile at most (CW = 32)
+#define SGFC_ROWS_MAX (SG_THREADS / 2 * SGFC_K)    // rows a tile at most (CW = 2)
 #define SGFC_FWORDS (SGFC_ROWS_MAX / 32)       // flag words (+1: the tile-end bit)
 #define SGFC_ELEMS (SG_THREADS * SGFC_K)       // values a tile at most (rows x R, R <= CW)
 #define SGFC_STAGE (SGFC_ELEMS + 32)           // staged values (from a 128-byte boundary)
@@ -593,6 +595,44 @@ __device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1,
         }
     }
     __syncthreads();
+}
+
+// The exclusive prefix (pk, pi, pf) of thread tid's partition in column c for CW = 2**cwl <
+// 32, back to a partition that closed a run (pf), from the partitions' tails (bk, bi, sf). A
+// warp holds 32 / CW partitions of the same columns (up to 128 partitions a block, too many to
+// walk one by one): the warp's partitions before are walked first (at most 15), its last
+// partition's inclusive value then replaces its tail, and the warps before are walked by those
+// (at most 7). (A shuffle scan held 9 more registers and spilled in the staged kernel on
+// sm_90.) Every thread calls it (a barrier inside).
+template <bool LAST, class K, class I>
+__device__ __forceinline__ void sgfc_small_prefix(const SgfcShared<I>& s, K& pk, int& pi,
+                                                  int& pf, K bk, int bi, int sf, int cwl, int c)
+{
+    const int tid = threadIdx.x, lane = tid & 31, cw = 1 << cwl;
+    s.tk[tid] = bk;
+    s.ti[tid] = bi;
+    s.tf[tid] = sf;
+    __syncwarp();
+    for (int q = lane - cw; q >= 0 && !pf; q -= cw) {
+        const int t2 = (tid & ~31) + q;
+        sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
+        pf = s.tf[t2];
+    }
+    __syncwarp();
+    if (lane >= 32 - cw) {                     // (the warp's last partition)
+        K wk = bk;
+        int wi = bi;
+        if (!sf) sgf_take<LAST>(wk, wi, pk, pi);
+        s.tk[tid] = wk;
+        s.ti[tid] = wi;
+        s.tf[tid] = sf | pf;
+    }
+    __syncthreads();
+    for (int w2 = (tid >> 5) - 1; w2 >= 0 && !pf; --w2) {
+        const int t2 = w2 * 32 + 32 - cw + c;
+        sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
+        pf = s.tf[t2];
+    }
 }
 
 template <class T, class I, bool IS_MIN, bool LAST, bool STAGED, bool VAL>
@@ -686,16 +726,20 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
         const int bi = bl < 0 ? RSENT : fb + bl;
         // (3) the partitions' tails; the exclusive prefix of the column
         const int sf = fm != 0u;
-        s.tk[tid] = bk;
-        s.ti[tid] = bi;
-        s.tf[tid] = sf;
-        __syncthreads();
         K pk = K();
         int pi = RSENT, pf = 0;
-        for (int q = part - 1; q >= 0 && !pf; --q) {
-            const int t2 = (q << cwl) + c;
-            sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
-            pf = s.tf[t2];
+        if (!STAGED || cwl >= 5) {             // (block-uniform) a partition: whole warps
+            s.tk[tid] = bk;
+            s.ti[tid] = bi;
+            s.tf[tid] = sf;
+            __syncthreads();
+            for (int q = part - 1; q >= 0 && !pf; --q) {
+                const int t2 = (q << cwl) + c;
+                sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
+                pf = s.tf[t2];
+            }
+        } else if constexpr (STAGED) {         // (CW < 32 plans are staged: plan.py)
+            sgfc_small_prefix<LAST>(s, pk, pi, pf, bk, bi, sf, cwl, c);
         }
         if (!pf) sgf_take<LAST>(pk, pi, ck, ci == empty ? RSENT : RCARRY);
         if (fm) {
@@ -714,7 +758,12 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
         __syncthreads();
         // (4) column c of the ends kt + part, kt + part + P, ...: results (or left partials)
         if (cx.t.col_ok) {
-            for (I e = kt + (I)part; e < k; e += (I)parts) {
+            // (CW < 32, staged: partition part takes the ends e = part mod P, so that each
+            // warp's 32 / CW segments start at a multiple of 32 / CW: whole sectors of the
+            // outputs for short rows, as sg_store_step's rotation)
+            const int e_first = STAGED && cwl < 5 ? (part - (int)(kt & (I)(parts - 1))) & (parts - 1)
+                                                  : part;
+            for (I e = kt + (I)e_first; e < k; e += (I)parts) {
                 const I pe = sgf_end_at(s.ring, e, kw, cx.offs, p);
                 const I ps = e == kL ? start_l : sgf_end_at(s.ring, e - 1, kw, cx.offs, p);
                 I slot = pe - r0;
@@ -834,7 +883,7 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
     sg_finish(cx);
 }
 
-// The flat path of rows' entry point (segment_reduce's arguments; p.cw_log2 >= 5, p.ncols <=
+// The flat path of rows' entry point (segment_reduce's arguments; p.cw_log2 >= 1, p.ncols <=
 // 256, grid.y 1, x's rows contiguous and 4-byte aligned (not STAGED: x and R x 4 multiples of
 // 32 bytes), T of 4 bytes; dynamic shared memory: family.flat_cols_shared_bytes).
 template <class T, class I, bool LAST, bool STAGED>

@@ -27,7 +27,7 @@ from cupyops.ops.segment import plan as seg_plan
 from cupyops.ops.segment.rules import SegmentCall
 from _devices import KERNEL_DEVICES, ops
 
-TILE = 4096          # SGF_TILE of kernels/segment.cu
+TILE = 4096          # a tile's rows of 4-byte values (SgfShape<4>::TILE of kernels/segment_flat.cu)
 CAP = 512            # SGF_CAP
 FLAT = seg_family.REDUCE_FLAT
 FLAT_V = seg_family.REDUCE_FLAT_V
@@ -200,6 +200,11 @@ def test_flat_expressions_are_declared():
         assert p.flat and p.shared_mem == seg_family.flat_shared_bytes(isz, 4) == shared
     assert not seg_plan.plan_for((5000,), (8,), np.float64, 260, 7, np.int64, 1,
                                  values=False).flat            # x not 8-byte aligned
+    # 1-byte x of nearly 2**31 rows: 32-bit indexing, but a tile's end would pass an int
+    # (review H1: the last tile never ended); the merge-path kernel
+    for n, flat in ((2**31 - 8, False), (2**31 - 20000, True)):
+        p = seg_plan.plan_for((n,), (1,), np.bool_, 256, 1, np.int64, 1, values=False)
+        assert not p.use_64bit and p.flat == flat, (n, p)
     assert not seg_plan.plan_for((500, 16), (32, 2), np.float16, 256, 7, np.int64, 1,
                                  values=False).cols            # rows: 4-byte dtypes only
     for values in (False, True):
@@ -211,7 +216,9 @@ def test_flat_expressions_are_declared():
     assert p.cols and not p.flat and p.cw_log2 == 6 and p.ny == 1 and not p.staged
     assert p.shared_mem == seg_family.flat_cols_shared_bytes(4, False)
     p = seg_plan.plan_for((500, 16), (64, 4), np.int32, 272, 7, np.int64, 1, values=False)
-    assert p.cols and p.cw_log2 == 5 and p.staged      # (a warp: 32 columns, 16 of them idle)
+    assert p.cols and p.cw_log2 == 4 and p.staged      # (a warp: 16 columns of 2 rows)
+    p = seg_plan.plan_for((500, 3), (12, 4), np.float32, 256, 7, np.int64, 1, values=False)
+    assert p.cols and p.cw_log2 == 2 and p.staged      # (4 columns, one idle, of 8 rows)
     assert p.shared_mem == seg_family.flat_cols_shared_bytes(4, True)
     p = seg_plan.plan_for((500, 20), (80, 4), np.int32, 256, 7, np.int64, 1, values=False)
     assert p.cols and p.staged                         # (rows of 80 bytes)
@@ -374,7 +381,7 @@ def test_flat_under_schedules(schedule, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------
-# the flat path of rows (R = 16 .. 256)
+# the flat path of rows (R = 2 .. 256)
 # ------------------------------------------------------------------------------------------
 
 def rows_of(rng, n, r, dtype=np.float32, pad=0):
@@ -397,21 +404,23 @@ def rows_blocks(monkeypatch, nbytes):
 
 
 def staged_kernel(x):
-    """Whether x's rows take the staged kernel (segment_reduce_flat_cols<..., true>)."""
-    return x.ctypes.data % 32 != 0 or x.shape[1] * x.itemsize % 32 != 0
+    """Whether x's rows take the staged kernel (segment_reduce_flat_cols<..., true>): off
+    32-byte boundaries, or R <= 16 (CW < 32: several partitions a warp)."""
+    return x.ctypes.data % 32 != 0 or x.shape[1] * x.itemsize % 32 != 0 or x.shape[1] <= 16
 
 
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
-    """Contiguous rows of R = 16 .. 256 float32 / int32 / uint32 launch segment_reduce_flat_cols
-    (values forms: segment_reduce_flat_cols_values); narrower or wider rows, strided rows or
-    columns and other dtypes the merge-path kernel."""
+    """Contiguous rows of R = 2 .. 256 float32 / int32 / uint32 launch segment_reduce_flat_cols
+    (values forms: segment_reduce_flat_cols_values); wider rows, strided rows or columns and
+    other dtypes the merge-path kernel."""
     rng = np.random.default_rng(13)
     n = 700
     o = np.array([0, 5, 5, 300, n], np.int64)
     cols = [rows_of(rng, n, 16), rows_of(rng, n, 64, np.int32), rows_of(rng, n, 256, np.uint32),
-            rows_of(rng, n, 33).reshape(n, 3, 11), rows_of(rng, n, 40, pad=1)]
-    other = [rows_of(rng, n, 15), rows_of(rng, n, 257), rows_of(rng, n, 64)[:, ::2],
+            rows_of(rng, n, 33).reshape(n, 3, 11), rows_of(rng, n, 40, pad=1), rows_of(rng, n, 2),
+            rows_of(rng, n, 15).reshape(n, 3, 5)]
+    other = [rows_of(rng, n, 257), rows_of(rng, n, 64)[:, ::2],
              rows_of(rng, 2 * n, 32)[::2], rows_of(rng, n, 64, np.float64),
              rows_of(rng, n, 64).reshape(n, 8, 8).transpose(0, 2, 1)]
     for x, want_cols in [(x, True) for x in cols] + [(x, False) for x in other]:
@@ -429,15 +438,18 @@ def test_the_flat_path_of_rows_runs_for_contiguous_rows_only(device):
         assert np.array_equal(np.asarray(gi), wi) and same_bits(np.asarray(gv), wv)
 
 
-# rows a tile: 16 x the partitions (256 / CW): 128 rows for R <= 32, 16 for R > 128; rows read
-# straight (R a multiple of 8, pad 0) or staged (other R, or x off a 32-byte boundary)
-@pytest.mark.parametrize("r,pad", [(16, 0), (17, 0), (32, 0), (33, 0), (64, 0), (64, 3),
-                                   (100, 0), (256, 0), (256, 4)])
+# rows a tile: 16 x the partitions (256 / CW, CW the least power of two >= R): 2,048 rows for
+# R = 2, 128 for R = 17 .. 32, 16 for R > 128; rows read straight (R >= 32 a multiple of 8,
+# pad 0) or staged (other R, or x off a 32-byte boundary; R <= 16: CW < 32, several partitions
+# a warp, sgfc_small_prefix)
+@pytest.mark.parametrize("r,pad", [(2, 0), (3, 0), (8, 0), (8, 3), (13, 0), (16, 0), (17, 0),
+                                   (32, 0), (33, 0), (64, 0), (64, 3), (100, 0), (256, 0),
+                                   (256, 4)])
 def test_rows_tiles_and_blocks(r, pad, monkeypatch):
     """Segments ending at and around tile edges, empty ones there, runs of empty segments
     longer than a tile's cap, segments across tiles and blocks (small blocks: chains)."""
     rng = np.random.default_rng(r + pad)
-    tile = 16 * (256 // max(32, 1 << (r - 1).bit_length()))
+    tile = 16 * (256 // (1 << (r - 1).bit_length()))
     n = 5 * tile + 37
     rows_blocks(monkeypatch, 4 * r * (n // 4))                         # about 4 blocks
     x = rows_of(rng, n, r, pad=pad)

@@ -43,10 +43,10 @@ REDUCE, REDUCE_V = "segment_reduce", "segment_reduce_values"
 REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
 #: the flat path of rows (kernels/segment_flat.cu): contiguous rows of R = FLAT_COLS_MIN .. 256
 #: trailing positions of FLAT_COLS_DTYPES, indices (segment_reduce_flat_cols) and values forms
-#: (segment_reduce_flat_cols_values) (a warp: 32 columns of one row; fewer columns would leave
-#: more than half of a warp idle)
+#: (segment_reduce_flat_cols_values) (CW = the least power of two >= R columns; a warp: 32
+#: columns of one row, or CW columns of 32 / CW rows)
 REDUCE_FLAT_COLS, REDUCE_FLAT_COLS_V = "segment_reduce_flat_cols", "segment_reduce_flat_cols_values"
-FLAT_COLS_MIN = 16
+FLAT_COLS_MIN = 2
 FLAT_FAMILY = "segment_flat"
 #: the flat path of rows' dtypes (4 bytes)
 FLAT_COLS_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
@@ -203,7 +203,7 @@ def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
     kernels/segment_flat.cu): from the front pad, the closed runs' winners (a byte a thread and
     row), the head runs, the tails (3 words a thread), the carry-outs (2 words a column), the
     flags, the ring of ends and (``staged``) the tile's values, from a 128-byte boundary."""
-    fwords = THREADS // 32 * FLAT_K // 32 + 1
+    fwords = THREADS // 2 * FLAT_K // 32 + 1          # (a tile's rows: at most 2,048, at CW = 2)
     return STAGE_FRONT + THREADS * FLAT_K + THREADS * 4 * 6 + _up16(4 * fwords) + \
         FLAT_RING * index_size + (4 * (THREADS * FLAT_K + 32) if staged else 0)
 

@@ -18,7 +18,7 @@ layout, everything a launch needs that the host can know without reading the off
   layout the merge-path kernel segment_reduce(_values). ``cols``: contiguous rows (row stride
   R x itemsize) of R = ``family.FLAT_COLS_MIN`` .. 256 float32 / int32 / uint32 values
   (``family.FLAT_COLS_DTYPES``) run the flat path of rows (segment_reduce_flat_cols, and
-  segment_reduce_flat_cols_values for the values forms: strips of CW >= 32 columns, one strip;
+  segment_reduce_flat_cols_values for the values forms: one strip of CW columns;
   ``staged`` where rows are off 32-byte boundaries, and for the values forms). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
@@ -148,15 +148,15 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
     narrow = dt.kind == "c" and (data_ptr % isz != 0 or any(
         s % isz for m, s in zip(shape, strides) if m > 1))
     wcap = _family.wcap_for(isz, index_size, values, cw_log2)
+    # (a tile's end, r0 + 256 K rows, stays an int: 1-byte x below 2**31 rows could pass it;
+    # review of 57d49a7, H1: the block's last tile never ended)
     flat = (FLAT and not use_64bit and ncols == 1 and
             dt in _family.FLAT_DTYPES and (n == 1 or int(strides[0]) == isz) and
-            data_ptr % isz == 0)
+            data_ptr % isz == 0 and n + 2 * _family.THREADS * _family.flat_rows(isz) <= _I32_LIMIT)
     cols = (FLAT and not use_64bit and
             _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_COLS_DTYPES and
             rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
             data_ptr % 4 == 0)
-    if cols:
-        cw_log2 = max(5, cw_log2)
     if flat or cols:
         # (rows: each block's chain partials, two of CW columns, kept to 1 / PARTIAL_SHARE of
         # its share, as the merge path's)
@@ -166,8 +166,9 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
         nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
     # (rows on 32-byte boundaries are read straight into registers, whole sectors a warp;
     # others, and the values form, which reads its values there, staged through shared memory
-    # from 128-byte boundaries)
-    staged = cols and (values or data_ptr % 32 != 0 or ncols * isz % 32 != 0)
+    # from 128-byte boundaries; and CW < 32, whose warps hold several partitions: the staged
+    # kernel alone has their prefix walk, so that the straight kernel's code is what it was)
+    staged = cols and (values or cw_log2 < 5 or data_ptr % 32 != 0 or ncols * isz % 32 != 0)
     smem = _family.flat_shared_bytes(isz, index_size) if flat else \
         _family.flat_cols_shared_bytes(index_size, staged) if cols else \
         _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
