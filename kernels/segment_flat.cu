@@ -635,13 +635,14 @@ __device__ __forceinline__ void sgfc_small_prefix(const SgfcShared<I>& s, K& pk,
     }
 }
 
-template <class T, class I, bool IS_MIN, bool LAST, bool STAGED, bool VAL>
+template <class T, class I, bool IS_MIN, bool LAST, bool STAGED, bool VAL, bool STRIPS>
 __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShared<I>& s)
 {
     typedef typename ArType<T>::bits B;
     typedef typename ArType<T>::key K;
     static_assert(sizeof(B) == 4 && sizeof(K) == 4, "the flat path reads 4-byte values");
     static_assert(STAGED || !VAL, "the values form reads its values from the staged tile");
+    static_assert(!STRIPS || (!STAGED && !VAL), "strips of wider rows are read straight");
     constexpr K FLIP = IS_MIN ? ~K() : K();
     const SegParams& p = *cx.p;
     SgWalk<I>& w = cx.w;
@@ -669,7 +670,9 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
     const bool report = blockIdx.y == 0;
     const unsigned long long oaddr = reinterpret_cast<unsigned long long>(cx.offs) /
                                      (unsigned)p.off_width;
-    const int col = cx.t.col_ok ? c : 0;       // (idle columns read column 0, unused)
+    // (idle columns read column 0, unused; STRIPS: block row y covers columns [y CW, y CW +
+    // CW) of x's rows, and col is the column in them where the stores need it)
+    const int col = (cx.t.col_ok ? c : 0) + (STRIPS ? (int)(blockIdx.y << cwl) : 0);
     // x's element offset from a 128-byte boundary (x is 4-byte aligned)
     const int xa = (int)((reinterpret_cast<unsigned long long>(x) >> 2) & 31);
     bool more = true;
@@ -788,7 +791,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
                     b.k = rr == RSENT ? K()
                                       : (rr == RCARRY ? ck
                                                       : ar_key<T>(STAGED ? staged[rr * R + c]
-                                                                         : __ldg(x + (e0 + (I)(rr * R + c))),
+                                                                         : __ldg(x + (e0 + (I)(rr * R + (STRIPS ? col : c)))),
                                                                   FLIP, ~K()));
                     b.i = r;
                     if constexpr (VAL)
@@ -797,7 +800,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
                 } else {
                     if (sg_stores_end<I>(w, e, ps, pe)) {
                         const bool emp = pe == ps || r == empty;
-                        ar_store_index<long long>(cx.out, (long long)e * R + c,
+                        ar_store_index<long long>(cx.out, (long long)e * R + (STRIPS ? col : c),
                                                   emp ? p.empty_index
                                                       : (long long)(p.relative ? r - ps : r),
                                                   p.out_width);
@@ -847,7 +850,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
     __syncthreads();
 }
 
-template <class T, class I, bool LAST, bool STAGED, bool VAL>
+template <class T, class I, bool LAST, bool STAGED, bool VAL, bool STRIPS = false>
 __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* out, void* vout,
                                          void* pkey, void* pidx, long long* cons,
                                          unsigned int* zw, const SegParams& p)
@@ -874,11 +877,11 @@ __device__ __forceinline__ void sgfc_run(const T* x, const void* offsets, void* 
                              reinterpret_cast<cuo::u32*>(dyn + O_XS)};
     SgCtx<T, I, VAL> cx;
     sg_ctx_init(cx, x, offsets, out, vout, pkey, pidx, cons, zw, p, p.cw_log2);
-    sg_thread_init(cx, p, 0u);                 // (one strip: grid.y is 1)
+    sg_thread_init(cx, p, STRIPS ? blockIdx.y : 0u);   // (a constant 0 for one strip)
     cx.flat = false;
     sg_setup(cx);
-    if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED, VAL>(cx, s);
-    else sgfc_tiles<T, I, false, LAST, STAGED, VAL>(cx, s);
+    if (p.is_min) sgfc_tiles<T, I, true, LAST, STAGED, VAL, STRIPS>(cx, s);
+    else sgfc_tiles<T, I, false, LAST, STAGED, VAL, STRIPS>(cx, s);
     sg_chains(cx);
     sg_finish(cx);
 }
@@ -905,4 +908,16 @@ segment_reduce_flat_cols_values(const T* __restrict__ x, const void* __restrict_
                                 void* pidx, long long* cons, unsigned int* zw, SegParams p)
 {
     sgfc_run<T, I, LAST, true, true>(x, offsets, out, vout, pkey, pidx, cons, zw, p);
+}
+
+// Rows wider than 256 (index mode; x's start and R x 4 bytes multiples of 32 bytes): the
+// straight walk, one block row (grid.y) a strip of 256 columns, chains per strip as
+// segment_reduce's (segment_reduce's arguments; p.cw_log2 == 8).
+template <class T, class I, bool LAST>
+__global__ void __launch_bounds__(256, 4)
+segment_reduce_flat_strips(const T* __restrict__ x, const void* __restrict__ offsets,
+                           void* __restrict__ out, void* pkey, void* pidx, long long* cons,
+                           unsigned int* zw, SegParams p)
+{
+    sgfc_run<T, I, LAST, false, false, true>(x, offsets, out, nullptr, pkey, pidx, cons, zw, p);
 }

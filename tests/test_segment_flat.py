@@ -33,6 +33,7 @@ FLAT = seg_family.REDUCE_FLAT
 FLAT_V = seg_family.REDUCE_FLAT_V
 FLAT_COLS = seg_family.REDUCE_FLAT_COLS
 FLAT_COLS_V = seg_family.REDUCE_FLAT_COLS_V
+FLAT_STRIPS = seg_family.REDUCE_FLAT_STRIPS
 
 
 def tiny_values(rng, n, dtype, pad=0):
@@ -80,8 +81,9 @@ def check_flat(x, o, *, relative=False, index_dtype=np.int64, force_64bit=False,
             for tie in ties:
                 got, names = direct(x, o, kind, tie, relative=relative, index_dtype=index_dtype,
                                     force_64bit=force_64bit, empty_index=empty, values=values)
-                name = (FLAT_COLS_V if values else FLAT_COLS) if cols else \
-                    (FLAT_V if values else FLAT)
+                wide = cols and int(np.prod(x.shape[1:])) > 256
+                name = FLAT_STRIPS if wide else \
+                    (FLAT_COLS_V if values else FLAT_COLS) if cols else (FLAT_V if values else FLAT)
                 assert len(names) == 1 and names[0].startswith(name + "<"), names
                 fn = f"segment_{kind}_and_arg{kind}" if values else f"segment_arg{kind}"
                 want = getattr(cupyops, fn)(x, o, tie=tie, relative=relative, empty_index=empty,
@@ -181,10 +183,13 @@ def test_flat_expressions_are_declared():
                      for t in (False, True) for g in (False, True)]
             want += [seg_family.flat_expression(dt, False, t, True, cols=True, staged=True)
                      for t in (False, True)]
-        assert sorted(exprs) == sorted(want) and len(set(want)) == (10 if cols else 4)
+            want += [seg_family.flat_expression(dt, False, t, cols=True, strips=True)
+                     for t in (False, True)]
+        assert sorted(exprs) == sorted(want) and len(set(want)) == (12 if cols else 4)
         assert sum(e.startswith(FLAT_V + "<") for e in want) == 2
         assert sum(e.startswith(FLAT_COLS + "<") for e in want) == (4 if cols else 0)
         assert sum(e.startswith(FLAT_COLS_V + "<") for e in want) == (2 if cols else 0)
+        assert sum(e.startswith(FLAT_STRIPS + "<") for e in want) == (2 if cols else 0)
         for e in want:
             assert (e,) in fam.modules_for(dt)
             assert any(c.exprs == (e,) for c in fam.first_calls_for(dt))
@@ -491,6 +496,38 @@ def test_rows_misaligned_dtypes_and_offsets(monkeypatch):
     got, names = direct(x, o, "max", "first", force_64bit=True)
     assert names == [seg_family.expression(False, np.float32, True)], names
     assert np.array_equal(got, cupyops.segment_argmax(x, o, empty_index=-7, device="cpu"))
+
+
+def test_rows_wider_than_256(monkeypatch):
+    """Rows of more than 256 values on 32-byte boundaries, index mode: the rows kernel's
+    straight walk in strips of 256 columns (grid.y, the last strip partial), chains per strip,
+    under a schedule too; values forms, misaligned x or rows, and other dtypes the merge path."""
+    rows_blocks(monkeypatch, 4 * 256 * 30)
+    rng = np.random.default_rng(29)
+    n = 5 * 16 + 37
+    for r in (264, 1000):                       # strips: 256 + 8 columns; 3 x 256 + 232
+        x = rows_of(rng, n, r)
+        plan = seg_plan.plan_for(x.shape, x.strides, x.dtype, x.ctypes.data, 1, np.int64, 1,
+                                 values=False)
+        assert plan.strips and plan.ny == -(-r // 256) and plan.nblocks >= 3, plan
+        ends = [0, 0, 1, 15, 16, 16, 17, 33] + [48] * (CAP + 20) + [50, 64, n]
+        for o, kinds, ties in ((np.minimum(np.array(ends, np.int64), n), ("max", "min"),
+                                ("first", "last")),
+                               (tiny_offsets(rng, n), ("min",), ("last",)),
+                               (mixed_offsets(rng, n), ("max",), ("first",)),
+                               (np.array([0, n], np.int64), ("max",), ("last",))):
+            check_flat(x, o, kinds=kinds, ties=ties, modes=(False,), relative=r == 264)
+        with simt.schedule("reverse"):
+            check_flat(x, tiny_offsets(rng, n), kinds=("max",), ties=("first",), modes=(False,))
+    x = rows_of(rng, n, 264)
+    o = tiny_offsets(rng, n)
+    for y, values in ((x, True), (rows_of(rng, n, 264, pad=1), False), (rows_of(rng, n, 260), False),
+                      (rows_of(rng, n, 264, np.float64), False)):
+        got, names = direct(y, o, "max", "first", values=values)
+        assert names == [seg_family.expression(values, y.dtype, False)], names
+        want = getattr(cupyops, "segment_max_and_argmax" if values else "segment_argmax")(
+            y, o, empty_index=-7, device="cpu")
+        assert np.array_equal(got[1] if values else got, want[1] if values else want)
 
 
 @pytest.mark.parametrize("schedule", ["reverse", 4242])

@@ -27,6 +27,7 @@ from cupyops.core import modules as _modules
 
 __all__ = ["FAMILY", "FAMILY_DEF", "FLAT_FAMILY", "FLAT_FAMILY_DEF", "DTYPES", "DATETIME",
            "REDUCE", "REDUCE_V", "REDUCE_FLAT", "REDUCE_FLAT_V", "REDUCE_FLAT_COLS", "REDUCE_FLAT_COLS_V",
+           "REDUCE_FLAT_STRIPS",
            "FLAT_DTYPES", "FLAT_COLS_DTYPES", "flat_rows",
            "FLAT_COLS_MIN", "flat_cols_shared_bytes", "expression", "flat_expression",
            "expressions", "flat_expressions", "flat_shared_bytes", "items", "key_itemsize", "shared_bytes", "THREADS"]
@@ -46,6 +47,9 @@ REDUCE_FLAT, REDUCE_FLAT_V = "segment_reduce_flat", "segment_reduce_flat_values"
 #: (segment_reduce_flat_cols_values) (CW = the least power of two >= R columns; a warp: 32
 #: columns of one row, or CW columns of 32 / CW rows)
 REDUCE_FLAT_COLS, REDUCE_FLAT_COLS_V = "segment_reduce_flat_cols", "segment_reduce_flat_cols_values"
+#: ... and rows wider than 256 read straight, index mode: strips of 256 columns on grid.y
+#: (segment_reduce_flat_strips)
+REDUCE_FLAT_STRIPS = "segment_reduce_flat_strips"
 FLAT_COLS_MIN = 2
 FLAT_FAMILY = "segment_flat"
 #: the flat path of rows' dtypes (4 bytes)
@@ -86,19 +90,21 @@ def expression(values: bool, dtype, use_64bit: bool) -> str:
 
 
 def flat_expression(dtype, use_64bit: bool, last: bool, values: bool = False,
-                    cols: bool = False, staged: bool = False) -> str:
+                    cols: bool = False, staged: bool = False, strips: bool = False) -> str:
     """The name expression of the flat fast path's kernel (a dtype of FLAT_DTYPES) for the tie
     (``last``) and mode (``values``; ``cols``: the flat path of rows, ``staged`` where its rows
-    are not on 32-byte boundaries, the values form always): a kernel each, so that a first call compiles two of the four walks (max and
+    are not on 32-byte boundaries, the values form always; ``strips``: rows wider than 256,
+    index mode): a kernel each, so that a first call compiles two of the four walks (max and
     min; the four in one kernel took 1.05 s of NVRTC for float32, issue 33). The extreme
     stays a runtime branch: a kernel per walk compiled each walk's loop with a fifth more
     instructions (the issue-rate model's row: 93 -> 76 % of copy bandwidth for float32)."""
     key = ("flat", np.dtype(dtype), bool(use_64bit), bool(last), bool(values), bool(cols),
-           bool(staged))
+           bool(staged), bool(strips))
     expr = _EXPRS.get(key)
     if expr is None:
         args = (np.dtype(dtype), INDEX_CTYPES[bool(use_64bit)], bool(last))
         expr = _EXPRS[key] = (
+            _modules.name_expression(REDUCE_FLAT_STRIPS, *args) if strips else
             _modules.name_expression(REDUCE_FLAT_COLS_V, *args) if cols and values else
             _modules.name_expression(REDUCE_FLAT_COLS, *args, bool(staged)) if cols else
             _modules.name_expression(REDUCE_FLAT_V if values else REDUCE_FLAT, *args))
@@ -118,7 +124,8 @@ def flat_expressions(dtype) -> tuple:
         return r1
     return r1 + tuple(flat_expression(dtype, False, t, cols=True, staged=g) for g in (False, True)
               for t in (False, True)) + \
-        tuple(flat_expression(dtype, False, t, True, cols=True, staged=True) for t in (False, True))
+        tuple(flat_expression(dtype, False, t, True, cols=True, staged=True) for t in (False, True)) + \
+        tuple(flat_expression(dtype, False, t, cols=True, strips=True) for t in (False, True))
 
 
 def items(itemsize: int) -> int:
@@ -180,7 +187,7 @@ def first_calls(dtype) -> tuple:
 
 def flat_first_calls(dtype) -> tuple:
     """The flat path's first call: contiguous R = 1 x, 32-bit indexing; a kernel per tie and
-    mode (and the flat path of rows' of FLAT_COLS_DTYPES)."""
+    mode (and the flat path of rows' of FLAT_COLS_DTYPES, its strips of wider rows too)."""
     r1 = tuple(_modules.FirstCall(
         "segment_*_and_arg*" if v else "segment_argmax / segment_argmin",
         f"flat R = 1, tie {'last' if t else 'first'}", False, (flat_expression(dtype, False, t, v),))
@@ -195,7 +202,11 @@ def flat_first_calls(dtype) -> tuple:
                 "segment_*_and_arg*", f"flat rows R = {FLAT_COLS_MIN}-256, tie "
                 f"{'last' if t else 'first'}", False,
                 (flat_expression(dtype, False, t, True, cols=True, staged=True),))
-                for t in (False, True))
+                for t in (False, True)) + tuple(_modules.FirstCall(
+                    "segment_argmax / segment_argmin", f"flat rows R > 256, tie "
+                    f"{'last' if t else 'first'}", False,
+                    (flat_expression(dtype, False, t, cols=True, strips=True),))
+                    for t in (False, True))
 
 
 def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
@@ -214,6 +225,8 @@ def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
         return flat_cols_shared_bytes(isz, True)
     if expr.startswith(REDUCE_FLAT_COLS + "<"):
         return flat_cols_shared_bytes(isz, expr.endswith("true>"))
+    if expr.startswith(REDUCE_FLAT_STRIPS + "<"):
+        return flat_cols_shared_bytes(isz, False)
     return flat_shared_bytes(np.dtype(dtype).itemsize, isz)
 
 

@@ -96,7 +96,7 @@ def prepare(backend, x, offsets, call, *, kind, tie, values, force_64bit=False,
     vdt = _family.DATETIME if datetime else x.dtype
     main = ((_family.FLAT_FAMILY, vdt,
              _family.flat_expression(vdt, plan.use_64bit, tie == "last", values, plan.cols,
-                                     plan.staged))
+                                     plan.staged, plan.strips))
             if plan.flat or plan.cols
             else (_family.FAMILY, vdt, _family.expression(values, vdt, plan.use_64bit)))
     cfg = backend.check_launch(main[2], plan.grid, plan.block, plan.shared_mem)

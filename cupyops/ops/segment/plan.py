@@ -19,7 +19,9 @@ layout, everything a launch needs that the host can know without reading the off
   R x itemsize) of R = ``family.FLAT_COLS_MIN`` .. 256 float32 / int32 / uint32 values
   (``family.FLAT_COLS_DTYPES``) run the flat path of rows (segment_reduce_flat_cols, and
   segment_reduce_flat_cols_values for the values forms: one strip of CW columns;
-  ``staged`` where rows are off 32-byte boundaries, and for the values forms). The flat path
+  ``staged`` where rows are off 32-byte boundaries, for CW < 32 and for the values forms);
+  ``strips``: rows wider than 256 of those dtypes on 32-byte boundaries, index mode, run its
+  straight walk in strips of 256 columns on grid.y (segment_reduce_flat_strips). The flat path
   keeps the same merge-path block split, scratch and state words, with larger blocks
   (:data:`FLAT_BLOCK_BYTES`).
 * 32-bit internal indexing where rows, segments, merge positions and x's byte offsets stay
@@ -98,6 +100,7 @@ class SegPlan(typing.NamedTuple):
     flat: bool = False       # the flat fast path (segment_reduce_flat)
     cols: bool = False       # the flat path of rows (segment_reduce_flat_cols)
     staged: bool = False     # ... its rows not on 32-byte boundaries: staged in shared memory
+    strips: bool = False     # ... rows wider than 256: strips of 256 columns on grid.y
 
     @property
     def grid(self) -> tuple:
@@ -157,21 +160,29 @@ def plan_for(shape, strides, dtype, data_ptr, nseg: int, offsets_dtype, offsets_
             _family.FLAT_COLS_MIN <= ncols <= 256 and dt in _family.FLAT_COLS_DTYPES and
             rest == ((ncols, isz),) and (n == 1 or int(strides[0]) == ncols * isz) and
             data_ptr % 4 == 0)
+    # rows wider than 256, index mode, on 32-byte boundaries: the rows kernel's straight walk
+    # in strips of 256 columns (grid.y), chains per strip
+    strips = (FLAT and not use_64bit and not values and ncols > 256 and
+              dt in _family.FLAT_COLS_DTYPES and rest == ((ncols, isz),) and
+              (n == 1 or int(strides[0]) == ncols * isz) and data_ptr % 32 == 0 and
+              ncols * isz % 32 == 0)
+    cols = cols or strips
     if flat or cols:
         # (rows: each block's chain partials, two of CW columns, kept to 1 / PARTIAL_SHARE of
         # its share, as the merge path's)
         share = max(FLAT_BLOCK_BYTES, partials_floor(1 << cw_log2, isz, index_size)) if cols \
             else FLAT_BLOCK_BYTES
-        want = -(-(n + nseg) * ncols * isz // share)
-        nblocks = max(1, min(want, MAX_CHAINS, n + nseg))
+        want = -(-(n + nseg) * width * isz // share)
+        nblocks = max(1, min(want, MAX_CHAINS // ny, n + nseg))
     # (rows on 32-byte boundaries are read straight into registers, whole sectors a warp;
     # others, and the values form, which reads its values there, staged through shared memory
     # from 128-byte boundaries; and CW < 32, whose warps hold several partitions: the staged
     # kernel alone has their prefix walk, so that the straight kernel's code is what it was)
-    staged = cols and (values or cw_log2 < 5 or data_ptr % 32 != 0 or ncols * isz % 32 != 0)
+    staged = cols and not strips and (values or cw_log2 < 5 or data_ptr % 32 != 0 or
+                                      ncols * isz % 32 != 0)
     smem = _family.flat_shared_bytes(isz, index_size) if flat else \
         _family.flat_cols_shared_bytes(index_size, staged) if cols else \
         _family.shared_bytes(isz, index_size, values, cw_log2, wcap)
     return SegPlan(n, int(nseg), ncols, isz, int(strides[0]), rest, int(offsets_stride),
                    odt.itemsize, odt.kind == "i", nblocks, ny, cw_log2, wcap, CHUNK, narrow,
-                   use_64bit, bool(values), smem, flat, cols, staged)
+                   use_64bit, bool(values), smem, flat, cols, staged, strips)
