@@ -560,8 +560,9 @@ segment_reduce_flat_values(const T* __restrict__ x, const void* __restrict__ off
 #define SGFC_ROWS_MAX (SG_THREADS / 2 * SGFC_K)    // rows a tile at most (CW = 2)
 #define SGFC_FWORDS (SGFC_ROWS_MAX / 32)       // flag words (+1: the tile-end bit)
 #define SGFC_ELEMS (SG_THREADS * SGFC_K)       // values a tile at most (rows x R, R <= CW)
-#define SGFC_STAGE (SGFC_ELEMS + 32)           // staged values (from a 128-byte boundary)
-#define SGFC_CHUNKS ((SGFC_STAGE + SG_THREADS - 1) / SG_THREADS)   // staging loads a thread
+#define SGFC_SPAN (SGFC_ELEMS + 32)            // staged values (from a 128-byte boundary)
+#define SGFC_STAGE (SGFC_SPAN + 256)           // ... their words, padded for CW < 32 (sgfc_pad)
+#define SGFC_CHUNKS ((SGFC_SPAN + SG_THREADS - 1) / SG_THREADS)    // staging loads a thread
 
 template <class I>
 struct SgfcShared {
@@ -578,11 +579,20 @@ struct SgfcShared {
     cuo::u32* xs;                              // SGFC_STAGE: the tile's values, staged
 };
 
-// The tile's values [e0, e1) into xs (from ea, a 128-byte boundary of x at or before e0):
-// coalesced, each warp's load one aligned line, every lane of it loading (those outside the
-// range a value inside it), lines outside it skipped; then a barrier. Every thread calls it.
-template <class B, class I>
-__device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1, I ea)
+// The staged word of value j (from ea) for CW = 2**cwl < 32: CW words of pad after every 16 CW
+// values, so that the 32 / CW partitions of a warp, 16 R values apart, read other banks (16 R a
+// multiple of 32 put them all on the same ones: 16-way conflicts at R = 2; review of eba1a44,
+// M1). At most 256 words of pad (SGFC_STAGE).
+__device__ __forceinline__ int sgfc_pad(int j, int cwl) { return j + ((j >> (cwl + 4)) << cwl); }
+// ... for any CW (the values forms' reads of the winners)
+__device__ __forceinline__ int sgfc_word(int j, int cwl) { return cwl < 5 ? sgfc_pad(j, cwl) : j; }
+
+// The tile's values [e0, e1) into xs (from ea, a 128-byte boundary of x at or before e0; PAD:
+// at sgfc_pad's words): coalesced, each warp's load one aligned line, every lane of it loading
+// (those outside the range a value inside it), lines outside it skipped; then a barrier. Every
+// thread calls it.
+template <bool PAD, class B, class I>
+__device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1, I ea, int cwl)
 {
     const int tid = threadIdx.x, wl = tid & ~31;
 #pragma unroll
@@ -591,7 +601,7 @@ __device__ __forceinline__ void sgfc_stage(cuo::u32* xs, const B* x, I e0, I e1,
         if (e1 > e0 && line < e1 && line + 32 > e0) {       // (warp-uniform)
             const I g = line + (I)(tid & 31);
             const B b = __ldg(x + (g < e0 ? e0 : (g > e1 - 1 ? e1 - 1 : g)));
-            if (g >= e0 && g < e1) xs[g - ea] = b;
+            if (g >= e0 && g < e1) xs[PAD ? sgfc_pad((int)(g - ea), cwl) : (int)(g - ea)] = b;
         }
     }
     __syncthreads();
@@ -618,7 +628,7 @@ __device__ __forceinline__ void sgfc_small_prefix(const SgfcShared<I>& s, K& pk,
         sgf_take<LAST>(pk, pi, s.tk[t2], s.ti[t2]);
         pf = s.tf[t2];
     }
-    __syncwarp();
+    // (no lane of the warp reads its last partition's slots above: no second __syncwarp)
     if (lane >= 32 - cw) {                     // (the warp's last partition)
         K wk = bk;
         int wi = bi;
@@ -695,10 +705,18 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
         const I ea = STAGED ? e0 - (I)((xa + (int)e0) & 31) : e0;
         B v[SGFC_K];
         if constexpr (STAGED) {
-            sgfc_stage(s.xs, x, e0, re * (I)R, ea);
-            const cuo::u32* xr = s.xs + (e0 - ea) + fb * R + col;
+            if (cwl < 5) {                     // (block-uniform: the padded layout)
+                sgfc_stage<true>(s.xs, x, e0, re * (I)R, ea, cwl);
+                const int j = (int)(e0 - ea) + fb * R + col;
 #pragma unroll
-            for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? (B)xr[i * R] : B();
+                for (int i = 0; i < SGFC_K; ++i)
+                    v[i] = i < hi ? (B)s.xs[sgfc_pad(j + i * R, cwl)] : B();
+            } else {
+                sgfc_stage<false>(s.xs, x, e0, re * (I)R, ea, cwl);
+                const cuo::u32* xr = s.xs + (e0 - ea) + fb * R + col;
+#pragma unroll
+                for (int i = 0; i < SGFC_K; ++i) v[i] = i < hi ? (B)xr[i * R] : B();
+            }
         } else {
             // (rows on 32-byte boundaries: a warp's load is whole sectors)
             const B* xr = x + (e0 + (I)(fb * R + col));
@@ -787,15 +805,16 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
                     // the left chain partial: the winner's key (the carry's, or staged: no
                     // load of x, whose rows differ by column)
                     typename SgCtx<T, I, VAL>::Best b;
-                    const B* staged = reinterpret_cast<const B*>(s.xs) + (e0 - ea);
+                    const B* staged = reinterpret_cast<const B*>(s.xs);
+                    const int at = sgfc_word((int)(e0 - ea) + rr * R + c, cwl);
                     b.k = rr == RSENT ? K()
                                       : (rr == RCARRY ? ck
-                                                      : ar_key<T>(STAGED ? staged[rr * R + c]
+                                                      : ar_key<T>(STAGED ? staged[at]
                                                                          : __ldg(x + (e0 + (I)(rr * R + (STRIPS ? col : c)))),
                                                                   FLIP, ~K()));
                     b.i = r;
                     if constexpr (VAL)
-                        b.v = rr == RSENT ? B() : (rr == RCARRY ? cv : staged[rr * R + c]);
+                        b.v = rr == RSENT ? B() : (rr == RCARRY ? cv : staged[at]);
                     sg_deposit(cx, 0, b);
                 } else {
                     if (sg_stores_end<I>(w, e, ps, pe)) {
@@ -810,7 +829,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
                             B v = sg_empty_bits<T>(p);
                             if (!emp)
                                 v = rr == RCARRY ? cv
-                                                 : reinterpret_cast<const B*>(s.xs)[(e0 - ea) + rr * R + c];
+                                                 : reinterpret_cast<const B*>(s.xs)[sgfc_word((int)(e0 - ea) + rr * R + c, cwl)];
                             ar_store_value<T>(cx.vout, (long long)e * R + c, v);
                         }
                     }
@@ -827,7 +846,7 @@ __device__ __forceinline__ void sgfc_tiles(SgCtx<T, I, VAL>& cx, const SgfcShare
             ci = rr == RSENT ? empty : (rr == RCARRY ? ci : r0 + (I)rr);
             if constexpr (VAL)
                 if (rr != RSENT && rr != RCARRY && cx.t.col_ok)     // (idle columns: unused)
-                    cv = reinterpret_cast<const B*>(s.xs)[(e0 - ea) + rr * R + c];
+                    cv = reinterpret_cast<const B*>(s.xs)[sgfc_word((int)(e0 - ea) + rr * R + c, cwl)];
         }
         rs = re;
         __syncthreads();

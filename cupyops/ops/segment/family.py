@@ -213,10 +213,11 @@ def flat_cols_shared_bytes(index_size: int, staged: bool) -> int:
     """Dynamic shared memory of a block of the flat path of rows (sgfc_run of
     kernels/segment_flat.cu): from the front pad, the closed runs' winners (a byte a thread and
     row), the head runs, the tails (3 words a thread), the carry-outs (2 words a column), the
-    flags, the ring of ends and (``staged``) the tile's values, from a 128-byte boundary."""
+    flags, the ring of ends and (``staged``) the tile's values, from a 128-byte boundary (and
+    256 words of pad for CW < 32: sgfc_pad)."""
     fwords = THREADS // 2 * FLAT_K // 32 + 1          # (a tile's rows: at most 2,048, at CW = 2)
     return STAGE_FRONT + THREADS * FLAT_K + THREADS * 4 * 6 + _up16(4 * fwords) + \
-        FLAT_RING * index_size + (4 * (THREADS * FLAT_K + 32) if staged else 0)
+        FLAT_RING * index_size + (4 * (THREADS * FLAT_K + 32 + 256) if staged else 0)
 
 
 def _flat_dynamic_shared(dtype, expr: str, block: int) -> int:
