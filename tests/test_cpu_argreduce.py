@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import tracemalloc
+import zlib
 
 import numpy as np
 import pytest
@@ -271,6 +272,71 @@ def test_large_vs_numpy(shape, axes, dtype):
             for tie in ("first", "last"):
                 got = car.argreduce(view, axes, kind=kind, tie=tie, index_dtype=np.dtype(np.int64))
                 np.testing.assert_array_equal(got, numpy_oracle(view, axes, kind, tie))
+
+
+FIND_DTYPES = ["int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+
+
+@pytest.mark.parametrize("dtype", FIND_DTYPES)
+def test_fold_finds_the_row_after_one_reduction(dtype, monkeypatch):
+    """Tall, narrow slabs fold as one reduction and a lookup (numpy_blocks._fold_find): the
+    extreme's chunks gathered where it sits in few slots (distinct values), searched chunk by
+    chunk where it is frequent (values from a tiny set: ties, NaN, infinities, -0.0 against
+    0.0, the integers' extremes; NaN alone at one end), against the brute-force reference, with
+    a partial last chunk, one chunk only, and an extreme met in the last chunk only."""
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    monkeypatch.setattr(blocks, "CHUNK", 2048)      # 8-byte items: chunks of 1024 elements
+    monkeypatch.setattr(blocks, "FOLD_MIN_BYTES", 0)
+    ran = {"gathered": 0, "searched": 0, "other": 0}
+    for name in ("gathered", "searched"):
+        real = getattr(blocks, f"_rows_{name}")
+        monkeypatch.setattr(blocks, f"_rows_{name}",
+                            lambda *a, _r=real, _n=name, **k: ran.__setitem__(_n, ran[_n] + 1)
+                            or _r(*a, **k))
+    real_range = blocks._fold_range
+    monkeypatch.setattr(blocks, "_fold_range", lambda *a, **k: ran.__setitem__(
+        "other", ran["other"] + 1) or real_range(*a, **k))
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    vals = np.array(value_set(dt), dtype=dt)
+    for A, R, C in ((1, 300, 1), (3, 257, 2), (2, 1000, 3), (5, 64, 4), (1, 1025, 1)):
+        tiny = vals[rng.integers(0, len(vals), (A, R, C))]
+        distinct = rng.permutation(A * R * C).reshape(A, R, C) % 30000
+        late = np.zeros((A, R, C), dt)
+        late[:, -3:, :] = vals[rng.integers(0, len(vals), (A, 3, C))]
+        for variant, x in (("tiny", tiny), ("distinct", distinct.astype(dt)), ("late", late)):
+            for kind in ("max", "min"):
+                for tie in ("first", "last"):
+                    got = blocks.fold_arg(x, kind, tie)
+                    want = ref_argreduce(x, (1,), kind, tie)
+                    np.testing.assert_array_equal(got, want, err_msg=f"{A}x{R}x{C} {variant} "
+                                                                     f"{kind} {tie}")
+    assert ran["gathered"] and ran["searched"] and not ran["other"], ran
+
+
+@pytest.mark.parametrize("tie", ["first", "last"])
+def test_middle_axes_of_a_tall_slab_take_the_lookup(monkeypatch, tie):
+    """argmax / argmin over the middle axes of a C-contiguous input above the composition's
+    size (float64, int32: ties and NaN) run the fold's reduction and lookup, with the answer of
+    NumPy's composition (tests/test_cpu_threads.py splits it among threads)."""
+    import cupyops
+    from cupyops import _call as _fastpath
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    calls = []
+    real = blocks._fold_find
+    monkeypatch.setattr(blocks, "_fold_find", lambda V, *a: calls.append(V.shape) or real(V, *a))
+    _fastpath.clear()
+    rng = np.random.default_rng(8)
+    f64 = rng.integers(0, 5, (4, 128, 128, 4)).astype(np.float64)          # 2 MiB
+    f64[1, 3, 7, 2] = f64[2, 60, 1, 0] = np.nan
+    i32 = rng.integers(-3, 3, (3, 64, 512, 5)).astype(np.int32)
+    for x in (f64, i32):
+        for f, kind in ((cupyops.argmax, "max"), (cupyops.argmin, "min")):
+            calls.clear()
+            got = f(x, axis=(1, 2), tie=tie, device="cpu")
+            np.testing.assert_array_equal(got, numpy_oracle(x, (1, 2), kind, tie),
+                                          err_msg=f"{x.dtype} {kind}")
+            assert calls
 
 
 def test_large_nan_free_and_twolevel_remainder():

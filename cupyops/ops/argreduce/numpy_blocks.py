@@ -23,11 +23,19 @@ the output.
   that word is then found among its 8 bytes.
 * tie "last" over a flat input: the extremes of blocks of :data:`CHUNK` elements (one SIMD
   reduction), then the last block that holds the overall extreme is searched as a row.
-* fold: a running extreme over chunks of rows, elementwise on contiguous memory (one SIMD
-  compare, extreme, multiply and maximum per element), with the chunk number of each slot's
-  best (int8, so at most 127 chunks per range of rows); then the slots of each group are
-  combined. NaN is checked once per range: a range whose extremes hold a NaN is folded again
-  with NaN-aware comparisons.
+* fold: the rows of a range are chunks of ``w`` rows; slot ``s`` of a group holds rows
+  ``s, w + s, 2 w + s, ...``.
+
+  - where a group has at least twice as many slots as chunks (tall, narrow slabs; types of 2
+    to 8 bytes): one SIMD reduction gives every slot's extreme (NaN propagates), the slots
+    give the group's extreme, and its row is looked up among the slots that hold it: their
+    chunks gathered when that is a few values, else the chunks searched from the end the tie
+    prefers until every group has met its extreme (early on tie-heavy inputs);
+  - elsewhere a running extreme over the chunks, elementwise on contiguous memory (one SIMD
+    compare, extreme, multiply and maximum per element), with the chunk number of each slot's
+    best (int8, so at most 127 chunks per range of rows); then the slots of each group are
+    combined. NaN is checked once per range: a range whose extremes hold a NaN is folded again
+    with NaN-aware comparisons.
 
 Threads (cupyops.core.threads): rows in row blocks, flat inputs and folds in ranges whose
 answers are combined with the same rules (:func:`pick`), so a result is the same on any
@@ -510,6 +518,8 @@ def _slot_pick_wide(m, idx, kind, fold):
 
 
 def _fold_part(V, kind, tie, keyed, r0, rs, re):
+    if keyed is None and _finds(V, r0, rs, re):
+        return _fold_find(V, kind, tie, r0, rs, re)
     if V.dtype.kind == "c":
         # (NumPy warns where complex NaN meet an ordering comparison; they lose it as floats do)
         with np.errstate(invalid="ignore"):
@@ -523,6 +533,117 @@ def _fold_nan_aware(V, kind, tie, keyed, r0, rs, re):
     if keyed is None and vals.dtype.kind in "fc" and np.isnan(vals).any():
         vals, pos = _fold_range(V, kind, tie, keyed, r0, rs, re, True)
     return vals, pos
+
+
+# ------------------------------------------------------------------------------ fold, found
+
+def _finds(V, r0, rs, re):
+    """Whether the fold of V[:, rs:re, :] in chunks of ``r0`` rows takes :func:`_fold_find`:
+    real types of 2 to 8 bytes, whole C-contiguous slabs, at least twice as many slots as
+    chunks (the lookup then reads a few values a group)."""
+    w = min(r0, re - rs)
+    return (V.dtype.kind in "iuf" and V.dtype.itemsize > 1 and V.flags.c_contiguous
+            and 2 * -(-(re - rs) // w) <= w)
+
+
+def _fold_find(V, kind, tie, r0, rs, re):
+    """:func:`_fold_range` as one reduction and a lookup (see :func:`_finds`): the extreme of
+    every slot (row s + k w of the range, k = 0, 1, ...), the group's extreme among its slots,
+    then its first or last row among the slots that hold it. Returns (values (A, C), rows
+    (A, C))."""
+    A, _, C = V.shape
+    L = re - rs
+    w = min(r0, L)
+    nfull, tail = divmod(L, w)
+    slots = _RED[kind](V[:, rs:rs + nfull * w, :].reshape(A, nfull, w * C), axis=1)
+    slots = slots.reshape(A, w, C)
+    if tail:
+        _EXT[kind](slots[:, :tail], V[:, re - tail:re, :], out=slots[:, :tail])
+    per_group = slots.transpose(0, 2, 1).copy()                # (A, C, w), contiguous
+    best = _RED[kind](per_group, axis=2)                      # NaN propagates
+    held = per_group == best[..., None]
+    nan = _nan_groups(best)
+    if nan is not None:
+        held |= np.isnan(per_group) & nan[..., None]
+    nch = nfull + (tail > 0)
+    if np.count_nonzero(held) * nch <= A * C * w // 2:
+        holders = np.flatnonzero(held)                        # group * w + slot
+        rows = _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie)
+    else:
+        rows = _rows_searched(V, w, nch, rs, re, best, nan, tie)
+    return best, rows
+
+
+def _nan_groups(best):
+    """Where the groups' extremes ``best`` are NaN (a bool array), or None where none is."""
+    if best.dtype.kind != "f":
+        return None
+    nan = np.isnan(best)
+    return nan if nan.any() else None
+
+
+def _matches(vals, want, nan):
+    """``vals == want``, NaN matching NaN where ``nan`` (``want``'s NaN mask, or None)."""
+    hit = vals == want
+    if nan is not None:
+        hit |= np.isnan(vals) & nan
+    return hit
+
+
+def _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie):
+    """The extreme's row of every group of V[:, rs:re, :]: every chunk's value in the slots
+    that hold the group's extreme (``holders``, flat indices of (A, C, w)), compared with it;
+    the first (tie "first") or last row of a match in each group."""
+    A, R, C = V.shape
+    group, slot = np.divmod(holders, w)
+    a, c = np.divmod(group, C)
+    rows = (rs + slot)[:, None] + w * np.arange(nch)          # (holders, nch)
+    inside = rows < re
+    vals = np.take(V.reshape(-1), (a * R)[:, None] * C + np.minimum(rows, re - 1) * C
+                   + c[:, None])
+    hit = _matches(vals, best.reshape(-1)[group][:, None],
+                   None if nan is None else nan.reshape(-1)[group][:, None])
+    hit &= inside                  # every holder has a match: its slot's extreme is a value
+    if tie == "first":
+        row = rows[np.arange(holders.size), np.argmax(hit, axis=1)]
+        out = np.full(A * C, np.iinfo(np.intp).max, np.intp)
+        np.minimum.at(out, group, row)
+    else:
+        row = rows[np.arange(holders.size), nch - 1 - np.argmax(hit[:, ::-1], axis=1)]
+        out = np.full(A * C, -1, np.intp)
+        np.maximum.at(out, group, row)
+    return out.reshape(A, C)
+
+
+def _rows_searched(V, w, nch, rs, re, best, nan, tie):
+    """The extreme's row of every group of V[:, rs:re, :], the chunks compared with it from
+    the end the tie prefers (the first chunk up for "first", the last down for "last") until
+    every group has a match: early where the extreme is frequent."""
+    A, _, C = V.shape
+    want = np.broadcast_to(best[:, None, :], (A, w, C)).copy()  # contiguous, as the chunks
+    nan_w = None if nan is None else np.broadcast_to(nan[:, None, :], (A, w, C)).copy()
+    hits = np.empty((A, w, C), np.bool_)
+    found = np.zeros((A, C), np.bool_)
+    rows = np.empty((A, C), np.intp)
+    for k in range(nch) if tie == "first" else range(nch - 1, -1, -1):
+        r0 = rs + k * w
+        n = min(re, r0 + w) - r0
+        ch, hit = V[:, r0:r0 + n, :], hits[:, :n]
+        np.equal(ch, want[:, :n], out=hit)
+        if nan_w is not None:
+            hit |= np.isnan(ch) & nan_w[:, :n]
+        if not hit.any():                 # (a contiguous check: most chunks of a long search)
+            continue
+        if tie == "first":
+            s = np.argmax(hit, axis=1)
+        else:
+            s = n - 1 - np.argmax(hit[:, ::-1], axis=1)
+        new = np.take_along_axis(hit, s[:, None, :], axis=1)[:, 0] & ~found
+        np.copyto(rows, s + r0, where=new)
+        found |= new
+        if found.all():
+            break
+    return rows
 
 
 def _fold_tiles(A, R, C, itemsize):
