@@ -339,6 +339,33 @@ def test_middle_axes_of_a_tall_slab_take_the_lookup(monkeypatch, tie):
             assert calls
 
 
+@pytest.mark.parametrize("tie", ["first", "last"])
+def test_large_narrow_slabs_are_copied_transposed(monkeypatch, tie):
+    """A reduction over the middle axis of a large C-contiguous input with narrow slabs that
+    are not tall (64 x 256 x 64 float32, 4 MiB; int16 with 8 groups a slab) is copied
+    transposed a block at a time, not folded; 1-byte types keep the fold (it stops at the
+    type's extreme)."""
+    import cupyops
+    from cupyops import _call as _fastpath
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    seen = []
+    real_t, real_r = blocks._transposed, blocks._fold_part
+    monkeypatch.setattr(blocks, "_transposed", lambda V, *a: seen.append("transposed") or
+                        real_t(V, *a))
+    monkeypatch.setattr(blocks, "_fold_part", lambda V, *a: seen.append("fold") or
+                        real_r(V, *a))
+    _fastpath.clear()
+    rng = np.random.default_rng(11)
+    for x, want in ((rng.integers(0, 9, (64, 256, 64)).astype(np.float32), "transposed"),
+                    (rng.integers(-4, 4, (2048, 64, 8)).astype(np.int16), "transposed"),
+                    (rng.integers(0, 9, (64, 256, 64)).astype(np.int8), "fold")):
+        for f, kind in ((cupyops.argmax, "max"), (cupyops.argmin, "min")):
+            seen.clear()
+            got = f(x, axis=1, tie=tie, device="cpu")
+            np.testing.assert_array_equal(got, numpy_oracle(x, (1,), kind, tie))
+            assert seen and set(seen) == {want}, (x.dtype, seen[:3])
+
+
 def test_large_nan_free_and_twolevel_remainder():
     rng = np.random.default_rng(5)
     x = rng.standard_normal(3 * 4096 * 4 + 77).astype(np.float64)

@@ -246,6 +246,32 @@ def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, m
     assert any(t == 2 and n > 1 for t, n in spy_parts)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "complex64"])
+def test_transposed_blocks_share_the_threads(fine_threads, spy_parts, monkeypatch, dtype):
+    """Folds of narrow slabs copied transposed a block at a time (numpy_blocks._transposed,
+    blocks of 256 elements here) share the blocks among two threads: the answers of one thread
+    and of the reference, both ties, ties and NaN, several blocks of rows a slab too."""
+    monkeypatch.setattr(B, "CHUNK", 256)
+    calls = []
+    real = B._transposed
+    monkeypatch.setattr(B, "_transposed", lambda V, *a: calls.append(V.shape) or real(V, *a))
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    for shape in ((40, 30, 8), (9, 70, 5)):
+        V = _data(rng, dtype, shape, "nan")
+        for kind in ("max", "min"):
+            for tie in ("first", "last"):
+                keyed = 0x7C00 if dtype == "float16" else None
+                T.set_num_threads(1)
+                one = B.fold_arg(V, kind, tie, keyed)
+                T.set_num_threads(2)
+                spy_parts.clear()
+                two = B.fold_arg(V, kind, tie, keyed)
+                np.testing.assert_array_equal(two, one, err_msg=f"{shape} {kind} {tie}")
+                np.testing.assert_array_equal(two, ref_argreduce(V, (1,), kind, tie))
+                assert any(t == 2 and n > 1 for t, n in spy_parts), spy_parts
+    assert calls
+
+
 def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
