@@ -288,11 +288,11 @@ def test_fold_finds_the_row_after_one_reduction(dtype, monkeypatch):
     monkeypatch.setattr(blocks, "CHUNK", 2048)      # 8-byte items: chunks of 1024 elements
     monkeypatch.setattr(blocks, "FOLD_MIN_BYTES", 0)
     ran = {"gathered": 0, "searched": 0, "other": 0}
-    for name in ("gathered", "searched"):
-        real = getattr(blocks, f"_rows_{name}")
-        monkeypatch.setattr(blocks, f"_rows_{name}",
-                            lambda *a, _r=real, _n=name, **k: ran.__setitem__(_n, ran[_n] + 1)
-                            or _r(*a, **k))
+    real_gather, real_chunk = blocks._rows_gathered, blocks._Search.chunk
+    monkeypatch.setattr(blocks, "_rows_gathered", lambda *a: ran.__setitem__(
+        "gathered", ran["gathered"] + 1) or real_gather(*a))
+    monkeypatch.setattr(blocks._Search, "chunk", lambda *a: ran.__setitem__(
+        "searched", ran["searched"] + 1) or real_chunk(*a))
     real_range = blocks._fold_range
     monkeypatch.setattr(blocks, "_fold_range", lambda *a, **k: ran.__setitem__(
         "other", ran["other"] + 1) or real_range(*a, **k))
@@ -324,7 +324,8 @@ def test_middle_axes_of_a_tall_slab_take_the_lookup(monkeypatch, tie):
     from cupyops.ops.argreduce import numpy_blocks as blocks
     calls = []
     real = blocks._fold_find
-    monkeypatch.setattr(blocks, "_fold_find", lambda V, *a: calls.append(V.shape) or real(V, *a))
+    monkeypatch.setattr(blocks, "_fold_find", lambda V, *a, **k: calls.append(V.shape) or
+                        real(V, *a, **k))
     _fastpath.clear()
     rng = np.random.default_rng(8)
     f64 = rng.integers(0, 5, (4, 128, 128, 4)).astype(np.float64)          # 2 MiB
@@ -352,8 +353,8 @@ def test_large_narrow_slabs_are_copied_transposed(monkeypatch, tie):
     real_t, real_r = blocks._transposed, blocks._fold_part
     monkeypatch.setattr(blocks, "_transposed", lambda V, *a: seen.append("transposed") or
                         real_t(V, *a))
-    monkeypatch.setattr(blocks, "_fold_part", lambda V, *a: seen.append("fold") or
-                        real_r(V, *a))
+    monkeypatch.setattr(blocks, "_fold_part", lambda V, *a, **k: seen.append("fold") or
+                        real_r(V, *a, **k))
     _fastpath.clear()
     rng = np.random.default_rng(11)
     for x, want in ((rng.integers(0, 9, (64, 256, 64)).astype(np.float32), "transposed"),

@@ -43,6 +43,7 @@ number of threads.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -57,6 +58,10 @@ BOOL_PROBE = 1 << 16        # bytes a flat bool search reads before it starts th
 FOLD_IDX_MAX = 127          # chunks per fold range (the chunk number is an int8)
 FOLD_MIN_BYTES = 1 << 20    # smaller inputs with narrow slabs are copied transposed, not folded
 TRANSPOSE_MAX_C = 64        # ... narrow: at most this many groups per slab
+FIND_SLOT_BYTES = 1 << 20   # slots of a tile of the fold's lookup, at most (its extra memory:
+                            # about 4 times this a thread)
+FIND_MIN_ROWS = 128         # rows a chunk of the fold's lookup, at least
+GATHER_COST = 10            # a value gathered costs about this many values searched in order
 
 _ARG = {"max": np.ndarray.argmax, "min": np.ndarray.argmin}
 _RED = {"max": np.ndarray.max, "min": np.ndarray.min}          # NaN propagates
@@ -518,8 +523,6 @@ def _slot_pick_wide(m, idx, kind, fold):
 
 
 def _fold_part(V, kind, tie, keyed, r0, rs, re):
-    if keyed is None and _finds(V, r0, rs, re):
-        return _fold_find(V, kind, tie, r0, rs, re)
     if V.dtype.kind == "c":
         # (NumPy warns where complex NaN meet an ordering comparison; they lose it as floats do)
         with np.errstate(invalid="ignore"):
@@ -537,17 +540,25 @@ def _fold_nan_aware(V, kind, tie, keyed, r0, rs, re):
 
 # ------------------------------------------------------------------------------ fold, found
 
-def _finds(V, r0, rs, re):
-    """Whether the fold of V[:, rs:re, :] in chunks of ``r0`` rows takes :func:`_fold_find`:
-    real types of 2 to 8 bytes, whole C-contiguous slabs, at least twice as many slots as
-    chunks (the lookup then reads a few values a group)."""
-    w = min(r0, re - rs)
-    return (V.dtype.kind in "iuf" and V.dtype.itemsize > 1 and V.flags.c_contiguous
-            and 2 * -(-(re - rs) // w) <= w)
+def _find_rows(V, keyed, tiles, r0):
+    """The rows a chunk of :func:`_fold_find` over V's tiles, or 0 where the fold runs as a
+    running extreme: real types of 2 to 8 bytes, whole C-contiguous slabs, at least
+    :data:`FIND_MIN_ROWS` rows a chunk and as many as chunks (the lookup then reads about as
+    many values as there are slots; shorter chunks search badly where the extreme recurs).
+    Chunks are longer than the running fold's (``r0``) where the slots stay within
+    :data:`FIND_SLOT_BYTES` and an eighth of the rows."""
+    A, R, C = V.shape
+    a0, a1, c0, c1 = tiles[0]
+    if (keyed is not None or V.dtype.kind not in "iuf" or V.dtype.itemsize == 1
+            or not V.flags.c_contiguous or c1 - c0 != C):
+        return 0
+    most = FIND_SLOT_BYTES // V.dtype.itemsize // ((a1 - a0) * C)
+    w = min(R, max(r0, min(most, R // 8)))
+    return w if w >= FIND_MIN_ROWS and -(-R // w) <= w else 0
 
 
 def _fold_find(V, kind, tie, r0, rs, re):
-    """:func:`_fold_range` as one reduction and a lookup (see :func:`_finds`): the extreme of
+    """:func:`_fold_range` as one reduction and a lookup (see :func:`_find_rows`): the extreme of
     every slot (row s + k w of the range, k = 0, 1, ...), the group's extreme among its slots,
     then its first or last row among the slots that hold it. Returns (values (A, C), rows
     (A, C))."""
@@ -559,19 +570,15 @@ def _fold_find(V, kind, tie, r0, rs, re):
     slots = slots.reshape(A, w, C)
     if tail:
         _EXT[kind](slots[:, :tail], V[:, re - tail:re, :], out=slots[:, :tail])
-    per_group = slots.transpose(0, 2, 1).copy()                # (A, C, w), contiguous
-    best = _RED[kind](per_group, axis=2)                      # NaN propagates
-    held = per_group == best[..., None]
+    if C < w:       # (a reduction over the slots' axis runs C values a step: copied first)
+        best = _RED[kind](slots.transpose(0, 2, 1).copy(), axis=2)   # NaN propagates
+    else:
+        best = _RED[kind](slots, axis=1)
+    held = slots == best[:, None, :]
     nan = _nan_groups(best)
     if nan is not None:
-        held |= np.isnan(per_group) & nan[..., None]
-    nch = nfull + (tail > 0)
-    if np.count_nonzero(held) * nch <= A * C * w // 2:
-        holders = np.flatnonzero(held)                        # group * w + slot
-        rows = _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie)
-    else:
-        rows = _rows_searched(V, w, nch, rs, re, best, nan, tie)
-    return best, rows
+        held |= np.isnan(slots) & nan[:, None, :]
+    return best, _rows_looked_up(V, held, w, rs, re, best, nan, tie)
 
 
 def _nan_groups(best):
@@ -592,11 +599,12 @@ def _matches(vals, want, nan):
 
 def _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie):
     """The extreme's row of every group of V[:, rs:re, :]: every chunk's value in the slots
-    that hold the group's extreme (``holders``, flat indices of (A, C, w)), compared with it;
-    the first (tie "first") or last row of a match in each group."""
+    that hold the group's extreme (``holders``, flat indices of the slots (A, w, C)), compared
+    with it; the first (tie "first") or last row of a match in each group."""
     A, R, C = V.shape
-    group, slot = np.divmod(holders, w)
-    a, c = np.divmod(group, C)
+    a_slot, c = np.divmod(holders, C)
+    a, slot = np.divmod(a_slot, w)
+    group = a * C + c
     rows = (rs + slot)[:, None] + w * np.arange(nch)          # (holders, nch)
     inside = rows < re
     vals = np.take(V.reshape(-1), (a * R)[:, None] * C + np.minimum(rows, re - 1) * C
@@ -615,35 +623,77 @@ def _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie):
     return out.reshape(A, C)
 
 
-def _rows_searched(V, w, nch, rs, re, best, nan, tie):
-    """The extreme's row of every group of V[:, rs:re, :], the chunks compared with it from
-    the end the tie prefers (the first chunk up for "first", the last down for "last") until
-    every group has a match: early where the extreme is frequent."""
+def _rows_looked_up(V, held, w, rs, re, best, nan, tie):
+    """The extreme's row of every group of V[:, rs:re, :] (chunks of ``w`` rows; ``held``: the
+    slots (A, w, C) that hold the group's extreme ``best``): the chunks compared with it from
+    the end the tie prefers (the first chunk up for "first", the last down for "last") while
+    that costs less than gathering, then the holders of the groups still without a match
+    gathered (:func:`_rows_gathered`). A frequent extreme ends the search early, a rare one
+    is gathered at once."""
     A, _, C = V.shape
-    want = np.broadcast_to(best[:, None, :], (A, w, C)).copy()  # contiguous, as the chunks
-    nan_w = None if nan is None else np.broadcast_to(nan[:, None, :], (A, w, C)).copy()
-    hits = np.empty((A, w, C), np.bool_)
-    found = np.zeros((A, C), np.bool_)
+    nch = -(-(re - rs) // w)
     rows = np.empty((A, C), np.intp)
-    for k in range(nch) if tie == "first" else range(nch - 1, -1, -1):
+    found = np.zeros((A, C), np.bool_)
+    left, search, holders, unmatched = held, None, None, A * C
+    for i, k in enumerate(range(nch) if tie == "first" else range(nch - 1, -1, -1)):
+        if holders is None:               # (first, and after a chunk that matched groups)
+            if i:
+                left = held & ~found[:, None, :]
+                unmatched = A * C - np.count_nonzero(found)
+            holders = np.count_nonzero(left)
+        if holders * nch * GATHER_COST <= A * C * w * _chunks_to_search(
+                holders, unmatched, nch - i):
+            got = _rows_gathered(V, np.flatnonzero(left), w, nch, rs, re, best, nan, tie)
+            np.copyto(rows, got, where=~found)
+            break
+        search = search or _Search(best, nan, w)
         r0 = rs + k * w
-        n = min(re, r0 + w) - r0
-        ch, hit = V[:, r0:r0 + n, :], hits[:, :n]
-        np.equal(ch, want[:, :n], out=hit)
-        if nan_w is not None:
-            hit |= np.isnan(ch) & nan_w[:, :n]
+        first = search.chunk(V[:, r0:min(re, r0 + w), :], tie)
+        if first is not None:
+            new = first[1] & ~found
+            np.copyto(rows, first[0] + r0, where=new)
+            found |= new
+            if found.all():
+                break
+            holders = None
+    return rows
+
+
+def _chunks_to_search(holders, groups, chunks):
+    """About how many of ``chunks`` a search reads before each of ``groups`` meets its extreme,
+    ``holders`` slots holding them in all: h = holders / groups matches a group, spread over
+    the chunks, leave a group unmatched after j chunks with odds (1 - j / chunks)^h; the
+    search ends where groups x odds falls to one half."""
+    h = max(1.0, holders / max(1, groups))
+    return max(1.0, chunks * (1.0 - (0.5 / max(1, groups)) ** (1.0 / h)))
+
+
+class _Search:
+    """Each group's first (tie "first") or last match of its extreme in a chunk of rows."""
+
+    __slots__ = ("want", "nan", "hits")
+
+    def __init__(self, best, nan, w):
+        A, C = best.shape
+        self.want = np.broadcast_to(best[:, None, :], (A, w, C)).copy()  # as the chunks
+        self.nan = None if nan is None else np.broadcast_to(nan[:, None, :], (A, w, C)).copy()
+        self.hits = np.empty((A, w, C), np.bool_)
+
+    def chunk(self, ch, tie):
+        """(the slot of each group's match in ``ch`` (A, n, C), whether it has one), or None
+        where no group has."""
+        n = ch.shape[1]
+        hit = self.hits[:, :n]
+        np.equal(ch, self.want[:, :n], out=hit)
+        if self.nan is not None:
+            hit |= np.isnan(ch) & self.nan[:, :n]
         if not hit.any():                 # (a contiguous check: most chunks of a long search)
-            continue
+            return None
         if tie == "first":
             s = np.argmax(hit, axis=1)
         else:
             s = n - 1 - np.argmax(hit[:, ::-1], axis=1)
-        new = np.take_along_axis(hit, s[:, None, :], axis=1)[:, 0] & ~found
-        np.copyto(rows, s + r0, where=new)
-        found |= new
-        if found.all():
-            break
-    return rows
+        return s, np.take_along_axis(hit, s[:, None, :], axis=1)[:, 0]
 
 
 def _fold_tiles(A, R, C, itemsize):
@@ -714,17 +764,20 @@ def _transposed(V, kind, tie, keyed):
 
 def fold_arg(V, kind, tie, keyed=None):
     """The extreme's row in each group ``V[a, :, c]`` of ``V`` ((A, R, C), a view of a
-    C-contiguous array): (A, C) intp. Narrow slabs are copied transposed a block at a time
-    (:func:`_transposed`), NumPy's way but in bounded memory (it reads the input once, as a
-    fold does, and at 0.2-0.9 of the fold's time), except tall ones of at least 1 MiB that
-    the fold takes as one reduction and a lookup (:func:`_fold_find`) and 1-byte ones of at
-    least 1 MiB (the fold stops at the type's extreme); the others are folded."""
+    C-contiguous array): (A, C) intp. Tall slabs of at least 1 MiB are folded as one
+    reduction and a lookup (:func:`_fold_find`); other narrow slabs are copied transposed a
+    block at a time (:func:`_transposed`), NumPy's way but in bounded memory (one read of the
+    input, as a fold; 0.1-0.9 of the fold's time where a slab fits a block), except 1-byte
+    ones of at least 1 MiB (the fold stops at the type's extreme) and slabs longer than a
+    block; the others are folded as a running extreme."""
     A, R, C = V.shape
     tiles, r0 = _fold_tiles(A, R, C, V.dtype.itemsize)
-    span = r0 * (FOLD_IDX_MAX + 1)
-    if C <= TRANSPOSE_MAX_C and (V.nbytes < FOLD_MIN_BYTES or V.dtype.kind == "c" or (
-            V.dtype.itemsize > 1 and not (keyed is None and _finds(V, r0, 0, min(R, span))))):
+    w = _find_rows(V, keyed, tiles, r0) if V.nbytes >= FOLD_MIN_BYTES else 0
+    if not w and C <= TRANSPOSE_MAX_C and (V.nbytes < FOLD_MIN_BYTES or V.dtype.kind == "c" or (
+            V.dtype.itemsize > 1 and R * C <= CHUNK)):
         return _transposed(V, kind, tie, keyed)      # (complex: argmax beats its comparisons)
+    r0 = w or r0
+    span = r0 * (FOLD_IDX_MAX + 1)
     nch = -(-R // r0)
     ranges = [(s, min(R, s + span)) for s in range(0, R, span)]
     threads = _threads.threads_for(V.nbytes)
@@ -735,10 +788,11 @@ def fold_arg(V, kind, tie, keyed=None):
                   for s, e in _cut(s, e, FOLD_IDX_MAX + 1)]
     if tie == "last":
         ranges = ranges[::-1]              # met from the end (see _Fold)
+    fold = _fold_find if w else functools.partial(_fold_part, keyed=keyed)
 
     def run(part):
         (a0, a1, c0, c1), (rs, re) = part
-        return _fold_part(V[a0:a1, :, c0:c1], kind, tie, keyed, r0, rs, re)
+        return fold(V[a0:a1, :, c0:c1], kind, tie, r0=r0, rs=rs, re=re)
     results = {t: [] for t in tiles}
     todo = [(t, r) for t in tiles for r in ranges]
     if V.dtype.itemsize == 1 and len(ranges) > 1:
