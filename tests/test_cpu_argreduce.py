@@ -314,11 +314,53 @@ def test_fold_finds_the_row_after_one_reduction(dtype, monkeypatch):
     assert ran["gathered"] and ran["searched"] and not ran["other"], ran
 
 
+def test_fold_lookup_memory_stays_bounded(monkeypatch):
+    """The lookup gathers its holders a batch at a time: with 64 KiB of slots a tile and an
+    extreme that recurs in thousands of slots, the call's extra memory stays within six times
+    that (all of them at once took 1.4 MiB here, 93 MiB on a 128 MiB input)."""
+    from cupyops.core import threads as _threads
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    monkeypatch.setattr(blocks, "FIND_SLOT_BYTES", 1 << 16)
+    gathered = []
+    real = blocks._rows_gathered
+    monkeypatch.setattr(blocks, "_rows_gathered", lambda *a: gathered.append(a[1].size) or
+                        real(*a))
+    x = np.random.default_rng(12).integers(0, 400, (16, 4096, 16)).astype(np.int16)   # 2 MiB
+    with _threads.single_thread():
+        for tie in ("first", "last"):
+            tracemalloc.start()
+            try:
+                got = blocks.fold_arg(x, "max", tie)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak <= 6 * blocks.FIND_SLOT_BYTES, peak
+            np.testing.assert_array_equal(got, numpy_oracle(x, (1,), "max", tie))
+    assert gathered and max(gathered) > 1000, gathered
+
+
+def test_running_fold_meets_nan_in_a_short_last_chunk(monkeypatch):
+    """The running fold's NaN-aware pass finds a NaN that only the last, short chunk of a
+    range holds, in slabs of one group (NumPy 2.4's isnan into a strided bool output, which
+    that pass once used, writes wrong values)."""
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    monkeypatch.setattr(blocks, "CHUNK", 256)
+    monkeypatch.setattr(blocks, "FOLD_MIN_BYTES", 0)
+    monkeypatch.setattr(blocks, "FIND_MIN_ROWS", 1 << 30)        # not the lookup
+    x = np.zeros((32, 301, 1))
+    x[20, 300, 0] = np.nan
+    x[5, 7, 0] = 1.0
+    for kind in ("max", "min"):
+        for tie in ("first", "last"):
+            got = blocks.fold_arg(x, kind, tie)
+            np.testing.assert_array_equal(got, ref_argreduce(x, (1,), kind, tie))
+
+
 @pytest.mark.parametrize("tie", ["first", "last"])
 def test_middle_axes_of_a_tall_slab_take_the_lookup(monkeypatch, tie):
     """argmax / argmin over the middle axes of a C-contiguous input above the composition's
     size (float64, int32: ties and NaN) run the fold's reduction and lookup, with the answer of
-    NumPy's composition (tests/test_cpu_threads.py splits it among threads)."""
+    NumPy's composition (test_cpu_threads.py's test_the_lookup_shares_the_threads: threads)."""
     import cupyops
     from cupyops import _call as _fastpath
     from cupyops.ops.argreduce import numpy_blocks as blocks

@@ -272,6 +272,34 @@ def test_transposed_blocks_share_the_threads(fine_threads, spy_parts, monkeypatc
     assert calls
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int16", "uint32"])
+def test_the_lookup_shares_the_threads(fine_threads, spy_parts, monkeypatch, dtype):
+    """Tall slabs folded as one reduction and a lookup (numpy_blocks._fold_find) split their
+    rows into ranges among two threads: the answers of one thread and of the reference (ties
+    and NaN, extremes at range edges), both ties, argmax and argmin."""
+    monkeypatch.setattr(B, "CHUNK", 1024)
+    monkeypatch.setattr(B, "FOLD_MIN_BYTES", 0)
+    monkeypatch.setattr(B, "FIND_MIN_ROWS", 4)
+    calls = []
+    real = B._fold_find
+    monkeypatch.setattr(B, "_fold_find", lambda V, *a, **k: calls.append(k["rs"]) or
+                        real(V, *a, **k))
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    for shape in ((2, 1500, 3), (1, 4000, 2)):
+        V = _data(rng, dtype, shape, "nan")
+        for kind in ("max", "min"):
+            for tie in ("first", "last"):
+                T.set_num_threads(1)
+                one = B.fold_arg(V, kind, tie)
+                T.set_num_threads(2)
+                spy_parts.clear()
+                calls.clear()
+                two = B.fold_arg(V, kind, tie)
+                np.testing.assert_array_equal(two, one, err_msg=f"{shape} {kind} {tie}")
+                np.testing.assert_array_equal(two, ref_argreduce(V, (1,), kind, tie))
+                assert len(set(calls)) > 1 and any(t == 2 and n > 1 for t, n in spy_parts)
+
+
 def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)

@@ -12,7 +12,7 @@ Every routine gives the index the library's rule asks for (docs/api.md): the fir
 last place), -0.0 == 0.0, integers exact. float16 and bfloat16 are compared as int16 keys
 (:func:`keys16`): NumPy's float16 comparisons convert every element, the keys are SIMD
 integers. Extra memory stays at a few chunks of :data:`CHUNK` elements per thread besides
-the output.
+the output (the fold's lookup: about four times :data:`FIND_SLOT_BYTES`).
 
 * tie "first" over rows or flat: NumPy's argmax/argmin, in place (it is the fastest way); a
   flat bool input (argmax stops at the first True, argmin at the first False) is searched
@@ -23,14 +23,18 @@ the output.
   that word is then found among its 8 bytes.
 * tie "last" over a flat input: the extremes of blocks of :data:`CHUNK` elements (one SIMD
   reduction), then the last block that holds the overall extreme is searched as a row.
-* fold: the rows of a range are chunks of ``w`` rows; slot ``s`` of a group holds rows
-  ``s, w + s, 2 w + s, ...``.
+* fold, narrow slabs (at most :data:`TRANSPOSE_MAX_C` groups a slab) below 1 MiB, or of 2
+  to 16 bytes a value whose slab fits a block of :data:`CHUNK` values and that the lookup
+  below does not take: blocks of slabs copied transposed into a small buffer, then NumPy's
+  argmax along the rows (:func:`_transposed`; NumPy's way, in bounded memory).
+* fold, otherwise: the rows of a range are chunks of ``w`` rows; slot ``s`` of a group holds
+  rows ``s, w + s, 2 w + s, ...``.
 
-  - where a group has at least twice as many slots as chunks (tall, narrow slabs; types of 2
-    to 8 bytes): one SIMD reduction gives every slot's extreme (NaN propagates), the slots
-    give the group's extreme, and its row is looked up among the slots that hold it: their
-    chunks gathered when that is a few values, else the chunks searched from the end the tie
-    prefers until every group has met its extreme (early on tie-heavy inputs);
+  - tall slabs of 2 to 8 bytes a value, at least 1 MiB (at least 128 rows a chunk and as
+    many as chunks; :func:`_find_rows`): one SIMD reduction gives every slot's extreme (NaN
+    propagates), the slots give the group's extreme, and its row is looked up among the
+    slots that hold it: the chunks searched from the end the tie prefers while the extreme
+    recurs, the rest gathered (:func:`_rows_looked_up`);
   - elsewhere a running extreme over the chunks, elementwise on contiguous memory (one SIMD
     compare, extreme, multiply and maximum per element), with the chunk number of each slot's
     best (int8, so at most 127 chunks per range of rows); then the slots of each group are
@@ -38,8 +42,8 @@ the output.
     with NaN-aware comparisons.
 
 Threads (cupyops.core.threads): rows in row blocks, flat inputs and folds in ranges whose
-answers are combined with the same rules (:func:`pick`), so a result is the same on any
-number of threads.
+answers are combined with the same rules (:func:`pick`), transposed copies in blocks of
+slabs, so a result is the same on any number of threads.
 """
 from __future__ import annotations
 
@@ -427,7 +431,7 @@ def _fold_range(V, kind, tie, keyed, r0, rs, re, nan_aware):
         beat(ch, mm, out=bb)
         if nan_aware:
             nn = nan_b[:, sl]
-            np.isnan(ch, out=nn)
+            np.copyto(nn, np.isnan(ch))   # (NumPy 2.4's isnan into a strided out: wrong)
             nn &= ~np.isnan(mm)
             bb |= nn
         ext(mm, ch, out=mm)
@@ -549,7 +553,7 @@ def _find_rows(V, keyed, tiles, r0):
     :data:`FIND_SLOT_BYTES` and an eighth of the rows."""
     A, R, C = V.shape
     a0, a1, c0, c1 = tiles[0]
-    if (keyed is not None or V.dtype.kind not in "iuf" or V.dtype.itemsize == 1
+    if (keyed is not None or V.dtype.kind not in "iuf" or not 2 <= V.dtype.itemsize <= 8
             or not V.flags.c_contiguous or c1 - c0 != C):
         return 0
     most = FIND_SLOT_BYTES // V.dtype.itemsize // ((a1 - a0) * C)
@@ -600,27 +604,36 @@ def _matches(vals, want, nan):
 def _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie):
     """The extreme's row of every group of V[:, rs:re, :]: every chunk's value in the slots
     that hold the group's extreme (``holders``, flat indices of the slots (A, w, C)), compared
-    with it; the first (tie "first") or last row of a match in each group."""
-    A, R, C = V.shape
+    with it; the first (tie "first") or last row of a match in each group. Holders a batch at
+    a time: a batch's temporaries take about 30 bytes a value, FIND_SLOT_BYTES in all."""
+    A, _, C = V.shape
+    first = tie == "first"
+    out = np.full(A * C, np.iinfo(np.intp).max if first else -1, np.intp)
+    batch = max(1, FIND_SLOT_BYTES // (32 * nch))
+    for b0 in range(0, holders.size, batch):
+        group, row = _holders_rows(V, holders[b0:b0 + batch], w, nch, rs, re, best, nan, first)
+        (np.minimum if first else np.maximum).at(out, group, row)
+    return out.reshape(A, C)
+
+
+def _holders_rows(V, holders, w, nch, rs, re, best, nan, first):
+    """(group, the first or last row of a match) of each of ``holders``."""
+    _, R, C = V.shape
     a_slot, c = np.divmod(holders, C)
     a, slot = np.divmod(a_slot, w)
     group = a * C + c
     rows = (rs + slot)[:, None] + w * np.arange(nch)          # (holders, nch)
     inside = rows < re
-    vals = np.take(V.reshape(-1), (a * R)[:, None] * C + np.minimum(rows, re - 1) * C
-                   + c[:, None])
+    flat = np.minimum(rows, re - 1)
+    flat += (a * R)[:, None]
+    flat *= C
+    flat += c[:, None]
+    vals = np.take(V.reshape(-1), flat)
     hit = _matches(vals, best.reshape(-1)[group][:, None],
                    None if nan is None else nan.reshape(-1)[group][:, None])
     hit &= inside                  # every holder has a match: its slot's extreme is a value
-    if tie == "first":
-        row = rows[np.arange(holders.size), np.argmax(hit, axis=1)]
-        out = np.full(A * C, np.iinfo(np.intp).max, np.intp)
-        np.minimum.at(out, group, row)
-    else:
-        row = rows[np.arange(holders.size), nch - 1 - np.argmax(hit[:, ::-1], axis=1)]
-        out = np.full(A * C, -1, np.intp)
-        np.maximum.at(out, group, row)
-    return out.reshape(A, C)
+    k = np.argmax(hit, axis=1) if first else nch - 1 - np.argmax(hit[:, ::-1], axis=1)
+    return group, rows[np.arange(holders.size), k]
 
 
 def _rows_looked_up(V, held, w, rs, re, best, nan, tie):
@@ -771,6 +784,8 @@ def fold_arg(V, kind, tie, keyed=None):
     ones of at least 1 MiB (the fold stops at the type's extreme) and slabs longer than a
     block; the others are folded as a running extreme."""
     A, R, C = V.shape
+    if V.size == 0:
+        return np.zeros((A, C), np.intp)
     tiles, r0 = _fold_tiles(A, R, C, V.dtype.itemsize)
     w = _find_rows(V, keyed, tiles, r0) if V.nbytes >= FOLD_MIN_BYTES else 0
     if not w and C <= TRANSPOSE_MAX_C and (V.nbytes < FOLD_MIN_BYTES or V.dtype.kind == "c" or (
