@@ -249,9 +249,10 @@ def test_threads_give_the_single_thread_answer(fine_threads, spy_parts, dtype, m
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "complex64"])
 def test_transposed_blocks_share_the_threads(fine_threads, spy_parts, monkeypatch, dtype):
     """Folds of narrow slabs copied transposed a block at a time (numpy_blocks._transposed,
-    blocks of 256 elements here) share the blocks among two threads: the answers of one thread
+    blocks of 256 values here) share the blocks among two threads: the answers of one thread
     and of the reference, both ties, ties and NaN, several blocks of rows a slab too."""
     monkeypatch.setattr(B, "CHUNK", 256)
+    monkeypatch.setattr(B, "TRANSPOSE_BYTES", 1024)
     calls = []
     real = B._transposed
     monkeypatch.setattr(B, "_transposed", lambda V, *a: calls.append(V.shape) or real(V, *a))

@@ -12,7 +12,8 @@ Every routine gives the index the library's rule asks for (docs/api.md): the fir
 last place), -0.0 == 0.0, integers exact. float16 and bfloat16 are compared as int16 keys
 (:func:`keys16`): NumPy's float16 comparisons convert every element, the keys are SIMD
 integers. Extra memory stays at a few chunks of :data:`CHUNK` elements per thread besides
-the output (the fold's lookup: about four times :data:`FIND_SLOT_BYTES`).
+the output (the transposed copies: :data:`TRANSPOSE_BYTES`; the fold's lookup: about four
+times :data:`FIND_SLOT_BYTES`).
 
 * tie "first" over rows or flat: NumPy's argmax/argmin, in place (it is the fastest way); a
   flat bool input (argmax stops at the first True, argmin at the first False) is searched
@@ -24,9 +25,9 @@ the output (the fold's lookup: about four times :data:`FIND_SLOT_BYTES`).
 * tie "last" over a flat input: the extremes of blocks of :data:`CHUNK` elements (one SIMD
   reduction), then the last block that holds the overall extreme is searched as a row.
 * fold, narrow slabs (at most :data:`TRANSPOSE_MAX_C` groups a slab) below 1 MiB, or of 2
-  to 16 bytes a value whose slab fits a block of :data:`CHUNK` values and that the lookup
-  below does not take: blocks of slabs copied transposed into a small buffer, then NumPy's
-  argmax along the rows (:func:`_transposed`; NumPy's way, in bounded memory).
+  to 16 bytes a value, at most :data:`TRANSPOSE_MAX_R` rows a slab and not taken by the
+  lookup below: blocks of slabs copied transposed into a buffer of :data:`TRANSPOSE_BYTES`,
+  then NumPy's argmax along the rows (:func:`_transposed`; NumPy's way, in bounded memory).
 * fold, otherwise: the rows of a range are chunks of ``w`` rows; slot ``s`` of a group holds
   rows ``s, w + s, 2 w + s, ...``.
 
@@ -62,6 +63,8 @@ BOOL_PROBE = 1 << 16        # bytes a flat bool search reads before it starts th
 FOLD_IDX_MAX = 127          # chunks per fold range (the chunk number is an int8)
 FOLD_MIN_BYTES = 1 << 20    # smaller inputs with narrow slabs are copied transposed, not folded
 TRANSPOSE_MAX_C = 64        # ... narrow: at most this many groups per slab
+TRANSPOSE_BYTES = 1 << 20   # bytes a block of the transposed copies (a buffer a thread)
+TRANSPOSE_MAX_R = 512       # ... rows a slab, at most, of 1 MiB and more (longer: the fold's)
 FIND_SLOT_BYTES = 1 << 20   # slots of a tile of the fold's lookup, at most (its extra memory:
                             # about 4 times this a thread)
 FIND_MIN_ROWS = 128         # rows a chunk of the fold's lookup, at least
@@ -738,14 +741,22 @@ def _copy_transposed(b, block):
     np.copyto(b, block.transpose(0, 2, 1))
 
 
+def _transpose_block(dtype):
+    """Values a block of :func:`_transposed` copies: :data:`TRANSPOSE_BYTES` of them, at
+    least :data:`CHUNK` (fewer, larger copies: 256 Ki float32 values ran 0.77x the time of
+    64 Ki, blocks of 16 Ki 1.5-10x)."""
+    return max(CHUNK, TRANSPOSE_BYTES // dtype.itemsize)
+
+
 def _transposed(V, kind, tie, keyed):
     """:func:`fold_arg` by blocks of slabs copied transposed into a small buffer (each group a
     contiguous row; tie "last": read from the last row up), then NumPy's argmax/argmin along
     the rows; blocks of rows of a tall slab combined by :func:`pick`. The blocks of slabs are
     shared among the threads, each with its own buffer."""
     A, R, C = V.shape
-    rb = min(R, max(1, CHUNK // C))                      # rows per block
-    ab = max(1, CHUNK // (rb * C))                       # slabs per block
+    block = _transpose_block(V.dtype)
+    rb = min(R, max(1, block // C))                      # rows per block
+    ab = max(1, block // (rb * C))                       # slabs per block
     src = V[:, ::-1, :] if tie == "last" else V
     f = _ARG[kind]
     out = np.empty((A, C), np.intp)
@@ -780,16 +791,17 @@ def fold_arg(V, kind, tie, keyed=None):
     C-contiguous array): (A, C) intp. Tall slabs of at least 1 MiB are folded as one
     reduction and a lookup (:func:`_fold_find`); other narrow slabs are copied transposed a
     block at a time (:func:`_transposed`), NumPy's way but in bounded memory (one read of the
-    input, as a fold; 0.1-0.9 of the fold's time where a slab fits a block), except 1-byte
-    ones of at least 1 MiB (the fold stops at the type's extreme) and slabs longer than a
-    block; the others are folded as a running extreme."""
+    input, as a fold; 0.2-1.0 of the fold's time), except 1-byte ones of at least 1 MiB (the
+    fold stops at the type's extreme) and, from 1 MiB, slabs of more than
+    :data:`TRANSPOSE_MAX_R` rows (1.2-2.9x the fold's time); the others are folded as a
+    running extreme."""
     A, R, C = V.shape
     if V.size == 0:
         return np.zeros((A, C), np.intp)
     tiles, r0 = _fold_tiles(A, R, C, V.dtype.itemsize)
     w = _find_rows(V, keyed, tiles, r0) if V.nbytes >= FOLD_MIN_BYTES else 0
     if not w and C <= TRANSPOSE_MAX_C and (V.nbytes < FOLD_MIN_BYTES or V.dtype.kind == "c" or (
-            V.dtype.itemsize > 1 and R * C <= CHUNK)):
+            V.dtype.itemsize > 1 and R <= TRANSPOSE_MAX_R)):
         return _transposed(V, kind, tie, keyed)      # (complex: argmax beats its comparisons)
     r0 = w or r0
     span = r0 * (FOLD_IDX_MAX + 1)
