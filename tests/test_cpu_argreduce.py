@@ -339,6 +339,19 @@ def test_fold_lookup_memory_stays_bounded(monkeypatch):
     assert gathered and max(gathered) > 1000, gathered
 
 
+def test_a_1_byte_fold_checks_for_the_extreme_while_chunks_are_left():
+    """The running fold of a 1-byte type first checks whether every group holds the type's
+    extreme after the chunks its odds ask for (here 9 of 16: 230 of 65,536 slots hold 255
+    after the first chunk), not only when that is in the first half; never where fewer than
+    two chunks would be left."""
+    from cupyops.ops.argreduce import numpy_blocks as blocks
+    m = np.zeros((16, 256, 16), np.uint8)
+    m.reshape(-1)[np.random.default_rng(2).choice(m.size, 230, replace=False)] = 255
+    scratch = np.empty(m.shape, np.bool_)
+    assert blocks._first_check(m, "max", 16, scratch) == 9
+    assert blocks._first_check(m, "max", 10, scratch) == 10
+
+
 def test_running_fold_meets_nan_in_a_short_last_chunk(monkeypatch):
     """The running fold's NaN-aware pass finds a NaN that only the last, short chunk of a
     range holds, in slabs of one group (NumPy 2.4's isnan into a strided bool output, which

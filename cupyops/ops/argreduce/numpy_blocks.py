@@ -455,7 +455,7 @@ def _first_check(m, kind, nch, scratch):
     """The chunk before which the fold first checks whether every group already holds the
     type's extreme (nothing can beat it): from the share of slots that hold it after the
     first chunk, the number of chunks after which every group likely does (then every
-    quarter of that again); ``nch`` (never) where that is past the middle of the range."""
+    quarter of that again); ``nch`` (never) where fewer than two chunks would be left."""
     groups = m.shape[0] * m.shape[2]
     p = np.count_nonzero(np.equal(m, _extreme(m.dtype, kind), out=scratch)) / m.size
     if p <= 0:
@@ -464,7 +464,7 @@ def _first_check(m, kind, nch, scratch):
         return 1
     # every group holds it after k chunks with probability exp(-groups (1 - p)^(k w))
     k = math.ceil(math.log(8 * groups) / (-m.shape[1] * math.log1p(-p)))
-    return max(1, k) if k <= nch // 2 else nch
+    return max(1, k) if k < nch - 1 else nch
 
 
 def _settled(m, extreme, scratch):
