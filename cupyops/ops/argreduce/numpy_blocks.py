@@ -117,15 +117,33 @@ class _Keys:
 
 # ------------------------------------------------------------------------------ combining
 
+def _nan_groups(best):
+    """Where the groups' extremes ``best`` are NaN (a bool array), or None where none is."""
+    if best.dtype.kind not in "fc":
+        return None
+    nan = np.isnan(best)
+    return nan if nan.any() else None
+
+
+def _matches(vals, want, nan):
+    """``vals == want``, NaN matching NaN where ``nan`` (``want``'s NaN mask, or None)."""
+    hit = vals == want
+    if nan is not None:
+        hit |= np.isnan(vals) & nan
+    return hit
+
+
+def _held(vals, best):
+    """Where ``vals`` hold their group's extreme ``best`` (broadcast against them): equal,
+    or NaN where it is NaN (the library's rule)."""
+    return _matches(vals, best, _nan_groups(best))
+
+
 def pick(vals, pos, kind, tie, axis=0):
     """``(best value, its position)`` along ``axis`` of candidates ``vals`` with positions
     ``pos`` (the library's rule: NaN the extreme, ties by position, first or last)."""
     best = _RED[kind](vals, axis=axis, keepdims=True)
-    eq = vals == best
-    if best.dtype.kind in "fc":
-        nan = np.isnan(best)
-        if nan.any():
-            eq |= np.isnan(vals) & nan
+    eq = _held(vals, best)
     if tie == "first":
         p = np.where(eq, pos, np.iinfo(np.intp).max).min(axis=axis)
     else:
@@ -187,11 +205,7 @@ def _rows_last(x2, kind, keyed, r0, r1, out, rc):
     if keys is not None:
         cand = _Keys(keyed, kind, cand.size).of(cand)
     best = cand[np.arange(r1 - r0), p - w * e]
-    eq = cand == best[:, None]
-    if cand.dtype.kind == "f" and best.dtype.kind == "f":
-        nan = np.isnan(best)
-        if nan.any():
-            eq |= np.isnan(cand) & nan[:, None]
+    eq = _held(cand, best[:, None])
     np.subtract(nw - 1, w, out=out)
     out *= e
     out += (e - 1) - np.argmax(eq[:, ::-1], axis=1)
@@ -490,11 +504,7 @@ def _slot_pick(m, idx, kind, fold):
     mt = m.transpose(0, 2, 1).reshape(A * C, w)          # copies (contiguous)
     it = idx.transpose(0, 2, 1).reshape(A * C, w)
     best = _RED[kind](mt, axis=1)
-    eq = mt == best[:, None]
-    if best.dtype.kind in "fc":
-        nan = np.isnan(best)
-        if nan.any():
-            eq |= np.isnan(mt) & nan[:, None]
+    eq = _held(mt, best[:, None])
     other = np.invert(eq).view(np.int8)
     other *= np.int8(127)                                # 127 where not the best
     k = np.bitwise_or(it, other).min(axis=1)
@@ -512,11 +522,7 @@ def _slot_pick_wide(m, idx, kind, fold):
     slots in place, C contiguous elements a step."""
     A, w, C = m.shape
     best = _RED[kind](m, axis=1, keepdims=True)
-    eq = m == best
-    if best.dtype.kind in "fc":
-        nan = np.isnan(best)
-        if nan.any():
-            eq |= np.isnan(m) & nan
+    eq = _held(m, best)
     other = np.invert(eq).view(np.int8)
     other *= np.int8(127)
     k = np.bitwise_or(idx, other).min(axis=1, keepdims=True)
@@ -581,27 +587,9 @@ def _fold_find(V, kind, tie, r0, rs, re):
         best = _RED[kind](slots.transpose(0, 2, 1).copy(), axis=2)   # NaN propagates
     else:
         best = _RED[kind](slots, axis=1)
-    held = slots == best[:, None, :]
     nan = _nan_groups(best)
-    if nan is not None:
-        held |= np.isnan(slots) & nan[:, None, :]
+    held = _matches(slots, best[:, None, :], None if nan is None else nan[:, None, :])
     return best, _rows_looked_up(V, held, w, rs, re, best, nan, tie)
-
-
-def _nan_groups(best):
-    """Where the groups' extremes ``best`` are NaN (a bool array), or None where none is."""
-    if best.dtype.kind != "f":
-        return None
-    nan = np.isnan(best)
-    return nan if nan.any() else None
-
-
-def _matches(vals, want, nan):
-    """``vals == want``, NaN matching NaN where ``nan`` (``want``'s NaN mask, or None)."""
-    hit = vals == want
-    if nan is not None:
-        hit |= np.isnan(vals) & nan
-    return hit
 
 
 def _rows_gathered(V, holders, w, nch, rs, re, best, nan, tie):
