@@ -16,14 +16,19 @@ expressions, arch and NVRTC version, so an unchanged kernel is not compiled agai
 the default), a list such as ``80,90``, or ``all``: every architecture NVRTC supports from sm_75
 up (sm_70 too with an NVRTC 12). ``pytest --run-slow`` selects ``all``.
 
-Under ``required`` every dtype compiles for sm_90 (:data:`EVERY_DTYPE_ARCHS`), sm_75 and sm_80
-the dtypes whose code differs between architectures (:data:`ARCH_SENSITIVE_DTYPES`: bool's byte
-logic, half and bfloat16 arithmetic, the 16-byte values that hold the most registers),
-the others a few of those (:data:`SAMPLED_DTYPES`); occupancy is checked on sm_80 and sm_90 for
-what they compile. A list or ``all`` compiles every dtype for
-each. The full product of the required set took 560 s of a cold CI run on 2 busy cores (issue
-34 doubled the argreduce kernels with its values mode, issue 33 split them by vector width), so
-CI samples it: the product runs with ``--run-slow`` or ``CUPYOPS_NVRTC_ARCHS=all``.
+Under ``required`` each architecture compiles a sample of the dtypes (``SAMPLED_DTYPES`` in
+tests/_nvrtc_sample.py): sm_90, the H100/H200's, one dtype of each kind and width
+(``SM90_DTYPES``: the byte logic, a 1- and a 4-byte integer, every float, both complex widths;
+an unsigned integer or a wider signed one holds the registers of its signed twin); the other
+architectures some of the dtypes whose code differs between architectures
+(``ARCH_SENSITIVE_DTYPES``: bool's byte logic, half and bfloat16 arithmetic, the 16-byte values
+that hold the most registers). Occupancy is checked on sm_80 and sm_90 for what they compile. Every module of every
+dtype still compiles with NVRTC in CI: tests/test_cupy_compile.py takes the modules this sample
+leaves out through a real CuPy's compile path (PTX for sm_90). A list or ``all`` compiles every
+dtype for each architecture, and so does ``--run-slow``. The full product of the required set
+was 1,256 compiles and 1,950 s of NVRTC in a cold CI run on 2 cores (2026-11-29: the kernels
+compile one module each since issue 33, and the segment family's flat path added 12 kernels a
+dtype); the sample is 770 compiles and about 1,000 s of it.
 """
 import os
 
@@ -41,6 +46,8 @@ except ImportError as e:   # the test extra installs cuda-bindings; a bare insta
     WHY = f"cuda-bindings is not importable ({e}); pip install -e .[test]"
 
 from cupyops.tools import nvrtc as _nvrtc
+
+from _nvrtc_sample import ARCH_SENSITIVE_DTYPES, SAMPLED_DTYPES, sampled
 
 if HAVE_NVRTC:
     ok, why = _nvrtc.available()
@@ -71,24 +78,11 @@ def _archs():
     return tuple(a for a in archs if a in keep)
 
 
-#: under ``required``, the architecture every dtype compiles for (the H100/H200's)
-EVERY_DTYPE_ARCHS = (90,)
-#: under ``required``, the dtypes sm_75 (the oldest) and sm_80 compile (float64's 8-byte values
-#: hold fewer registers than complex128's 16-byte ones, checked here; it compiles for sm_90)
-ARCH_SENSITIVE_DTYPES = frozenset({"bool", "float16", "bfloat16", "complex128"})
-#: under ``required``, the dtypes the other architectures compile: sm_86 (sm_80's instruction
-#: set, other SM limits) float16, whose arithmetic the 8.x headers choose by architecture (sm_89
-#: has the same set: its check is --run-slow's); sm_100 (a newer ptxas) bool's byte logic,
-#: bfloat16 and the 16-byte values that hold the most registers; sm_120 (that ptxas, other SM
-#: limits) the 16-byte values (CI's time: bool and bfloat16 there are --run-slow's)
-SAMPLED_DTYPES = {86: frozenset({"float16"}), 89: frozenset(),
-                  100: frozenset({"bool", "bfloat16", "complex128"}),
-                  120: frozenset({"complex128"})}
-SAMPLED = os.environ.get("CUPYOPS_NVRTC_ARCHS", "required").strip() == "required"
+SAMPLED = sampled()
 
 
 def _checked(name, dt, arch) -> bool:
-    if not SAMPLED or name == "selftest" or arch in EVERY_DTYPE_ARCHS:
+    if not SAMPLED or name == "selftest":
         return True
     return str(dt) in SAMPLED_DTYPES.get(arch, ARCH_SENSITIVE_DTYPES)
 
