@@ -1,32 +1,44 @@
-"""What CI's NVRTC checks compile, for the two files that share the work
-(tests/test_nvrtc_compile.py: cubins, ptxas's registers, spills and occupancy;
-tests/test_cupy_compile.py: every other module through a real CuPy's compile path).
+"""What CI's NVRTC checks compile, for the two files that share the work:
+tests/test_nvrtc_compile.py (cubins: ptxas's registers, spills and occupancy, and .ftz in the
+PTX) and tests/test_cupy_compile.py (PTX through a real CuPy's compile path: NVRTC's front end,
+no ptxas).
 
-Under ``CUPYOPS_NVRTC_ARCHS=required`` (the default) each architecture compiles a sample of the
-dtypes; a list of architectures, ``all`` or ``pytest --run-slow`` compiles every dtype for each.
+Under ``CUPYOPS_NVRTC_ARCHS=required`` (the default) each required architecture compiles the
+cubins of a sample of the dtypes (:data:`SAMPLED_DTYPES`); a list of architectures, ``all``
+or ``pytest --run-slow`` compiles every dtype for each.
 """
 import os
 
-#: sm_90 (the H100/H200's): one dtype of each kind and width: the byte logic, a 1- and a 4-byte
-#: integer, every float, both complex widths (an unsigned integer, or a wider signed one, holds
-#: the registers of its signed twin; its module still compiles, through CuPy)
-SM90_DTYPES = frozenset({"bool", "int8", "int32", "float16", "bfloat16", "float32", "float64",
-                         "complex64", "complex128"})
-#: the dtypes whose code differs between architectures: bool's byte logic, half and bfloat16
-#: arithmetic, and the 16-byte values that hold the most registers (float64's 8-byte values hold
-#: fewer)
-ARCH_SENSITIVE_DTYPES = frozenset({"bool", "float16", "bfloat16", "complex128"})
-#: every required architecture's sample: sm_75 (the oldest) bool's byte logic and bfloat16,
-#: which it has no instructions for; sm_80 (occupancy's other architecture) bfloat16, native from
-#: sm_80, and the 16-byte values; sm_86 (sm_80's instruction set, other SM limits) float16, whose
-#: arithmetic the 8.x headers choose by architecture (sm_89 has the same set); sm_100 (another
-#: ptxas back end) the 16-byte values; sm_89 and sm_120 compile the selftest module alone (every
-#: architecture does). The other pairs are --run-slow's.
+#: sm_90 (the H100/H200's): the byte logic, the 1-, 4- and 8-byte signed integers, timedelta64
+#: (its own type, NaT's rules), every float and both complex widths. Its kernels run under
+#: ``__launch_bounds__(256, 4)``, a cap of 64 registers: a kernel at the cap spills rather than
+#: losing occupancy, and the 8-byte integers' argreduce and segment kernels sit there. Left
+#: out: the unsigned integers and int16 (the comparisons of their signed twins, one sign flip
+#: apart); their modules compile through the newest CuPy (PTX, no ptxas) and under --run-slow.
+SM90_DTYPES = frozenset({"bool", "int8", "int32", "int64", "timedelta64[ns]", "float16",
+                         "bfloat16", "float32", "float64", "complex64", "complex128"})
+#: every required architecture's sample. The kernels read half and bfloat16 as bits and have no
+#: ``__CUDA_ARCH__`` branches, so what differs between architectures is ptxas's register
+#: allocation: sm_75 (the oldest) the byte logic and bfloat16; sm_80 (the A100, occupancy's
+#: other architecture) bool (nonzero's byte tiles sit at 64 registers there, 50 % occupancy),
+#: bfloat16, float32 (the segment family's flat kernels of rows take 4-byte values only) and
+#: the 16-byte values; sm_100 (the B200, another back end) bool and the 16-byte values; sm_120
+#: the 16-byte values; sm_86 and sm_89 the selftest module alone (every architecture compiles
+#: it).
 SAMPLED_DTYPES = {90: SM90_DTYPES, 75: frozenset({"bool", "bfloat16"}),
-                  80: frozenset({"bfloat16", "complex128"}), 86: frozenset({"float16"}),
-                  89: frozenset(), 100: frozenset({"complex128"}), 120: frozenset()}
+                  80: frozenset({"bool", "bfloat16", "float32", "complex128"}),
+                  86: frozenset(), 89: frozenset(),
+                  100: frozenset({"bool", "complex128"}), 120: frozenset({"complex128"})}
 
 
 def sampled() -> bool:
     """Whether this run samples (``CUPYOPS_NVRTC_ARCHS`` is ``required``, the default)."""
     return os.environ.get("CUPYOPS_NVRTC_ARCHS", "required").strip() == "required"
+
+
+def checked(name, dt, arch) -> bool:
+    """Whether the NVRTC checks compile family ``name``'s cubins of ``dt`` for ``sm_<arch>``
+    in this run (the selftest family: always), given ``arch`` is one of the run's."""
+    if not sampled() or name == "selftest":
+        return True
+    return str(dt) in SAMPLED_DTYPES.get(int(arch), frozenset())

@@ -9,14 +9,13 @@ One architecture, sm_90. By default the query answers ``-arch=compute_90`` and P
 for a device newer than its NVRTC), which runs NVRTC's front end, the include search and the
 lowering exactly as for a cubin and skips ptxas: 108 s of CPU for both CuPy versions instead of
 257 s (measured on a 2-core machine); tests/test_nvrtc_compile.py runs ptxas on the same sources
-and options. ``--run-slow`` (or ``CUPYOPS_CUPY_COMPILE=cubin``) asks for ``-arch=sm_90`` and a
+and options (on a sample of the dtypes in CI). ``--run-slow`` (or ``CUPYOPS_CUPY_COMPILE=cubin``) asks for ``-arch=sm_90`` and a
 cubin, as CuPy does on an H100. Both CuPy versions compile at once, in two processes, each module
 once (identical modules, e.g. nonzero's int32 and uint32, share a cache entry). Warm, the test
 takes about a second. The floor compiles the dtypes of :data:`FLOOR_DTYPES` (its compile path,
-options and lowering are what differ from the newest CuPy's, not the sources), the newest
-float32 too and the dtypes the NVRTC checks compile no sm_90 cubin for (tests/_nvrtc_sample.py):
-every module compiles with NVRTC in CI once, and every kernel goes through both CuPy versions
-(every module through both under ``--run-slow``). Results are cached under
+options and lowering are what differ from the newest CuPy's, not the sources; float32 among
+them, so that every kernel goes through both), the newest the other dtypes and float32 (every
+module through both under ``--run-slow``). Results are cached under
 ``cupyops.core.caches.cache_dir("cupy-compile")``, keyed by every input (tests/cupy_compile.py),
 since no CuPy cache works without a driver.
 """
@@ -34,7 +33,7 @@ from cupyops.core import modules as _modules
 from cupyops.tools import nvrtc as _nvrtc
 
 from _cupy_extras import cupy_floor, cupy_target
-from _nvrtc_sample import SM90_DTYPES, sampled
+from _nvrtc_sample import checked, sampled
 
 HERE = Path(__file__).resolve().parent
 FLOOR_PACKAGE, FLOOR = cupy_floor("cuda13")
@@ -55,17 +54,16 @@ BOTH = "float32"
 #: the dtypes the floor CuPy compiles: the byte logic, the two 2-byte floats and the 16-byte
 #: values (the headers and types CuPy's compile path differs most on), and float32
 FLOOR_DTYPES = frozenset({"bool", "complex128", "float16", "bfloat16", BOTH})
-#: the newest CuPy compiles float32 and the dtypes the NVRTC checks' sm_90 sample does not
-#: (tests/_nvrtc_sample.py), so that every module compiles with NVRTC in CI, as a cubin there or
-#: here; with ``--run-slow`` (``CUPYOPS_NVRTC_ARCHS=all``) both compile every module (the
-#: sampling saves about two thirds of this test's CPU in CI)
+#: the newest CuPy compiles the other dtypes, and float32, so that every module goes through one
+#: real CuPy's compile path; with ``--run-slow`` (``CUPYOPS_NVRTC_ARCHS=all``) both compile
+#: every module (the sampling saves about half of this test's CPU in CI)
 SAMPLED = sampled()
 
 
 def _wanted(which, dt) -> bool:
     if which == "floor":
         return str(dt) in FLOOR_DTYPES
-    return not SAMPLED or str(dt) == BOTH or str(dt) not in SM90_DTYPES
+    return not SAMPLED or str(dt) == BOTH or str(dt) not in FLOOR_DTYPES
 
 
 def _jobs(which="newest", sampled=True) -> list:
@@ -143,18 +141,25 @@ def test_both_argreduce_and_nonzero_modules_are_there(compiled):
     assert {"argreduce", "nonzero"} <= families
 
 
-def test_every_module_compiles_with_nvrtc_in_ci():
-    """Every module compiles through one CuPy here or as a cubin in the NVRTC checks' sm_90
-    sample, and every kernel of every family goes through both CuPy versions."""
-    here = {key for which in ("newest", "floor") for key, *_ in _jobs(which)}
-    cubins = {key for key, *_ in _jobs("newest", sampled=False)
-              if key.split("/", 1)[1] in SM90_DTYPES}
-    assert here | cubins == {key for key, *_ in _jobs("newest", sampled=False)}
+def test_every_module_goes_through_one_cupy_and_every_kernel_through_both():
+    """Every module compiles through one CuPy here (its front end: the NVRTC checks' cubins
+    sample the dtypes, tests/_nvrtc_sample.py), and every kernel of every family goes through
+    both CuPy versions."""
+    both = {key for which in ("newest", "floor") for key, *_ in _jobs(which)}
+    assert both == {key for key, *_ in _jobs("newest", sampled=False)}
     for which in ("newest", "floor"):
-        exprs = {e for *_, es in _jobs(which) for e in es}
-        kernels = {e.split("<")[0] for e in exprs}
+        kernels = {e.split("<")[0] for *_, es in _jobs(which) for e in es}
         every = {e.split("<")[0] for *_, es in _jobs(which, sampled=False) for e in es}
         assert kernels == every, (which, every - kernels)
+
+
+def test_every_kernel_template_has_a_sampled_cubin():
+    """Every kernel of every family is compiled to a sm_90 cubin (ptxas: registers, spills,
+    occupancy) by the NVRTC checks for some dtype, also when they sample."""
+    every = {e.split("<")[0] for *_, es in _jobs("newest", sampled=False) for e in es}
+    cubins = {e.split("<")[0] for key, *_, es in _jobs("newest", sampled=False) for e in es
+              if checked(key.split("/")[0], key.split("/", 1)[1], 90)}
+    assert cubins == every, every - cubins
 
 
 def test_the_check_can_fail(monkeypatch):

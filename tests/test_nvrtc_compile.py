@@ -1,6 +1,7 @@
-"""Every registered kernel family x value dtype x architecture compiles with NVRTC, without a
-GPU or driver, with the options the CuPy path uses: no error, no register spills, no
-subnormal-flushing instructions, and enough occupancy on sm_80 and sm_90.
+"""Kernel families x value dtypes x architectures compile with NVRTC, without a GPU or driver,
+with the options the CuPy path uses: no error, no register spills, no subnormal-flushing
+instructions, and enough occupancy on sm_80 and sm_90. CI compiles a sample (below);
+``--run-slow`` every family x dtype x architecture.
 
 Each (family, dtype, arch) compiles the modules the library compiles for the dtype (a kernel
 and index width each, :func:`cupyops.tools.nvrtc.runtime_modules`): a kernel's PTX does not
@@ -16,19 +17,16 @@ expressions, arch and NVRTC version, so an unchanged kernel is not compiled agai
 the default), a list such as ``80,90``, or ``all``: every architecture NVRTC supports from sm_75
 up (sm_70 too with an NVRTC 12). ``pytest --run-slow`` selects ``all``.
 
-Under ``required`` each architecture compiles a sample of the dtypes (``SAMPLED_DTYPES`` in
-tests/_nvrtc_sample.py): sm_90, the H100/H200's, one dtype of each kind and width
-(``SM90_DTYPES``: the byte logic, a 1- and a 4-byte integer, every float, both complex widths;
-an unsigned integer or a wider signed one holds the registers of its signed twin); the other
-architectures some of the dtypes whose code differs between architectures
-(``ARCH_SENSITIVE_DTYPES``: bool's byte logic, half and bfloat16 arithmetic, the 16-byte values
-that hold the most registers). Occupancy is checked on sm_80 and sm_90 for what they compile. Every module of every
-dtype still compiles with NVRTC in CI: tests/test_cupy_compile.py takes the modules this sample
-leaves out through a real CuPy's compile path (PTX for sm_90). A list or ``all`` compiles every
-dtype for each architecture, and so does ``--run-slow``. The full product of the required set
-was 1,256 compiles and 1,950 s of NVRTC in a cold CI run on 2 cores (2026-11-29: the kernels
-compile one module each since issue 33, and the segment family's flat path added 12 kernels a
-dtype); the sample is 770 compiles and about 1,000 s of it.
+Under ``required`` each architecture compiles the cubins of a sample of the dtypes
+(``SAMPLED_DTYPES`` in tests/_nvrtc_sample.py, which says why each): sm_90, the H100/H200's,
+every kind and width but the unsigned integers and int16; the others the dtypes whose registers
+sit nearest a limit there. Occupancy is checked on sm_80 and sm_90 for what they compile. Every
+module of every dtype still compiles with NVRTC in CI: tests/test_cupy_compile.py takes each
+module through a real CuPy's compile path (PTX for sm_90: the front end, no ptxas). A list or
+``all`` compiles every dtype for each architecture, and so does ``--run-slow``. The previous
+sample was 1,256 compiles and 1,950 s of NVRTC in a cold CI run on 2 cores (2026-11-29: the
+kernels compile one module each since issue 33, and the segment family's flat path added 12
+kernels a dtype); this one is 924 compiles and about 1,230 s of it.
 """
 import os
 
@@ -47,7 +45,7 @@ except ImportError as e:   # the test extra installs cuda-bindings; a bare insta
 
 from cupyops.tools import nvrtc as _nvrtc
 
-from _nvrtc_sample import ARCH_SENSITIVE_DTYPES, SAMPLED_DTYPES, sampled
+from _nvrtc_sample import SAMPLED_DTYPES, checked
 
 if HAVE_NVRTC:
     ok, why = _nvrtc.available()
@@ -78,19 +76,10 @@ def _archs():
     return tuple(a for a in archs if a in keep)
 
 
-SAMPLED = sampled()
-
-
-def _checked(name, dt, arch) -> bool:
-    if not SAMPLED or name == "selftest":
-        return True
-    return str(dt) in SAMPLED_DTYPES.get(arch, ARCH_SENSITIVE_DTYPES)
-
-
 ARCHS = _archs()
 FAMILIES = _modules.families()
 ITEMS = [(name, dt, arch) for name, fam in FAMILIES.items() for dt in fam.dtypes for arch in ARCHS
-         if _checked(name, dt, arch)]
+         if checked(name, dt, arch)]
 IDS = [f"{n}-{dt}-sm_{a}" for n, dt, a in ITEMS]
 
 
@@ -145,6 +134,15 @@ def test_required_archs_supported():
     archs = _nvrtc.check_archs()
     assert min(archs) >= _nvrtc.min_arch()
     assert set(_nvrtc.REQUIRED_ARCHS) <= set(archs)
+
+
+def test_the_sample_names_every_required_arch():
+    """Under ``required`` every required architecture has its sample (an architecture
+    missing from it would compile no family's cubin, silently)."""
+    assert set(SAMPLED_DTYPES) == set(_nvrtc.REQUIRED_ARCHS)
+    assert 90 in _nvrtc.REQUIRED_ARCHS
+    served = {str(dt) for fam in FAMILIES.values() for dt in fam.dtypes}
+    assert all(set(map(str, dts)) <= served for dts in SAMPLED_DTYPES.values())
 
 
 def test_every_checked_arch_has_limits():
