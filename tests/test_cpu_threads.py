@@ -301,6 +301,30 @@ def test_the_lookup_shares_the_threads(fine_threads, spy_parts, monkeypatch, dty
                 assert len(set(calls)) > 1 and any(t == 2 and n > 1 for t, n in spy_parts)
 
 
+def test_tie_first_roads_with_a_one_thread_twin_run_on_the_threads(spy_parts, monkeypatch):
+    """With ``MEASURE`` off, the layouts that have a one-thread road (NumPy's own argmax over
+    every axis or over the rows, intp indices) run on the threads too: the tests that turn the
+    measuring off reach their split code (it ran NumPy's routine on one thread before)."""
+    monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)
+    monkeypatch.setattr(T._state, "busy_until", 0.0)
+    monkeypatch.setattr(T, "MEASURE", False)
+    x = np.random.default_rng(3).integers(0, 4, (1024, 1024)).astype(np.float32)
+    old = T._state.setting
+    try:
+        T.set_num_threads(2)
+        for f, kw, ref in ((cupyops.argmax, {}, np.argmax(x)),
+                           (cupyops.argmin, dict(axis=1), np.argmin(x, axis=1)),
+                           (cupyops.argmax, dict(axis=1, keepdims=True),
+                            np.argmax(x, axis=1, keepdims=True))):
+            spy_parts.clear()
+            got = f(x, **kw)
+            np.testing.assert_array_equal(got, ref, err_msg=f"{f.__name__} {kw}")
+            assert got.dtype == np.intp
+            assert any(t == 2 and n > 1 for t, n in spy_parts), (f.__name__, kw, spy_parts)
+    finally:
+        T._state.setting = old
+
+
 def test_threads_at_the_default_thresholds(spy_parts, monkeypatch):
     """4 MiB inputs on two threads with the real part sizes: the answers of one thread."""
     monkeypatch.setattr(T, "BUSY_SECONDS", 0.0)

@@ -306,7 +306,10 @@ class Choice:
 
 def _measured_call(state, x, workspace):
     choice, nbytes, entry, alone = state
-    if choice.quiet and MEASURE:
+    if not MEASURE:
+        # (tests: every large call on the threads threads_for gives, none timed)
+        return (entry if threads_for(nbytes) > 1 else alone)(x, workspace)
+    if choice.quiet:
         # settled (Choice.quiet): the way chosen, untimed, as the timed road would run it
         choice.quiet -= 1
         choice.since += 1
@@ -336,7 +339,9 @@ def _measured_call(state, x, workspace):
 def _measured_call_args(state, x, workspace, *args):
     """:func:`_measured_call` for entries that take more arrays (segment offsets)."""
     choice, nbytes, entry, alone = state
-    if choice.quiet and MEASURE:
+    if not MEASURE:
+        return (entry if threads_for(nbytes) > 1 else alone)(x, workspace, *args)
+    if choice.quiet:
         choice.quiet -= 1
         choice.since += 1
         if not choice.alone:
