@@ -62,7 +62,7 @@ SAMPLED = sampled()
 
 def _wanted(which, dt) -> bool:
     if which == "floor":
-        return str(dt) in FLOOR_DTYPES
+        return not SAMPLED or str(dt) in FLOOR_DTYPES
     return not SAMPLED or str(dt) == BOTH or str(dt) not in FLOOR_DTYPES
 
 
@@ -151,6 +151,12 @@ def test_every_module_goes_through_one_cupy_and_every_kernel_through_both():
         kernels = {e.split("<")[0] for *_, es in _jobs(which) for e in es}
         every = {e.split("<")[0] for *_, es in _jobs(which, sampled=False) for e in es}
         assert kernels == every, (which, every - kernels)
+
+
+def test_run_slow_takes_every_module_through_both(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "SAMPLED", False)
+    every = {key for key, *_ in _jobs("newest", sampled=False)}
+    assert {key for key, *_ in _jobs("floor")} == every == {key for key, *_ in _jobs("newest")}
 
 
 def test_every_kernel_template_has_a_sampled_cubin():
