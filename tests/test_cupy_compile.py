@@ -1,6 +1,6 @@
 """Every kernel module through real CuPy's own compile path, without a GPU or driver, at the
-newest CuPy (this interpreter's, from the test extra) and at the extras' floor (installed with
-pip --target): ``cupy.cuda.compiler.compile_using_nvrtc`` with the options a ``RawModule``
+newest CuPy (this interpreter's, from the test extra) or at the extras' floor (installed with
+pip --target), every kernel through both (every module through both with ``--run-slow``): ``cupy.cuda.compiler.compile_using_nvrtc`` with the options a ``RawModule``
 gets (``assemble_cupy_compiler_options`` and ``-ftz=true``), only the architecture query
 replaced (tests/cupy_compile.py). Every module compiles and every name expression comes back
 lowered. Both CuPy versions use this environment's NVRTC and CUDA headers (the test extra's).
