@@ -22,7 +22,8 @@ def pytest_configure(config):
     if config.getoption("--run-slow"):
         # the NVRTC compile checks then cover every supported architecture, not only the required
         # (an exported "required", the default's name, would keep CI's sample silently)
-        if os.environ.get("CUPYOPS_NVRTC_ARCHS", "required").strip() == "required":
+        from _nvrtc_sample import sampled
+        if sampled():
             os.environ["CUPYOPS_NVRTC_ARCHS"] = "all"
     config.addinivalue_line("markers", "slow: big sweeps; run with --run-slow")
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU through CuPy")

@@ -145,6 +145,16 @@ def test_the_sample_names_every_required_arch():
     assert all(set(map(str, dts)) <= served for dts in SAMPLED_DTYPES.values())
 
 
+def test_every_kernel_template_has_a_sampled_cubin():
+    """Every kernel of every family is compiled to a sm_90 cubin (ptxas: registers, spills,
+    occupancy) for some dtype, also when the checks sample."""
+    for name, fam in FAMILIES.items():
+        every = {e.split("<")[0] for dt in fam.dtypes for e in fam.expressions_for(dt)}
+        cubins = {e.split("<")[0] for dt in fam.dtypes if checked(name, dt, 90)
+                  for e in fam.expressions_for(dt)}
+        assert cubins == every, (name, every - cubins)
+
+
 def test_every_checked_arch_has_limits():
     for a in _nvrtc.check_archs():
         lim = _nvrtc.arch_limits(a)
